@@ -1,0 +1,60 @@
+// Collective communication over the ranks of a job, on flat contiguous tensors.
+//
+// Implementations: MpiCommunicator (CPU tensors), NcclCommunicator (CUDA tensors) and
+// InProcessCommunicator (ranks as threads of one process, for unit tests).
+//
+// Contract for every implementation:
+//  - Collectives are issued in the same order on every rank; the *_async calls start them in call
+//    order, and wait() on the returned Work completes them (CPU: the data is final; CUDA: the
+//    caller's current stream is ordered after the collective, with no host synchronisation).
+//  - A world of one returns at once (allreduce of one rank is the identity).
+//  - Failures throw CommError naming the collective, the rank and the library's error string.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace xlaunch {
+
+enum class ReduceOp { Sum, Avg, Max };
+
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the collective is complete (see the contract above). Rethrows its error.
+  virtual void wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;
+
+  // In place over a contiguous tensor.
+  virtual std::shared_ptr<Work> allreduce_async(at::Tensor t, ReduceOp op) = 0;
+  // In place: after completion every rank holds root's values. t must be contiguous.
+  virtual std::shared_ptr<Work> broadcast_async(at::Tensor t, int root) = 0;
+  // out (contiguous, size() * in.numel() elements, in's dtype) receives every rank's `in`, in
+  // rank order.
+  virtual std::shared_ptr<Work> allgather_async(at::Tensor in, at::Tensor out) = 0;
+  virtual std::shared_ptr<Work> barrier_async() = 0;
+
+  void allreduce(const at::Tensor& t, ReduceOp op) { allreduce_async(t, op)->wait(); }
+  void broadcast(const at::Tensor& t, int root) { broadcast_async(t, root)->wait(); }
+  // Returns a tensor of shape [size(), in.sizes()...].
+  at::Tensor allgather(const at::Tensor& in);
+  void barrier() { barrier_async()->wait(); }
+
+  // Every rank's string, in rank order (lengths may differ). For agreeing before collectives.
+  std::vector<std::string> allgather_strings(const std::string& s);
+};
+
+// A Work that is already complete (world of one, or a synchronous implementation).
+std::shared_ptr<Work> completed_work();
+
+}  // namespace xlaunch

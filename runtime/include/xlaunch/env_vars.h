@@ -1,0 +1,87 @@
+// The environment contract between the launcher and the runtime: every XLAUNCH_* variable, declared
+// once, with its type, default and meaning. The launcher exports exactly these (with mpirun -x);
+// the runtime reads its settings only from them, never from the YAML file.
+//
+// Header-only and free of torch and MPI, so the launcher can include it without linking either.
+#pragma once
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace xlaunch::env {
+
+enum class Type { Bool, Int, Float, String };
+
+struct Var {
+  const char* name;
+  Type type;
+  const char* default_value;
+  const char* meaning;
+};
+
+// clang-format off
+inline constexpr Var kDistributedType        {"XLAUNCH_DISTRIBUTED_TYPE", Type::String, "NO", "NO, MULTI_CPU or MULTI_GPU, from the config"};
+inline constexpr Var kUseCpu                 {"XLAUNCH_USE_CPU", Type::Bool, "0", "1: train on the CPU even where GPUs exist"};
+inline constexpr Var kGpuIds                 {"XLAUNCH_GPU_IDS", Type::String, "all", "GPUs this machine may use: 'all' or a comma list; local rank i takes the i-th"};
+inline constexpr Var kMixedPrecision         {"XLAUNCH_MIXED_PRECISION", Type::String, "no", "no, fp16 or bf16"};
+inline constexpr Var kGradAccumSteps         {"XLAUNCH_GRADIENT_ACCUMULATION_STEPS", Type::Int, "1", "micro-steps per optimizer step; gradients sync on the last"};
+inline constexpr Var kBucketCapMb            {"XLAUNCH_BUCKET_CAP_MB", Type::Float, "25", "gradient bucket size in MiB (the first bucket is smaller)"};
+inline constexpr Var kFindUnusedParameters   {"XLAUNCH_FIND_UNUSED_PARAMETERS", Type::Bool, "0", "1: reduce parameters without a gradient as zeros instead of failing"};
+inline constexpr Var kBroadcastBuffers       {"XLAUNCH_BROADCAST_BUFFERS", Type::Bool, "1", "1: broadcast rank 0's buffers (BatchNorm statistics) before each forward"};
+inline constexpr Var kNumWorkers             {"XLAUNCH_NUM_WORKERS", Type::String, "2", "loader worker threads per rank: a count, or 'auto'"};
+inline constexpr Var kPinMemory              {"XLAUNCH_PIN_MEMORY", Type::Bool, "1", "1: collate into pinned host memory and copy to the GPU asynchronously"};
+inline constexpr Var kPrefetchFactor         {"XLAUNCH_PREFETCH_FACTOR", Type::Int, "2", "batches in flight per loader worker"};
+inline constexpr Var kDebug                  {"XLAUNCH_DEBUG", Type::Bool, "0", "1: extra consistency checks and verbose runtime logging"};
+inline constexpr Var kTimeoutS               {"XLAUNCH_TIMEOUT_S", Type::Int, "1800", "seconds a collective may wait before the job is declared stuck"};
+inline constexpr Var kLogDir                 {"XLAUNCH_LOG_DIR", Type::String, "", "directory for per-rank logs; empty: none"};
+inline constexpr Var kRunId                  {"XLAUNCH_RUN_ID", Type::String, "", "identifier of this launch, the same on every rank"};
+inline constexpr Var kRestartCount           {"XLAUNCH_RESTART_COUNT", Type::Int, "0", "how many times the launcher has restarted this job"};
+inline constexpr Var kConfigFile             {"XLAUNCH_CONFIG_FILE", Type::String, "", "the config file: read by `xlaunch` when no --config_file is given; exported to the ranks as the file used"};
+// clang-format on
+
+// Every variable the launcher exports, in the order it exports them.
+inline constexpr const Var* kAll[] = {
+    &kDistributedType, &kUseCpu,       &kGpuIds,     &kMixedPrecision, &kGradAccumSteps,
+    &kBucketCapMb,     &kFindUnusedParameters,       &kBroadcastBuffers, &kNumWorkers,
+    &kPinMemory,       &kPrefetchFactor, &kDebug,    &kTimeoutS,       &kLogDir,
+    &kRunId,           &kRestartCount, &kConfigFile,
+};
+
+// The raw value: the environment's, or the declared default when unset.
+inline std::string raw(const Var& v) {
+  const char* s = std::getenv(v.name);
+  return s ? std::string(s) : std::string(v.default_value);
+}
+
+inline std::invalid_argument bad_value(const Var& v, const std::string& value, const char* expected) {
+  return std::invalid_argument(std::string(v.name) + "='" + value + "' is not " + expected + " (" +
+                               v.meaning + "); unset it or fix the launcher config");
+}
+
+inline std::string get_string(const Var& v) { return raw(v); }
+
+inline bool get_bool(const Var& v) {
+  const std::string s = raw(v);
+  if (s == "1" || s == "true" || s == "True" || s == "yes") return true;
+  if (s == "0" || s == "false" || s == "False" || s == "no" || s.empty()) return false;
+  throw bad_value(v, s, "a boolean (0 or 1)");
+}
+
+inline long get_int(const Var& v) {
+  const std::string s = raw(v);
+  char* end = nullptr;
+  const long x = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0') throw bad_value(v, s, "an integer");
+  return x;
+}
+
+inline double get_float(const Var& v) {
+  const std::string s = raw(v);
+  char* end = nullptr;
+  const double x = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0') throw bad_value(v, s, "a number");
+  return x;
+}
+
+}  // namespace xlaunch::env

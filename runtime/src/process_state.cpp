@@ -1,0 +1,118 @@
+#include "xlaunch/process_state.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+
+#include "xlaunch/check.h"
+#include "xlaunch/env_vars.h"
+
+namespace xlaunch {
+namespace {
+
+struct Scheme {
+  const char* rank;
+  const char* size;
+  const char* local_rank;  // may be null
+  const char* local_size;  // may be null
+  const char* source;
+};
+
+// In order of precedence: the launcher we use first.
+constexpr Scheme kSchemes[] = {
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI"},
+    {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PMI"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr, "Slurm"},
+    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun"},
+};
+
+int parse_nonneg(const GetEnv& getenv, const char* name) {
+  const char* s = getenv(name);
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(s, &end, 10);
+  if (*s == '\0' || *end != '\0' || errno != 0 || v < 0 || v > INT_MAX)
+    throw UsageError(std::string(name) + "='" + s +
+                     "' is not a non-negative integer; it describes this process's place in the job. "
+                     "Unset it, or start the job through `xlaunch run`.");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+Place place_from_env(const GetEnv& getenv) {
+  for (const Scheme& s : kSchemes) {
+    if (!getenv(s.rank) || !getenv(s.size)) continue;
+    Place p;
+    p.source = s.source;
+    p.rank = parse_nonneg(getenv, s.rank);
+    p.world_size = parse_nonneg(getenv, s.size);
+    if (p.world_size < 1 || p.rank >= p.world_size)
+      throw UsageError(std::string(s.rank) + "=" + std::to_string(p.rank) + " is not below " + s.size + "=" +
+                       std::to_string(p.world_size) + "; the launcher's environment is inconsistent");
+    p.local_rank = (s.local_rank && getenv(s.local_rank)) ? parse_nonneg(getenv, s.local_rank) : p.rank;
+    p.local_world_size =
+        (s.local_size && getenv(s.local_size)) ? parse_nonneg(getenv, s.local_size) : p.world_size;
+    if (p.local_rank >= p.local_world_size) p.local_world_size = p.local_rank + 1;
+    return p;
+  }
+  return Place{};
+}
+
+ProcessState& ProcessState::get() {
+  static ProcessState state;
+  return state;
+}
+
+ProcessState::ProcessState() {
+  place_ = place_from_env([](const char* n) { return std::getenv(n); });
+  char name[HOST_NAME_MAX + 1] = {0};
+  host_ = gethostname(name, sizeof name) == 0 ? name : "unknown-host";
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    mpi_active_ = true;  // someone else (the user's main) owns MPI's lifetime
+  } else if (place_.world_size > 1) {
+    int provided = 0;
+    XLAUNCH_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+    if (provided < MPI_THREAD_SERIALIZED)
+      throw CommError("MPI provides thread level " + std::to_string(provided) +
+                      " below MPI_THREAD_SERIALIZED; xlaunch calls MPI from its communication thread");
+    mpi_active_ = mpi_owned_ = true;
+  }
+  if (mpi_active_) {
+    int r = 0, n = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    if (r != place_.rank || n != place_.world_size)
+      throw UsageError("MPI says rank " + std::to_string(r) + " of " + std::to_string(n) + " but " +
+                       place_.source + " variables say rank " + std::to_string(place_.rank) + " of " +
+                       std::to_string(place_.world_size) + "; start the job through `xlaunch run` or mpirun");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  }
+}
+
+ProcessState::~ProcessState() {
+  if (!mpi_owned_) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  // MPI_Finalize waits for the other ranks. If one of them is stuck in a collective that this rank
+  // will never join (it failed and is leaving), waiting forever would hang the job: bound it by
+  // the collective timeout, after which SIGALRM ends this process and mpirun ends the job.
+  long timeout = 1800;
+  try { timeout = env::get_int(env::kTimeoutS); } catch (const std::exception&) {}
+  if (timeout > 0) alarm(static_cast<unsigned>(timeout));
+  MPI_Finalize();
+  alarm(0);
+}
+
+}  // namespace xlaunch
