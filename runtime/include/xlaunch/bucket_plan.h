@@ -1,0 +1,31 @@
+// Gradient bucket assignment: which parameters share a bucket (one flat buffer, one allreduce).
+//
+// A pure function, tested with literal index lists. Parameters are taken in reverse registration
+// order, because backward produces gradients roughly in that order: the first bucket then fills
+// first and its allreduce starts while backward is still computing the earlier layers. The first
+// bucket is small (first_cap_bytes) so that communication starts as early as possible. A bucket
+// holds parameters of one dtype and device only; a parameter larger than the cap gets a bucket of
+// its own. As in PyTorch's DDP, a bucket closes once its size reaches the cap.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace xlaunch {
+
+struct BucketParam {
+  int64_t bytes = 0;
+  std::string group;  // dtype and device, e.g. "float@cpu": only equal groups share a bucket
+};
+
+struct BucketCaps {
+  int64_t first_cap_bytes = 1 << 20;    // 1 MiB, like PyTorch's DDP
+  int64_t cap_bytes = 25LL << 20;       // bucket_cap_mb
+};
+
+// Returns buckets in the order they will be reduced; each lists parameter indices (into `params`,
+// which is in registration order) in the order they are laid out in the bucket's buffer.
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParam>& params, const BucketCaps& caps);
+
+}  // namespace xlaunch

@@ -1,0 +1,95 @@
+// The gradient reducer: data-parallel gradient averaging, overlapped with backward.
+//
+// The bucket-ready protocol, per synced backward:
+//  1. prepare_for_backward() arms the reducer (sync or local accumulation).
+//  2. Autograd accumulates a parameter's gradient, then our post-hook on its AccumulateGrad node
+//     runs: the gradient is made to live in its bucket (param.grad becomes a view into the
+//     bucket's flat buffer; a fresh gradient produced by autograd is copied in once), and the
+//     parameter is marked ready.
+//  3. When every parameter of a bucket is ready, and every earlier bucket has been started, the
+//     bucket's allreduce (average) starts at once on the communicator (MPI: its communication
+//     thread; NCCL: its stream) while backward keeps computing. Buckets start in index order on
+//     every rank, so collectives match across ranks.
+//  4. finalize_backward() starts any bucket still waiting (parameters that got no gradient are
+//     zero-filled first, so every rank issues the same collectives and nothing hangs), waits for
+//     all of them, and then reports unused parameters as an error unless find_unused_parameters.
+// After it returns, each param.grad holds the gradient averaged over all ranks.
+//
+// Memory: gradients are views into the buckets, so the only per-step copy is the one autograd's
+// fresh gradient needs to land in the bucket (none when grads are zeroed in place between steps).
+// During local accumulation (no sync) nothing is communicated and gradients accumulate in place.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "xlaunch/bucket_plan.h"
+#include "xlaunch/communicator.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace xlaunch {
+
+struct ReducerOptions {
+  double bucket_cap_mb = 25.0;
+  int64_t first_bucket_bytes = 1 << 20;
+  bool find_unused_parameters = false;
+};
+
+// Which communicator reduces tensors on a device (MPI for CPU, NCCL for CUDA).
+using CommunicatorForDevice = std::function<std::shared_ptr<Communicator>(const at::Device&)>;
+
+class Reducer {
+ public:
+  // params: the trainable parameters in registration order, with their names (for messages).
+  Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, CommunicatorForDevice comm_for,
+          ReducerOptions options);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Call before each backward of a prepared model. sync=false accumulates locally (no_sync).
+  void prepare_for_backward(bool sync);
+  // Call after backward returns; see the protocol above. Throws UsageError on unused parameters
+  // (after the collectives completed) unless find_unused_parameters.
+  void finalize_backward();
+
+  const std::vector<std::vector<size_t>>& buckets() const { return plan_; }
+  // A line per bucket ("bucket 0: 3 params, 4.2 MB, float@cpu"), identical on ranks that agree.
+  std::string layout() const;
+  size_t num_params() const { return params_.size(); }
+
+  // Tests and profiling: called (under the reducer's lock) as each bucket's allreduce is started.
+  void set_launch_observer(std::function<void(size_t bucket)> fn) { on_launch_ = std::move(fn); }
+
+ private:
+  struct Bucket;
+  void on_grad_ready(size_t param);
+  void launch_ready_buckets();
+  void install_hooks();
+
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;
+  ReducerOptions options_;
+  std::vector<std::vector<size_t>> plan_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::pair<size_t, size_t>> slot_of_;  // param -> (bucket, position)
+  std::vector<char> ready_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hook_keys_;
+
+  std::mutex mu_;  // hooks may run on several autograd threads (one per CUDA device)
+  bool armed_ = false;
+  bool sync_ = true;
+  size_t next_launch_ = 0;
+  std::function<void(size_t)> on_launch_;
+};
+
+}  // namespace xlaunch

@@ -1,0 +1,288 @@
+#include "xlaunch/accelerator.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <torch/cuda.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/utils.h>
+
+#include <cstdlib>
+#include <functional>
+#include <thread>
+
+#include "xlaunch/check.h"
+#include "xlaunch/env_vars.h"
+#include "xlaunch/error.h"
+#include "xlaunch/mpi_communicator.h"
+#include "xlaunch/nccl_communicator.h"
+#include "xlaunch/process_state.h"
+
+namespace xlaunch {
+namespace {
+
+int parse_gpu_for_local_rank(const std::string& gpu_ids, int local_rank, int visible) {
+  if (gpu_ids.empty() || gpu_ids == "all") {
+    if (local_rank >= visible)
+      throw UsageError("local rank " + std::to_string(local_rank) + " has no GPU: this machine has " +
+                       std::to_string(visible) + " visible; run at most that many processes per machine, " +
+                       "or pass --cpu");
+    return local_rank;
+  }
+  std::vector<int> ids;
+  std::stringstream ss(gpu_ids);
+  for (std::string item; std::getline(ss, item, ',');) ids.push_back(std::stoi(item));
+  if (local_rank >= static_cast<int>(ids.size()))
+    throw UsageError("gpu_ids '" + gpu_ids + "' lists " + std::to_string(ids.size()) + " GPUs but local rank " +
+                     std::to_string(local_rank) + " needs one; list one GPU per local process");
+  return ids[local_rank];
+}
+
+std::string describe_params(const torch::nn::Module& m) {
+  std::ostringstream os;
+  for (const auto& item : m.named_parameters()) {
+    os << "parameter '" << item.key() << "' shape " << item.value().sizes() << " "
+       << at::toString(item.value().scalar_type()) << (item.value().requires_grad() ? "" : " frozen") << "\n";
+  }
+  for (const auto& item : m.named_buffers())
+    os << "buffer '" << item.key() << "' shape " << item.value().sizes() << " "
+       << at::toString(item.value().scalar_type()) << "\n";
+  return os.str();
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string l; std::getline(ss, l);) out.push_back(l);
+  return out;
+}
+
+// Flattens same-dtype tensors into one buffer per dtype, broadcasts it, and copies back.
+void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tensors) {
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
+  for (auto& [dtype, group] : by_dtype) {
+    std::vector<at::Tensor> flat;
+    for (const auto& t : group) flat.push_back(t.detach().reshape({-1}));
+    at::Tensor buffer = at::cat(flat);
+    comm.broadcast(buffer, 0);
+    int64_t offset = 0;
+    at::NoGradGuard no_grad;
+    for (auto& t : group) {
+      t.detach().copy_(buffer.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+}
+
+}  // namespace
+
+AcceleratorOptions AcceleratorOptions::from_env() {
+  AcceleratorOptions o;
+  try {
+    o.mixed_precision = env::get_string(env::kMixedPrecision);
+    o.gradient_accumulation_steps = static_cast<int>(env::get_int(env::kGradAccumSteps));
+    o.cpu = env::get_bool(env::kUseCpu);
+    o.gpu_ids = env::get_string(env::kGpuIds);
+    o.ddp.bucket_cap_mb = env::get_float(env::kBucketCapMb);
+    o.ddp.find_unused_parameters = env::get_bool(env::kFindUnusedParameters);
+    o.broadcast_buffers = env::get_bool(env::kBroadcastBuffers);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  return o;
+}
+
+Accelerator::Accelerator(AcceleratorOptions options) : Accelerator(std::move(options), nullptr) {}
+
+Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicator> cpu_comm)
+    : options_(std::move(options)), cpu_comm_(std::move(cpu_comm)) {
+  if (options_.mixed_precision != "no" && options_.mixed_precision != "fp16" && options_.mixed_precision != "bf16")
+    throw UsageError("mixed_precision '" + options_.mixed_precision + "' is not one of no, fp16, bf16");
+  if (options_.gradient_accumulation_steps < 1)
+    throw UsageError("gradient_accumulation_steps must be at least 1 (got " +
+                     std::to_string(options_.gradient_accumulation_steps) + ")");
+  const Place& place = ProcessState::get().place();
+  if (!cpu_comm_) cpu_comm_ = MpiCommunicator::world();
+  rank_ = cpu_comm_->rank();
+  world_ = cpu_comm_->size();
+  local_rank_ = cpu_comm_ == MpiCommunicator::world() ? place.local_rank : 0;
+  local_world_ = cpu_comm_ == MpiCommunicator::world() ? place.local_world_size : 1;
+  if (!options_.cpu && torch::cuda::is_available()) {
+    const int gpu = parse_gpu_for_local_rank(options_.gpu_ids, local_rank_, static_cast<int>(torch::cuda::device_count()));
+    device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(gpu));
+  }
+  if (device_.is_cpu()) {
+    // Like torchrun: ranks sharing a machine split its cores instead of oversubscribing them.
+    int threads = options_.num_threads;
+    if (threads == 0 && !std::getenv("OMP_NUM_THREADS") && local_world_ > 1)
+      threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_world_);
+    if (threads > 0) at::set_num_threads(threads);
+  }
+}
+
+Accelerator::~Accelerator() = default;
+
+std::shared_ptr<Communicator> Accelerator::communicator(const at::Device& device) {
+  if (device.is_cpu()) return cpu_comm_;
+  if (device.is_cuda()) {
+    if (!cuda_comm_) cuda_comm_ = make_nccl_communicator(cpu_comm_, device.index());
+    return cuda_comm_;
+  }
+  throw UsageError("no communicator for tensors on " + device.str() + "; xlaunch supports CPU and CUDA");
+}
+
+void Accelerator::check_same_everywhere(const std::string& what, const std::string& mine) {
+  // One cheap collective when everything agrees; the full descriptions only on a mismatch.
+  at::Tensor h = at::empty({1}, at::kLong);
+  h.fill_(static_cast<int64_t>(std::hash<std::string>{}(mine) & 0x7fffffffffffffffLL));
+  at::Tensor all = cpu_comm_->allgather(h);
+  if (all.eq(all[0]).all().item<bool>()) return;
+  const auto descriptions = cpu_comm_->allgather_strings(mine);
+  const auto ref = lines(descriptions[0]);
+  std::ostringstream os;
+  os << "acc.prepare: the ranks do not hold the same " << what << ", so their collectives would not match. ";
+  for (int r = 1; r < world_; ++r) {
+    const auto other = lines(descriptions[r]);
+    if (descriptions[r] == descriptions[0]) continue;
+    size_t k = 0;
+    while (k < ref.size() && k < other.size() && ref[k] == other[k]) ++k;
+    os << "First difference: rank " << r << " has " << (k < other.size() ? "'" + other[k] + "'" : "nothing more")
+       << " where rank 0 has " << (k < ref.size() ? "'" + ref[k] + "'" : "nothing more") << ". ";
+    break;
+  }
+  os << "(This is " << where_am_i() << ".) Build the same model with the same settings on every rank "
+     << "(same constructor arguments, same XLAUNCH_* environment).";
+  throw UsageError(os.str());
+}
+
+size_t Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
+  if (!module) throw UsageError("acc.prepare: the model is null");
+  module->to(device_);
+  std::vector<at::Tensor> params, state;
+  std::vector<std::string> names;
+  for (const auto& item : module->named_parameters()) {
+    state.push_back(item.value());
+    if (!item.value().requires_grad()) continue;
+    params.push_back(item.value());
+    names.push_back(item.key());
+  }
+  for (const auto& item : module->named_buffers()) state.push_back(item.value());
+  if (params.empty()) throw UsageError("acc.prepare: the model has no trainable parameters");
+  auto reducer = std::make_unique<Reducer>(params, names, [this](const at::Device& d) { return communicator(d); },
+                                           options_.ddp);
+  std::ostringstream settings;
+  settings << "mixed_precision " << options_.mixed_precision << "\ngradient_accumulation_steps "
+           << options_.gradient_accumulation_steps << "\nfind_unused_parameters "
+           << options_.ddp.find_unused_parameters << "\nbroadcast_buffers " << options_.broadcast_buffers << "\n";
+  check_same_everywhere("model", describe_params(*module));
+  check_same_everywhere("gradient buckets and settings", reducer->layout() + settings.str());
+  broadcast_coalesced(*communicator(device_), state);
+  models_.push_back({std::move(module), std::move(reducer)});
+  return models_.size() - 1;
+}
+
+PreparedOptimizer& Accelerator::prepare(torch::optim::Optimizer& optimizer) {
+  optimizers_.push_back(std::make_unique<PreparedOptimizer>(this, &optimizer));
+  return *optimizers_.back();
+}
+
+void Accelerator::broadcast_buffers(size_t model_id) {
+  auto& module = *models_.at(model_id).module;
+  if (world_ == 1 || !options_.broadcast_buffers || !module.is_training()) return;
+  std::vector<at::Tensor> buffers;
+  for (const auto& b : module.buffers()) buffers.push_back(b);
+  if (!buffers.empty()) broadcast_coalesced(*communicator(device_), buffers);
+}
+
+ForwardScope::ForwardScope(Accelerator& acc, size_t model_id) { acc.broadcast_buffers(model_id); }
+
+ForwardScope::~ForwardScope() = default;
+
+void Accelerator::backward(const at::Tensor& loss) {
+  const bool sync = sync_gradients();
+  at::Tensor scaled = loss;
+  if (options_.gradient_accumulation_steps > 1) scaled = scaled / options_.gradient_accumulation_steps;
+  for (auto& m : models_) m.reducer->prepare_for_backward(sync);
+  try {
+    scaled.backward();
+  } catch (...) {
+    // Leave the reducers usable; the collectives already started complete in finalize.
+    for (auto& m : models_) {
+      try { m.reducer->finalize_backward(); } catch (...) {}
+    }
+    throw;
+  }
+  for (auto& m : models_) m.reducer->finalize_backward();
+}
+
+Accelerator::AccumulateGuard::AccumulateGuard(Accelerator& acc) {
+  ++acc.micro_step_;
+  acc.sync_gradients_ = acc.micro_step_ % acc.options_.gradient_accumulation_steps == 0;
+}
+
+Accelerator::NoSyncGuard::NoSyncGuard(Accelerator& acc) : acc_(acc), saved_(acc.no_sync_) { acc_.no_sync_ = true; }
+Accelerator::NoSyncGuard::~NoSyncGuard() { acc_.no_sync_ = saved_; }
+
+void PreparedOptimizer::step() {
+  skipped_ = false;
+  if (!acc_->sync_gradients()) return;
+  acc_->optimizer_step(*this, *inner_, skipped_);
+}
+
+void PreparedOptimizer::zero_grad(bool set_to_none) {
+  if (!acc_->sync_gradients()) return;
+  inner_->zero_grad(set_to_none);
+}
+
+void Accelerator::optimizer_step(PreparedOptimizer&, torch::optim::Optimizer& inner, bool& skipped) {
+  skipped = false;
+  inner.step();
+}
+
+double Accelerator::clip_grad_norm_(double max_norm, double norm_type) {
+  std::vector<at::Tensor> params;
+  for (auto& m : models_)
+    for (const auto& p : m.module->parameters())
+      if (p.requires_grad()) params.push_back(p);
+  return torch::nn::utils::clip_grad_norm_(params, max_norm, norm_type);
+}
+
+at::Tensor Accelerator::gather(const at::Tensor& t) {
+  at::Tensor src = t.dim() == 0 ? t.reshape({1}) : t;
+  at::Tensor all = communicator(src.device())->allgather(src.contiguous());
+  std::vector<int64_t> shape{src.size(0) * world_};
+  shape.insert(shape.end(), src.sizes().begin() + 1, src.sizes().end());
+  return all.reshape(shape);
+}
+
+at::Tensor Accelerator::reduce(const at::Tensor& t, ReduceOp op) {
+  at::Tensor out = t.detach().clone().contiguous();
+  communicator(out.device())->allreduce(out, op);
+  return out;
+}
+
+void Accelerator::broadcast(at::Tensor& t, int from) {
+  if (t.is_contiguous()) {
+    communicator(t.device())->broadcast(t, from);
+  } else {
+    at::Tensor c = t.contiguous();
+    communicator(t.device())->broadcast(c, from);
+    t.copy_(c);
+  }
+}
+
+void Accelerator::wait_for_everyone() { cpu_comm_->barrier(); }
+
+Accelerator::MainProcessFirst::MainProcessFirst(Accelerator& acc) : acc_(acc) {
+  if (!acc_.is_main_process()) acc_.wait_for_everyone();
+}
+Accelerator::MainProcessFirst::~MainProcessFirst() {
+  if (acc_.is_main_process()) acc_.wait_for_everyone();
+}
+
+void Accelerator::set_seed(uint64_t seed, bool device_specific) {
+  torch::manual_seed(seed + (device_specific ? static_cast<uint64_t>(rank_) : 0));
+}
+
+}  // namespace xlaunch

@@ -1,0 +1,288 @@
+// Data-parallel training on 2 ranks compared with one process doing the same work. Every rank
+// also computes the single-process reference itself (it can build every rank's batch).
+#include <gtest/gtest.h>
+
+#include <torch/autograd.h>
+#include <torch/optim/sgd.h>
+
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/tensor.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "models.h"
+#include "xlaunch/accelerator.h"
+#include "xlaunch/error.h"
+#include "xlaunch/mpi_communicator.h"
+
+using xlaunch::Accelerator;
+using xlaunch::AcceleratorOptions;
+
+namespace {
+
+AcceleratorOptions cpu_options() {
+  AcceleratorOptions o;
+  o.cpu = true;
+  o.num_threads = 1;
+  return o;
+}
+
+// Every trainable parameter's gradient of `got` matches `want`'s (relative 1e-5).
+void expect_same_grads(torch::nn::Module& got, torch::nn::Module& want, double tol = 1e-5) {
+  auto ref = want.named_parameters();
+  for (const auto& item : got.named_parameters()) {
+    ASSERT_TRUE(item.value().grad().defined()) << item.key();
+    EXPECT_LT(xt::rel_err(item.value().grad(), ref[item.key()].grad()), tol) << item.key();
+  }
+}
+
+void expect_same_params(torch::nn::Module& got, torch::nn::Module& want, double tol = 1e-5) {
+  auto ref = want.named_parameters();
+  for (const auto& item : got.named_parameters())
+    EXPECT_LT(xt::rel_err(item.value(), ref[item.key()]), tol) << item.key();
+}
+
+}  // namespace
+
+TEST(Ddp, MlpGradientsEqualOneProcessOnTheConcatenatedBatch) {
+  Accelerator acc(cpu_options());
+  torch::manual_seed(acc.process_index());  // different initial weights: prepare must broadcast rank 0's
+  xt::Mlp mlp, reference;
+  auto model = acc.prepare(mlp);
+  at::Tensor w = acc.gather(mlp->fc1->weight.unsqueeze(0));
+  EXPECT_TRUE(w[0].equal(w[1])) << "prepare did not broadcast rank 0's parameters";
+  xt::copy_state(*reference, *mlp);
+  const auto mine = xt::mlp_batch(acc.process_index(), 0);
+  acc.backward(xt::loss_of(model(mine.x), mine.y));
+  const auto all = xt::concat({xt::mlp_batch(0, 0), xt::mlp_batch(1, 0)});
+  xt::loss_of(reference(all.x), all.y).backward();
+  expect_same_grads(*mlp, *reference);
+}
+
+TEST(Ddp, ConvBatchNormGradientsEqualOneProcess) {
+  Accelerator acc(cpu_options());
+  torch::manual_seed(7);
+  xt::ConvNet net, reference;
+  xt::copy_state(*reference, *net);
+  auto model = acc.prepare(net);
+  const auto mine = xt::conv_batch(acc.process_index(), 0);
+  acc.backward(xt::loss_of(model(mine.x), mine.y));
+  // BatchNorm normalises with each rank's own batch statistics (as PyTorch's DDP without
+  // SyncBatchNorm), so one process does the same work as two micro-batches whose mean loss is
+  // the concatenated batch's.
+  for (int r = 0; r < 2; ++r) {
+    const auto b = xt::conv_batch(r, 0);
+    (xt::loss_of(reference(b.x), b.y) / 2).backward();
+  }
+  expect_same_grads(*net, *reference);
+}
+
+TEST(Ddp, BuffersAreBroadcastFromRankZeroBeforeEachTrainingForward) {
+  Accelerator acc(cpu_options());
+  torch::manual_seed(7);
+  xt::ConvNet net;
+  auto model = acc.prepare(net);
+  const auto mine = xt::conv_batch(acc.process_index(), 0);
+  model(mine.x);  // each rank updates its running statistics with its own batch
+  at::Tensor stats = net->b1->running_mean.clone();
+  at::Tensor both = acc.gather(stats.unsqueeze(0));
+  EXPECT_FALSE(both[0].equal(both[1])) << "the ranks' batches should move their statistics apart";
+  { xlaunch::ForwardScope scope(acc, 0); }
+  at::Tensor after = acc.gather(net->b1->running_mean.unsqueeze(0));
+  EXPECT_TRUE(after[0].equal(both[0]));
+  EXPECT_TRUE(after[1].equal(both[0]));
+}
+
+TEST(Ddp, SgdMomentumStepsMatchOneProcess) {
+  Accelerator acc(cpu_options());
+  torch::manual_seed(3);
+  xt::Mlp mlp, reference;
+  xt::copy_state(*reference, *mlp);
+  auto model = acc.prepare(mlp);
+  torch::optim::SGD sgd(mlp->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  torch::optim::SGD ref_sgd(reference->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  auto& opt = acc.prepare(sgd);
+  for (int step = 0; step < 8; ++step) {
+    const auto mine = xt::mlp_batch(acc.process_index(), step);
+    acc.backward(xt::loss_of(model(mine.x), mine.y));
+    opt.step();
+    opt.zero_grad();
+    const auto all = xt::concat({xt::mlp_batch(0, step), xt::mlp_batch(1, step)});
+    xt::loss_of(reference(all.x), all.y).backward();
+    ref_sgd.step();
+    ref_sgd.zero_grad();
+  }
+  expect_same_params(*mlp, *reference);
+}
+
+TEST(Ddp, GradientAccumulationSyncsOnlyOnTheLastMicroStep) {
+  auto options = cpu_options();
+  options.gradient_accumulation_steps = 2;
+  Accelerator acc(options);
+  torch::manual_seed(3);
+  xt::Mlp mlp, reference;
+  xt::copy_state(*reference, *mlp);
+  auto model = acc.prepare(mlp);
+  torch::optim::SGD sgd(mlp->parameters(), torch::optim::SGDOptions(0.1));
+  torch::optim::SGD ref_sgd(reference->parameters(), torch::optim::SGDOptions(0.1));
+  auto& opt = acc.prepare(sgd);
+  for (int micro = 0; micro < 4; ++micro) {
+    auto guard = acc.accumulate();
+    const auto mine = xt::mlp_batch(acc.process_index(), micro);
+    acc.backward(xt::loss_of(model(mine.x), mine.y));
+    const auto all = xt::concat({xt::mlp_batch(0, micro), xt::mlp_batch(1, micro)});
+    (xt::loss_of(reference(all.x), all.y) / 2).backward();
+    at::Tensor g = acc.gather(mlp->fc1->weight.grad().unsqueeze(0));
+    if (micro % 2 == 0) {
+      EXPECT_FALSE(acc.sync_gradients());
+      EXPECT_FALSE(g[0].equal(g[1])) << "micro-step " << micro << " must not communicate";
+    } else {
+      EXPECT_TRUE(acc.sync_gradients());
+      EXPECT_TRUE(g[0].equal(g[1])) << "micro-step " << micro << " must sync";
+      expect_same_grads(*mlp, *reference);
+      ref_sgd.step();
+      ref_sgd.zero_grad();
+    }
+    opt.step();  // steps only on the sync micro-step
+    opt.zero_grad();
+  }
+  expect_same_params(*mlp, *reference);
+}
+
+TEST(Ddp, NoSyncGuardAccumulatesLocally) {
+  Accelerator acc(cpu_options());
+  torch::manual_seed(3);
+  xt::Mlp mlp;
+  auto model = acc.prepare(mlp);
+  const auto mine = xt::mlp_batch(acc.process_index(), 0);
+  {
+    auto guard = acc.no_sync();
+    acc.backward(xt::loss_of(model(mine.x), mine.y));
+  }
+  at::Tensor g = acc.gather(mlp->fc3->bias.grad().unsqueeze(0));
+  EXPECT_FALSE(g[0].equal(g[1]));
+  acc.backward(xt::loss_of(model(mine.x), mine.y));
+  g = acc.gather(mlp->fc3->bias.grad().unsqueeze(0));
+  EXPECT_TRUE(g[0].equal(g[1]));
+}
+
+TEST(Ddp, UnusedParameterIsAClearErrorOnEveryRank) {
+  Accelerator acc(cpu_options());
+  xt::Mlp mlp(20, 32, 10, /*with_unused=*/true);
+  auto model = acc.prepare(mlp);
+  const auto mine = xt::mlp_batch(acc.process_index(), 0);
+  try {
+    acc.backward(xt::loss_of(model(mine.x), mine.y));
+    FAIL() << "an unused parameter must be reported";
+  } catch (const xlaunch::UsageError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("'unused.weight'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'unused.bias'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("find_unused_parameters"), std::string::npos) << msg;
+  }
+  // The job is still in step: a collective after the error completes on both ranks.
+  EXPECT_EQ(acc.reduce(at::ones({1})).item<float>(), 2.0f);
+}
+
+TEST(Ddp, FindUnusedParametersReducesThemAsZeros) {
+  auto options = cpu_options();
+  options.ddp.find_unused_parameters = true;
+  Accelerator acc(options);
+  torch::manual_seed(3);
+  xt::Mlp mlp(20, 32, 10, true), reference(20, 32, 10, true);
+  xt::copy_state(*reference, *mlp);
+  auto model = acc.prepare(mlp);
+  const auto mine = xt::mlp_batch(acc.process_index(), 0);
+  acc.backward(xt::loss_of(model(mine.x), mine.y));
+  const auto all = xt::concat({xt::mlp_batch(0, 0), xt::mlp_batch(1, 0)});
+  xt::loss_of(reference(all.x), all.y).backward();
+  for (auto* name : {"fc1.weight", "fc2.bias", "fc3.weight"})
+    EXPECT_LT(xt::rel_err(mlp->named_parameters()[name].grad(), reference->named_parameters()[name].grad()), 1e-5);
+  EXPECT_TRUE(mlp->unused->weight.grad().eq(0).all().item<bool>());
+}
+
+TEST(Ddp, MismatchedModelsFailOnEveryRankNamingTheParameter) {
+  Accelerator acc(cpu_options());
+  const int hidden = acc.process_index() == 0 ? 32 : 16;
+  xt::Mlp mlp(20, hidden, 10);
+  try {
+    acc.prepare(mlp);
+    FAIL() << "mismatched models must be refused";
+  } catch (const xlaunch::UsageError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("rank 1 has 'parameter 'fc1.weight' shape [16, 20]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rank 0 has 'parameter 'fc1.weight' shape [32, 20]"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(acc.reduce(at::ones({1})).item<float>(), 2.0f);
+}
+
+TEST(Ddp, FirstBucketAllreduceStartsBeforeBackwardEnds) {
+  auto options = cpu_options();
+  options.ddp.first_bucket_bytes = 1;  // fc3's bias alone: ready at the very start of backward
+  options.ddp.bucket_cap_mb = 0.001;
+  Accelerator acc(options);
+  xt::Mlp mlp;
+  auto model = acc.prepare(mlp);
+  auto comm = xlaunch::MpiCommunicator::world();
+  std::atomic<int> allreduces_started{0};
+  comm->set_start_observer([&](const char* kind, uint64_t) {
+    if (std::string(kind) == "allreduce") ++allreduces_started;
+  });
+  // fc1's weight gets its gradient last. Hold backward there until the communication thread has
+  // started the first bucket's allreduce: only overlap lets that happen.
+  bool overlapped = false;
+  auto hook = mlp->fc1->weight.register_hook([&](const at::Tensor& g) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (allreduces_started.load() == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    overlapped = allreduces_started.load() > 0;
+    return g;
+  });
+  const auto mine = xt::mlp_batch(acc.process_index(), 0);
+  acc.backward(xt::loss_of(model(mine.x), mine.y));
+  comm->set_start_observer(nullptr);
+  mlp->fc1->weight.remove_hook(hook);
+  EXPECT_GE(acc.reducer(0).buckets().size(), 3u);
+  EXPECT_TRUE(overlapped) << "no allreduce had started while backward was still computing fc1";
+}
+
+TEST(Ddp, AcceleratorCollectives) {
+  Accelerator acc(cpu_options());
+  const int r = acc.process_index();
+  EXPECT_EQ(acc.num_processes(), 2);
+  EXPECT_EQ(acc.is_main_process(), r == 0);
+  at::Tensor g = acc.gather(at::full({2}, static_cast<float>(r)));
+  EXPECT_TRUE(g.equal(at::tensor({0.f, 0.f, 1.f, 1.f})));
+  EXPECT_TRUE(acc.gather(at::scalar_tensor(r + 1.0)).equal(at::tensor({1.0, 2.0}, at::kDouble)));
+  EXPECT_EQ(acc.reduce(at::full({1}, r + 1.0), xlaunch::ReduceOp::Avg).item<double>(), 1.5);
+  at::Tensor b = at::full({3}, r == 1 ? 9.0f : 0.0f);
+  acc.broadcast(b, 1);
+  EXPECT_TRUE(b.eq(9.0f).all().item<bool>());
+  {
+    auto guard = acc.main_process_first();
+  }
+  acc.wait_for_everyone();
+}
+
+TEST(Ddp, ClipGradNormUsesTheSyncedGradients) {
+  Accelerator acc(cpu_options());
+  torch::manual_seed(3);
+  xt::Mlp mlp, reference;
+  xt::copy_state(*reference, *mlp);
+  auto model = acc.prepare(mlp);
+  const auto mine = xt::mlp_batch(acc.process_index(), 0);
+  acc.backward(xt::loss_of(model(mine.x), mine.y));
+  const double norm = acc.clip_grad_norm_(0.01);
+  const auto all = xt::concat({xt::mlp_batch(0, 0), xt::mlp_batch(1, 0)});
+  xt::loss_of(reference(all.x), all.y).backward();
+  double sq = 0;
+  for (auto& p : reference->parameters()) sq += p.grad().pow(2).sum().item<double>();
+  EXPECT_NEAR(norm, std::sqrt(sq), 1e-4 * std::sqrt(sq));
+  double clipped = 0;
+  for (auto& p : mlp->parameters()) clipped += p.grad().pow(2).sum().item<double>();
+  EXPECT_NEAR(std::sqrt(clipped), 0.01, 1e-4);
+}
