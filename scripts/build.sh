@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Configures and builds xlaunch (Release with debug info) into BUILD_DIR (default ./build), with
+# ccache and 2 jobs by default. Extra arguments go to cmake's configure step, e.g.
+#   scripts/build.sh -DXLAUNCH_WITH_CUDA=OFF
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$REPO/build}"
+JOBS="${JOBS:-2}"
+start=$(date +%s)
+cmake -S "$REPO" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" "$@"
+cmake --build "$BUILD_DIR" -j "$JOBS"
+echo "[build] done in $(( $(date +%s) - start )) s: $BUILD_DIR"
