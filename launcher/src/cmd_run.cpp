@@ -176,6 +176,8 @@ int run(const RunOptions& o, const Invocation& inv) {
     const JobOutcome outcome = summarize_job(status, read_rank_statuses(env.status_dir), c.num_processes);
     remove_status_dir(env.status_dir, c.num_processes);
     if (outcome.exit_code == 0) return 0;
+    if (const int sig = last_forwarded_signal())
+      std::fprintf(stderr, "xlaunch: stopped by signal %d (SIG%s), forwarded to the job\n", sig, sigabbrev_np(sig));
     std::fprintf(stderr, "xlaunch: job failed: %s\n", outcome.message.c_str());
     if (last_forwarded_signal() != 0 || attempt >= c.max_restarts) {
       std::fprintf(stderr, "xlaunch: exit code %d\n", outcome.exit_code);
