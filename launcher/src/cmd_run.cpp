@@ -140,6 +140,10 @@ int run(const RunOptions& o, const Invocation& inv) {
     throw config::ConfigError(info);
   }
   print_config_line(in_use, from_cli);
+  if (c.machine_rank != 0)
+    throw LaunchError("machine_rank is " + std::to_string(c.machine_rank) +
+                      ": with Open MPI the job is started once, on the machine of rank 0 (main_process_ip), and "
+                      "mpirun starts the ranks of the other machines itself; run xlaunch there");
 
   const std::string train_bin = resolve_train_binary(inv.command[0], path_env());
   const std::vector<std::string> train_args(inv.command.begin() + 1, inv.command.end());
