@@ -199,7 +199,7 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
                                                  std::to_string(*gpu_count - 1);
   for (int id : c.gpu_ids)
     check(id < *gpu_count, "gpu_ids", "GPU " + std::to_string(id), have,
-          "fix gpu_ids, or use distributed_type: MULTI_CPU to train on CPUs");
+          "fix gpu_ids, pass --cpu, or use distributed_type: MULTI_CPU to train on CPUs");
   if (c.num_machines == 1)
     check(*gpu_count > 0, "distributed_type", "'MULTI_GPU'", "MULTI_CPU or NO: " + have, "pass --cpu, or fix the config");
   const int usable = c.gpu_ids.empty() ? *gpu_count : static_cast<int>(c.gpu_ids.size());

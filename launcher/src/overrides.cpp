@@ -44,7 +44,10 @@ std::vector<std::string> apply_overrides(LaunchConfig& c, const Overrides& o, in
   if (o.cpu) {
     c.use_cpu = true;
     set.push_back("use_cpu");
-    if (c.distributed_type == DistributedType::MultiGpu) c.distributed_type = DistributedType::MultiCpu;
+    if (c.distributed_type == DistributedType::MultiGpu) {
+      c.distributed_type = DistributedType::MultiCpu;
+      set.push_back("distributed_type");
+    }
   }
   if ((c.num_processes > 1 || c.num_machines > 1) && c.distributed_type == DistributedType::No) {
     c.distributed_type = c.use_cpu || gpu_count == 0 ? DistributedType::MultiCpu : DistributedType::MultiGpu;

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   }
   std::printf("rank %d of %s pid %d args: %s\n", rank, n ? n : "1", static_cast<int>(getpid()), args.c_str());
   std::printf("rank %d env XLAUNCH_MIXED_PRECISION=%s\n", rank, std::getenv("XLAUNCH_MIXED_PRECISION") ?: "(unset)");
+  std::printf("rank %d restart %s\n", rank, std::getenv("XLAUNCH_RESTART_COUNT") ?: "(unset)");
   std::printf("rank %d ready\n", rank);
   std::fflush(stdout);
   if (rank == fail_rank) {

@@ -53,6 +53,22 @@ TEST_F(RunE2E, HelloAllreduceOnTwoRanks) {
   EXPECT_TRUE(has(r.output, "rank 1: allreduce sum = 3, expected 3: OK")) << r.output;
   EXPECT_TRUE(has(r.output, "no config file at " + dir_ + "/config/xlaunch/default_config.yaml, using built-in defaults"))
       << r.output;
+  // The ranks' status directory is cleaned up.
+  EXPECT_EQ(std::system(("test -z \"$(ls -A " + dir_ + ")\"").c_str()), 0) << "left in " << dir_;
+}
+
+TEST_F(RunE2E, AFailedJobIsRestartedUpToMaxRestarts) {
+  const std::string cfg = dir_ + "/restart.yaml";
+  std::ofstream(cfg) << "distributed_type: MULTI_CPU\nnum_processes: 2\nmax_restarts: 1\n";
+  const auto r = run({XLAUNCH_BIN, "run", "--verbose", "--config_file", cfg, RANK_EXIT_BIN, "--fail_rank", "1", "--code",
+                      "5"},
+                     env_);
+  EXPECT_EQ(r.exit_code, 5) << r.output;
+  EXPECT_TRUE(has(r.output, "xlaunch: restarting the job (restart 1 of 1)")) << r.output;
+  EXPECT_TRUE(has(r.output, "rank 1 restart 0")) << r.output;
+  EXPECT_TRUE(has(r.output, "rank 1 restart 1")) << r.output;
+  EXPECT_FALSE(has(r.output, "restart 2")) << r.output;
+  EXPECT_TRUE(has(r.output, "launching:\nexport XLAUNCH_DISTRIBUTED_TYPE=MULTI_CPU")) << r.output;  // --verbose
 }
 
 TEST_F(RunE2E, ArgumentsAfterTheBinaryPassThroughUnchanged) {

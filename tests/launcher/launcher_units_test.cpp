@@ -83,7 +83,7 @@ TEST(Overrides, CommandLineBeatsTheFileAndSettlesTheType) {
   f.num_processes = 2;
   Overrides cpu;
   cpu.cpu = true;
-  apply_overrides(f, cpu, 2);
+  EXPECT_EQ(apply_overrides(f, cpu, 2), (std::vector<std::string>{"use_cpu", "distributed_type"}));
   EXPECT_EQ(f.distributed_type, DistributedType::MultiCpu);
   EXPECT_TRUE(f.use_cpu);
 
