@@ -103,7 +103,9 @@ std::string known_keys(const std::string& section) {
 void read_map(const YAML::Node& map, const std::string& section, LoadedConfig& out) {
   std::map<std::string, int> seen;  // leaf -> line, to refuse a key given twice
   for (auto it = map.begin(); it != map.end(); ++it) {
-    const std::string leaf = it->first.as<std::string>();
+    if (!it->first.IsScalar())
+      detail::fail({out.file, section, line_of(it->first)}, "a key that is " + describe(it->first), "plain key names");
+    const std::string leaf = it->first.Scalar();
     const std::string key = section.empty() ? leaf : section + "." + leaf;
     const int line = line_of(it->first);
     FieldCtx ctx{out.file, key, line};

@@ -4,7 +4,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -134,9 +136,33 @@ std::string version_from(std::initializer_list<const char*> libs, const char* sy
 
 }  // namespace
 
+std::vector<Gpu> visible_gpus(const std::vector<Gpu>& all, const std::string& cuda_visible_devices) {
+  std::vector<std::string> items;
+  std::stringstream list(cuda_visible_devices);
+  for (std::string item; std::getline(list, item, ',');) items.push_back(item);
+  std::vector<Gpu> kept;
+  for (const std::string& item : items) {
+    char* end = nullptr;
+    const long idx = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0') {  // named by UUID (GPU-..., MIG-...): as many as listed
+      kept.assign(all.begin(), all.begin() + static_cast<long>(std::min(items.size(), all.size())));
+      return kept;
+    }
+    if (idx < 0 || idx >= static_cast<long>(all.size())) break;  // CUDA ignores the rest after an invalid index
+    kept.push_back(all[static_cast<size_t>(idx)]);
+  }
+  return kept;
+}
+
 GpuReport detect_gpus() {
   GpuReport r;
-  if (gpus_from_nvml(r) || gpus_from_nvidia_smi(r)) return r;
+  if (gpus_from_nvml(r) || gpus_from_nvidia_smi(r)) {
+    if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
+      r.gpus = visible_gpus(r.gpus, v);
+      r.source += std::string(", CUDA_VISIBLE_DEVICES='") + v + "'";
+    }
+    return r;
+  }
   r.source = "none (no NVML, no nvidia-smi)";
   return r;
 }

@@ -29,7 +29,12 @@ struct GpuReport {
   std::string driver;  // driver version from NVML/nvidia-smi; empty when unknown
 };
 
-// The NVIDIA GPUs here: NVML through dlopen, else nvidia-smi, else none.
+// Pure: the GPUs of `all` that CUDA shows under this CUDA_VISIBLE_DEVICES value: the listed
+// indices in order (up to the first invalid one), or as many as listed when they are UUIDs.
+std::vector<Gpu> visible_gpus(const std::vector<Gpu>& all, const std::string& cuda_visible_devices);
+
+// The NVIDIA GPUs here: NVML through dlopen, else nvidia-smi, else none; restricted to those
+// CUDA_VISIBLE_DEVICES leaves visible, as the ranks will see them.
 GpuReport detect_gpus();
 
 // "13.0", or "not available" when the library cannot be loaded.

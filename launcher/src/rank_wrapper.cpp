@@ -1,6 +1,7 @@
 #include "rank_wrapper.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,6 +62,10 @@ int rank_wrapper_main(int argc, char** argv) {
     return 1;
   }
   if (pid == 0) {
+    // If the wrapper is killed (mpirun's SIGKILL after a grace period), the training process must
+    // not live on as an orphan holding its GPU.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1) _exit(128 + SIGKILL);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig : kForwarded) sigaction(sig, &dfl, nullptr);

@@ -314,6 +314,12 @@ TEST(ConfigErrors, DuplicateKey) {
   EXPECT_TRUE(contains(e.found, "first on line 1"));
 }
 
+TEST(ConfigErrors, NonScalarKey) {
+  const auto e = error_of("num_processes: 1\n[a, b]: 1\n");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.found, "a key that is a list");
+}
+
 TEST(ConfigErrors, EmptyAndNonMappingFiles) {
   auto e = error_of("");
   EXPECT_EQ(e.found, "an empty file");

@@ -14,7 +14,8 @@ namespace {
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// Each test runs with its own empty config home, so no user config leaks in.
+// Each test runs with its own empty config home, so no user config leaks in, and on the CPU
+// (--cpu), so the result does not depend on how many GPUs the machine has.
 class RunE2E : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -45,7 +46,7 @@ class RunE2E : public ::testing::Test {
 }  // namespace
 
 TEST_F(RunE2E, HelloAllreduceOnTwoRanks) {
-  const auto r = run({XLAUNCH_BIN, "run", "-n", "2", HELLO_BIN}, env_);
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "-n", "2", HELLO_BIN}, env_);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "hello from rank 0 of 2")) << r.output;
   EXPECT_TRUE(has(r.output, "hello from rank 1 of 2")) << r.output;
@@ -60,7 +61,7 @@ TEST_F(RunE2E, HelloAllreduceOnTwoRanks) {
 TEST_F(RunE2E, AFailedJobIsRestartedUpToMaxRestarts) {
   const std::string cfg = dir_ + "/restart.yaml";
   std::ofstream(cfg) << "distributed_type: MULTI_CPU\nnum_processes: 2\nmax_restarts: 1\n";
-  const auto r = run({XLAUNCH_BIN, "run", "--verbose", "--config_file", cfg, RANK_EXIT_BIN, "--fail_rank", "1", "--code",
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "--verbose", "--config_file", cfg, RANK_EXIT_BIN, "--fail_rank", "1", "--code",
                       "5"},
                      env_);
   EXPECT_EQ(r.exit_code, 5) << r.output;
@@ -72,7 +73,7 @@ TEST_F(RunE2E, AFailedJobIsRestartedUpToMaxRestarts) {
 }
 
 TEST_F(RunE2E, ArgumentsAfterTheBinaryPassThroughUnchanged) {
-  const auto r = run({XLAUNCH_BIN, "run", "-n", "2", "--mixed_precision", "bf16", RANK_EXIT_BIN, "--epochs", "3", "-n",
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "-n", "2", "--mixed_precision", "bf16", RANK_EXIT_BIN, "--epochs", "3", "-n",
                       "5", "--", "--help"},
                      env_);
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -86,20 +87,20 @@ TEST_F(RunE2E, ArgumentsAfterTheBinaryPassThroughUnchanged) {
 }
 
 TEST_F(RunE2E, ARankExitCodeBecomesXlaunchsAndTheRankIsNamed) {
-  const auto r = run({XLAUNCH_BIN, "run", "-n", "2", RANK_EXIT_BIN, "--fail_rank", "1", "--code", "3", "--sleep", "30"},
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "-n", "2", RANK_EXIT_BIN, "--fail_rank", "1", "--code", "3", "--sleep", "30"},
                      env_);
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_TRUE(has(r.output, "xlaunch: job failed: rank 1 exited with code 3")) << r.output;
 }
 
 TEST_F(RunE2E, ARankKilledByASignalIsNamed) {
-  const auto r = run({XLAUNCH_BIN, "run", "-n", "2", RANK_EXIT_BIN, "--fail_rank", "0", "--signal", "9"}, env_);
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "-n", "2", RANK_EXIT_BIN, "--fail_rank", "0", "--signal", "9"}, env_);
   EXPECT_EQ(r.exit_code, 128 + 9) << r.output;
   EXPECT_TRUE(has(r.output, "rank 0 was killed by signal 9 (SIGKILL)")) << r.output;
 }
 
 TEST_F(RunE2E, MissingBinaryIsReportedBeforeAnythingStarts) {
-  const auto r = run({XLAUNCH_BIN, "run", "-n", "2", dir_ + "/no_such_train"}, with({fake_mpirun_path("x")}));
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "-n", "2", dir_ + "/no_such_train"}, with({fake_mpirun_path("x")}));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "training binary '" + dir_ + "/no_such_train' not found")) << r.output;
   EXPECT_FALSE(mpirun_started());
@@ -143,7 +144,7 @@ TEST_F(RunE2E, AnotherMpiIsRefusedWithTheFix) {
 }
 
 TEST_F(RunE2E, SigtermStopsTheWholeJob) {
-  auto c = spawn({XLAUNCH_BIN, "run", "-n", "2", RANK_EXIT_BIN, "--sleep", "60"}, env_);
+  auto c = spawn({XLAUNCH_BIN, "run", "--cpu", "-n", "2", RANK_EXIT_BIN, "--sleep", "60"}, env_);
   ASSERT_TRUE(c.read_until("rank 0 ready", 60) && c.read_until("rank 1 ready", 60)) << c.output;
   const auto started = std::chrono::steady_clock::now();
   kill(c.pid, SIGTERM);
@@ -160,19 +161,19 @@ TEST_F(RunE2E, SigtermStopsTheWholeJob) {
 
 TEST_F(RunE2E, ConfigDefaultThenRunUsesIt) {
   const std::string cfg = dir_ + "/cfg/my.yaml";
-  auto w = run({XLAUNCH_BIN, "config", "default", "--config_file", cfg, "-n", "2", "--mixed_precision", "fp16"}, env_);
+  auto w = run({XLAUNCH_BIN, "config", "default", "--cpu", "--config_file", cfg, "-n", "2", "--mixed_precision", "fp16"}, env_);
   ASSERT_EQ(w.exit_code, 0) << w.output;
   // Never overwritten without asking.
   auto again = run({XLAUNCH_BIN, "config", "default", "--config_file", cfg}, env_);
   EXPECT_EQ(again.exit_code, 2) << again.output;
   EXPECT_TRUE(has(again.output, "already exists; pass --force")) << again.output;
-  const auto r = run({XLAUNCH_BIN, "run", "--config_file", cfg, RANK_EXIT_BIN}, env_);
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "--config_file", cfg, RANK_EXIT_BIN}, env_);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "config " + cfg + " (from --config_file)")) << r.output;
   EXPECT_TRUE(has(r.output, "rank 1 of 2 pid")) << r.output;
   EXPECT_TRUE(has(r.output, "rank 0 env XLAUNCH_MIXED_PRECISION=fp16")) << r.output;
   // CLI beats the file.
-  const auto d = run({XLAUNCH_BIN, "run", "--config_file", cfg, "-n", "1", "--dry_run", RANK_EXIT_BIN}, env_);
+  const auto d = run({XLAUNCH_BIN, "run", "--config_file", cfg, "-n", "1", "--cpu", "--dry_run", RANK_EXIT_BIN}, env_);
   EXPECT_EQ(d.exit_code, 0) << d.output;
   EXPECT_TRUE(has(d.output, " -np 1 ")) << d.output;
   EXPECT_TRUE(has(d.output, "export XLAUNCH_MIXED_PRECISION=fp16")) << d.output;

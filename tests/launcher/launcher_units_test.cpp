@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "launch_error.h"
+#include "machine.h"
 #include "overrides.h"
 #include "programs.h"
 #include "prompt.h"
@@ -156,4 +157,18 @@ TEST(Prompter, DefaultsChoicesAndReasking) {
   EXPECT_NE(out.str().find("'0' is not a whole number from 1 to 8"), std::string::npos);
   EXPECT_NE(out.str().find("'maybe' is not yes or no"), std::string::npos);
   EXPECT_THROW(p.integer("More?", 1, 1, 2), Aborted);  // end of input
+}
+
+TEST(VisibleGpus, FollowsCudaVisibleDevices) {
+  const std::vector<Gpu> all = {{"A", 1}, {"B", 2}, {"C", 3}};
+  auto names = [](const std::vector<Gpu>& g) {
+    std::string s;
+    for (const auto& x : g) s += x.name;
+    return s;
+  };
+  EXPECT_EQ(names(visible_gpus(all, "2,0")), "CA");
+  EXPECT_EQ(names(visible_gpus(all, "")), "");
+  EXPECT_EQ(names(visible_gpus(all, "-1")), "");
+  EXPECT_EQ(names(visible_gpus(all, "1,7,0")), "B");
+  EXPECT_EQ(names(visible_gpus(all, "GPU-aaaa,GPU-bbbb")), "AB");
 }
