@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <poll.h>
 #include <string>
 
@@ -99,6 +100,51 @@ TEST(ConfigPty, QuestionsWithOneWrongAnswerWriteTheFile) {
   EXPECT_EQ(l.config.mixed_precision, xlaunch::config::MixedPrecision::Bf16);
   EXPECT_EQ(l.config.gradient_accumulation_steps, 4);
   EXPECT_FALSE(l.config.debug);
+}
+
+TEST(ConfigPty, SeveralMachinesAskForTheMainMachineAndTheHostfile) {
+  const std::string dir = temp_dir(), file = dir + "/cfg.yaml", hosts = dir + "/hosts";
+  { std::ofstream(hosts) << "node1 slots=2\nnode2 slots=2\n"; }
+  PtySession s(file, dir);
+  ASSERT_TRUE(s.expect("Which kind of training?")) << s.transcript();
+  s.type("MULTI_CPU\n");
+  ASSERT_TRUE(s.expect("How many machines will the job use? [1]: ")) << s.transcript();
+  s.type("2\n");
+  ASSERT_TRUE(s.expect("What is the rank of this machine? [0]: ")) << s.transcript();
+  s.type("\n");
+  ASSERT_TRUE(s.expect("machine of rank 0? []: ")) << s.transcript();
+  s.type("\n");
+  ASSERT_TRUE(s.expect("'' is empty: an address is needed; try again.")) << s.transcript();
+  s.type("10.0.0.1\n");
+  ASSERT_TRUE(s.expect("Which port should the main process use? (0: pick a free one) [0]: ")) << s.transcript();
+  s.type("29500\n");
+  ASSERT_TRUE(s.expect("Which Open MPI hostfile lists the machines")) << s.transcript();
+  s.type(dir + "/missing\n");
+  ASSERT_TRUE(s.expect("does not exist; try again.")) << s.transcript();
+  s.type(hosts + "\n");
+  ASSERT_TRUE(s.expect("How many processes in total, over all machines? [")) << s.transcript();
+  s.type("3\n");
+  ASSERT_TRUE(s.expect("'3' is not a multiple of the number of machines (2); try again.")) << s.transcript();
+  s.type("4\n");
+  ASSERT_TRUE(s.expect("Mixed precision? (no/fp16/bf16) [no]: ")) << s.transcript();
+  s.type("fp16\n");
+  ASSERT_TRUE(s.expect("How many gradient accumulation steps? [1]: ")) << s.transcript();
+  s.type("\n");
+  ASSERT_TRUE(s.expect("Turn on debug checks (slower)? (yes/no) [no]: ")) << s.transcript();
+  s.type("yes\n");
+  ASSERT_TRUE(s.expect("Wrote " + file)) << s.transcript();
+  EXPECT_EQ(s.wait(), 0) << s.transcript();
+
+  const auto c = xlaunch::config::load_config(file).config;
+  EXPECT_EQ(c.num_machines, 2);
+  EXPECT_EQ(c.machine_rank, 0);
+  EXPECT_EQ(c.main_process_ip, "10.0.0.1");
+  EXPECT_EQ(c.main_process_port, 29500);
+  EXPECT_EQ(c.mpi.hostfile, hosts);
+  EXPECT_EQ(c.num_processes, 4);
+  EXPECT_EQ(c.mixed_precision, xlaunch::config::MixedPrecision::Fp16);
+  EXPECT_EQ(c.gradient_accumulation_steps, 1);
+  EXPECT_TRUE(c.debug);
 }
 
 TEST(ConfigPty, EndOfInputAbortsAndWritesNothing) {
