@@ -121,74 +121,99 @@ void print_plan(FILE* out, const LaunchPlan& plan) {
   std::fprintf(out, "%s\n", shell_join(plan.argv).c_str());
 }
 
-int run(const RunOptions& o, const Invocation& inv) {
-  if (inv.command.empty())
-    throw LaunchError("no training binary given: usage: xlaunch run [options] train_bin [args...]");
-  const int gpu_count = o.overrides.cpu ? 0 : static_cast<int>(detect_gpus().gpus.size());
-  const ConfigInUse in_use = find_config(o.config_file, std::nullopt);  // GPUs checked after the options
-  config::LaunchConfig c = in_use.loaded ? in_use.loaded->config : config::LaunchConfig{};
-  const std::vector<std::string> from_cli = apply_overrides(c, o.overrides, gpu_count);
+struct EffectiveConfig {
+  ConfigInUse in_use;
+  config::LaunchConfig config;
+  std::vector<std::string> from_cli;  // keys the options set
+};
+
+// File (or defaults), then the options, then validate() with this machine's GPUs. An error in a
+// value the options set names the command line instead of the file.
+EffectiveConfig effective_config(const RunOptions& o, int gpu_count) {
+  EffectiveConfig e;
+  e.in_use = find_config(o.config_file, std::nullopt);  // GPUs are checked after the options
+  if (e.in_use.loaded) e.config = e.in_use.loaded->config;
+  e.from_cli = apply_overrides(e.config, o.overrides, gpu_count);
   try {
-    std::map<std::string, int> lines = in_use.loaded ? in_use.loaded->lines : std::map<std::string, int>{};
-    for (const auto& k : from_cli) lines.erase(k);
-    config::validate(c, gpu_count, in_use.loaded ? in_use.location.path : "", lines);
-  } catch (const config::ConfigError& e) {
-    if (std::find(from_cli.begin(), from_cli.end(), e.info().key) == from_cli.end()) throw;
-    config::ConfigErrorInfo info = e.info();
+    std::map<std::string, int> lines = e.in_use.loaded ? e.in_use.loaded->lines : std::map<std::string, int>{};
+    for (const auto& k : e.from_cli) lines.erase(k);
+    config::validate(e.config, gpu_count, e.in_use.loaded ? e.in_use.location.path : "", lines);
+  } catch (const config::ConfigError& err) {
+    if (std::find(e.from_cli.begin(), e.from_cli.end(), err.info().key) == e.from_cli.end()) throw;
+    config::ConfigErrorInfo info = err.info();
     info.file = "command line";
     info.line = 0;
     throw config::ConfigError(info);
   }
-  print_config_line(in_use, from_cli);
+  return e;
+}
+
+// What can be wrong before mpirun starts, besides the config itself.
+void check_launchable(const config::LaunchConfig& c) {
   if (c.machine_rank != 0)
     throw LaunchError("machine_rank is " + std::to_string(c.machine_rank) +
                       ": with Open MPI the job is started once, on the machine of rank 0 (main_process_ip), and "
                       "mpirun starts the ranks of the other machines itself; run xlaunch there");
-
-  const std::string train_bin = resolve_train_binary(inv.command[0], path_env());
-  const std::vector<std::string> train_args(inv.command.begin() + 1, inv.command.end());
   if (!c.mpi.hostfile.empty() && !file_exists(c.mpi.hostfile))
     throw LaunchError("hostfile " + c.mpi.hostfile + " not found; fix mpi.hostfile or --hostfile");
+}
 
-  Environment env;
-  env.is_root = geteuid() == 0;
-  env.cpu_cores = physical_cpu_cores();
-  env.self_exe = inv.self_exe;
-  env.run_id = make_run_id();
-  env.config_file = in_use.loaded ? in_use.location.path : "";
-  if (o.dry_run) {
-    const auto found = find_program("mpirun", path_env());
-    env.mpirun = found ? *found : "mpirun";
-    env.status_dir = status_dir_for(c, env.run_id, 0);
-    print_plan(stdout, make_launch_plan(c, env, train_bin, train_args));
-    return 0;
-  }
-  const OpenMpi mpi = find_open_mpi(path_env());
-  env.mpirun = mpi.mpirun;
-  if (!c.log_dir.empty()) make_dirs(c.log_dir);
-
+// Runs the job, and again after a failure while max_restarts allows; returns the exit code.
+int run_attempts(const config::LaunchConfig& c, Environment env, const std::string& mpi_version, bool verbose,
+                 const std::vector<std::string>& command) {
+  const std::vector<std::string> train_args(command.begin() + 1, command.end());
   for (int attempt = 0;; ++attempt) {
     env.restart_count = attempt;
     env.status_dir = status_dir_for(c, env.run_id, attempt);
     make_dirs(env.status_dir);
-    const LaunchPlan plan = make_launch_plan(c, env, train_bin, train_args);
-    if (o.verbose) {
-      std::fprintf(stderr, "xlaunch: Open MPI %s; launching:\n", mpi.version.c_str());
+    const LaunchPlan plan = make_launch_plan(c, env, command[0], train_args);
+    if (verbose) {
+      std::fprintf(stderr, "xlaunch: Open MPI %s; launching:\n", mpi_version.c_str());
       print_plan(stderr, plan);
     }
     const int status = run_plan(plan);
     const JobOutcome outcome = summarize_job(status, read_rank_statuses(env.status_dir), c.num_processes);
     remove_status_dir(env.status_dir, c.num_processes);
     if (outcome.exit_code == 0) return 0;
-    if (const int sig = last_forwarded_signal())
-      std::fprintf(stderr, "xlaunch: stopped by signal %d (SIG%s), forwarded to the job\n", sig, sigabbrev_np(sig));
+    const int sig = last_forwarded_signal();
+    if (sig) std::fprintf(stderr, "xlaunch: stopped by signal %d (SIG%s), forwarded to the job\n", sig, sigabbrev_np(sig));
     std::fprintf(stderr, "xlaunch: job failed: %s\n", outcome.message.c_str());
-    if (last_forwarded_signal() != 0 || attempt >= c.max_restarts) {
+    if (sig || attempt >= c.max_restarts) {
       std::fprintf(stderr, "xlaunch: exit code %d\n", outcome.exit_code);
       return outcome.exit_code;
     }
     std::fprintf(stderr, "xlaunch: restarting the job (restart %d of %d)\n", attempt + 1, c.max_restarts);
   }
+}
+
+int run(const RunOptions& o, const Invocation& inv) {
+  if (inv.command.empty())
+    throw LaunchError("no training binary given: usage: xlaunch run [options] train_bin [args...]");
+  const int gpu_count = o.overrides.cpu ? 0 : static_cast<int>(detect_gpus().gpus.size());
+  const EffectiveConfig e = effective_config(o, gpu_count);
+  const config::LaunchConfig& c = e.config;
+  print_config_line(e.in_use, e.from_cli);
+  check_launchable(c);
+  std::vector<std::string> command = inv.command;
+  command[0] = resolve_train_binary(command[0], path_env());
+
+  Environment env;
+  env.is_root = geteuid() == 0;
+  env.cpu_cores = physical_cpu_cores();
+  env.self_exe = inv.self_exe;
+  env.run_id = make_run_id();
+  env.config_file = e.in_use.loaded ? e.in_use.location.path : "";
+  if (o.dry_run) {
+    const auto found = find_program("mpirun", path_env());
+    env.mpirun = found ? *found : "mpirun";
+    env.status_dir = status_dir_for(c, env.run_id, 0);
+    print_plan(stdout, make_launch_plan(c, env, command[0], {command.begin() + 1, command.end()}));
+    return 0;
+  }
+  const OpenMpi mpi = find_open_mpi(path_env());
+  env.mpirun = mpi.mpirun;
+  if (!c.log_dir.empty()) make_dirs(c.log_dir);
+  return run_attempts(c, env, mpi.version, o.verbose, command);
 }
 
 Runner setup(CLI::App& app) {
