@@ -137,9 +137,11 @@ TEST(LaunchPlan, ExportsEveryContractVariableOnceWithItsValue) {
   // Defaults of the config agree with the defaults the contract declares for the runtime.
   const auto d = exported_env(LaunchConfig{}, machine(false, 2));
   for (const auto& [name, value] : d) {
-    for (const auto* v : xlaunch::env::kAll)
-      if (name == v->name && name != "XLAUNCH_RUN_ID" && name != "XLAUNCH_CONFIG_FILE")
+    for (const auto* v : xlaunch::env::kAll) {
+      if (name == v->name && name != "XLAUNCH_RUN_ID" && name != "XLAUNCH_CONFIG_FILE") {
         EXPECT_EQ(value, v->default_value) << name;
+      }
+    }
   }
 }
 
