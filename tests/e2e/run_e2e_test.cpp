@@ -23,6 +23,9 @@ class RunE2E : public ::testing::Test {
     dir_ = mkdtemp(tmpl);
     env_ = {"XDG_CONFIG_HOME=" + dir_ + "/config", "XLAUNCH_CONFIG_FILE", "TMPDIR=" + dir_};
   }
+  void TearDown() override {
+    if (!HasFailure()) std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
 
   // A fake mpirun first in PATH that leaves a marker when started at all.
   std::string fake_mpirun_path(const std::string& version_text) {
