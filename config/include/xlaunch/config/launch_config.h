@@ -1,0 +1,80 @@
+// The LaunchConfig schema: every setting `xlaunch run` reads from a config file, with its default.
+// This struct is the one place the schema is spelled; config_io.h loads, validates and saves it.
+//
+// Key names and meanings follow Accelerate's default_config.yaml where the concept exists
+// (docs/config-reference.md lists every key with its Accelerate equivalent). xlaunch's own
+// settings live in the mpi, ddp and loader sections.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace xlaunch::config {
+
+// The config_version this build writes. Files with a higher version are refused; lower ones are
+// upgraded on load.
+inline constexpr int kConfigVersion = 1;
+
+enum class DistributedType { No, MultiCpu, MultiGpu };
+enum class MixedPrecision { No, Fp16, Bf16 };
+
+// "NO" / "MULTI_CPU" / "MULTI_GPU" and "no" / "fp16" / "bf16": the spellings in the file.
+const char* to_string(DistributedType t);
+const char* to_string(MixedPrecision m);
+
+struct MpiSection {
+  std::string hostfile;                 // Open MPI hostfile; empty: none
+  std::vector<std::string> hosts;       // several machines without a hostfile: mpirun -H
+  std::string bind_to = "none";         // mpirun --bind-to; ranks run several threads each
+  std::string map_by;                   // mpirun --map-by; empty: slot (one machine), ppr:N:node (several)
+  std::vector<std::string> extra_args;  // appended to mpirun's options as given
+};
+
+struct DdpSection {
+  double bucket_cap_mb = 25.0;
+  bool find_unused_parameters = false;
+  bool broadcast_buffers = true;
+};
+
+struct LoaderSection {
+  static constexpr int kAutoWorkers = -1;  // "auto" in the file: the runtime picks
+  int num_workers = 2;
+  bool pin_memory = true;
+  int prefetch_factor = 2;
+};
+
+struct LaunchConfig {
+  int config_version = kConfigVersion;
+  std::string compute_environment = "LOCAL_MACHINE";
+  DistributedType distributed_type = DistributedType::No;
+  int num_processes = 1;   // in total, over all machines (as in Accelerate)
+  int num_machines = 1;
+  int machine_rank = 0;
+  std::string main_process_ip;  // empty: this machine
+  int main_process_port = 0;    // 0: the launcher picks a free port
+  std::vector<int> gpu_ids;     // empty: all GPUs of the machine
+  MixedPrecision mixed_precision = MixedPrecision::No;
+  int gradient_accumulation_steps = 1;
+  bool use_cpu = false;
+  bool debug = false;
+  MpiSection mpi;
+  DdpSection ddp;
+  LoaderSection loader;
+  std::string log_dir;  // empty: no per-rank logs
+  int max_restarts = 0;
+  int timeout_s = 1800;
+};
+
+// Ranks started on each machine: num_processes / num_machines.
+inline int processes_per_machine(const LaunchConfig& c) { return c.num_processes / c.num_machines; }
+
+// True when the ranks train on the CPU: MULTI_CPU, or use_cpu. (NO is one process, which takes a
+// GPU when the machine has one.)
+inline bool runs_on_cpu(const LaunchConfig& c) {
+  return c.use_cpu || c.distributed_type == DistributedType::MultiCpu;
+}
+
+// "all" or "0,1,3", as XLAUNCH_GPU_IDS and the file spell it.
+std::string gpu_ids_string(const std::vector<int>& ids);
+
+}  // namespace xlaunch::config

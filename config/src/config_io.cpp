@@ -1,0 +1,309 @@
+#include "xlaunch/config/config_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "accelerate_keys.h"
+#include "schema.h"
+#include "xlaunch/config/config_error.h"
+
+namespace xlaunch::config {
+
+using detail::describe;
+using detail::FieldCtx;
+using detail::fields;
+using detail::line_of;
+
+const char* to_string(DistributedType t) {
+  switch (t) {
+    case DistributedType::No: return "NO";
+    case DistributedType::MultiCpu: return "MULTI_CPU";
+    case DistributedType::MultiGpu: return "MULTI_GPU";
+  }
+  return "?";
+}
+
+const char* to_string(MixedPrecision m) {
+  switch (m) {
+    case MixedPrecision::No: return "no";
+    case MixedPrecision::Fp16: return "fp16";
+    case MixedPrecision::Bf16: return "bf16";
+  }
+  return "?";
+}
+
+std::string gpu_ids_string(const std::vector<int>& ids) {
+  if (ids.empty()) return "all";
+  std::string s;
+  for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+int edit_distance(const std::string& a, const std::string& b) {
+  std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+const std::vector<std::string>& schema_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k;
+    for (const auto& f : fields()) k.push_back(f.key);
+    return k;
+  }();
+  return keys;
+}
+
+namespace {
+
+// "did you mean 'x'?" for the closest known key, when it is close enough to be a typo. A leaf
+// written at the wrong level ("hostfile" at the top) points to its dotted key.
+std::string did_you_mean(const std::string& key, const std::string& section) {
+  std::string best;
+  int best_d = 1 << 30;
+  auto consider = [&](const std::string& name, const std::string& shown) {
+    const int d = edit_distance(key, name);
+    if (d < best_d) best_d = d, best = shown;
+  };
+  for (const auto& f : fields()) {
+    if (f.section == section) consider(f.leaf, f.leaf);
+    else if (section.empty()) consider(f.leaf, f.key + " (under " + f.section + ":)");
+  }
+  if (section.empty())
+    for (const auto& s : detail::sections()) consider(s, s);
+  const int limit = std::max(2, static_cast<int>(key.size()) / 3);
+  return best_d <= limit ? "did you mean '" + best + "'?" : "";
+}
+
+std::string known_keys(const std::string& section) {
+  std::string s;
+  for (const auto& f : fields())
+    if (f.section == section) s += (s.empty() ? "" : ", ") + f.leaf;
+  if (section.empty())
+    for (const auto& sec : detail::sections()) s += ", " + sec;
+  return s;
+}
+
+// Reads the keys of one mapping (the top level, or a section) into `out`.
+void read_map(const YAML::Node& map, const std::string& section, LoadedConfig& out) {
+  std::map<std::string, int> seen;  // leaf -> line, to refuse a key given twice
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    if (!it->first.IsScalar())
+      detail::fail({out.file, section, line_of(it->first)}, "a key that is " + describe(it->first), "plain key names");
+    const std::string leaf = it->first.Scalar();
+    const std::string key = section.empty() ? leaf : section + "." + leaf;
+    const int line = line_of(it->first);
+    FieldCtx ctx{out.file, key, line};
+    if (auto prev = seen.find(leaf); prev != seen.end())
+      detail::fail(ctx, "it a second time (first on line " + std::to_string(prev->second) + ")", "each key once");
+    seen[leaf] = line;
+    out.lines[key] = line;
+
+    if (section.empty() && std::find(detail::sections().begin(), detail::sections().end(), leaf) !=
+                               detail::sections().end()) {
+      if (it->second.IsNull()) continue;
+      if (!it->second.IsMap()) detail::fail(ctx, describe(it->second), "a mapping of " + known_keys(leaf));
+      read_map(it->second, leaf, out);
+      continue;
+    }
+    auto f = std::find_if(fields().begin(), fields().end(),
+                          [&](const detail::Field& x) { return x.key == key; });
+    if (f != fields().end()) {
+      f->read(it->second, out.config, ctx);
+      continue;
+    }
+    if (section.empty() && detail::is_accelerate_only_key(leaf)) {
+      out.unsupported.push_back(leaf);
+      // Accelerate's MULTI_CPU hostfile means the same thing as ours.
+      if (leaf == "mpirun_config" && it->second.IsMap() && it->second["mpirun_hostfile"] &&
+          it->second["mpirun_hostfile"].IsScalar() && !map["mpi"]) {
+        out.config.mpi.hostfile = it->second["mpirun_hostfile"].Scalar();
+        out.lines["mpi.hostfile"] = line;
+        out.notes.push_back("mpirun_config.mpirun_hostfile taken as mpi.hostfile");
+      }
+      continue;
+    }
+    detail::fail(ctx, "an unknown key", "one of " + known_keys(section), did_you_mean(leaf, section));
+  }
+}
+
+std::string show(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
+void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::string& file,
+              const std::map<std::string, int>& lines) {
+  auto check = [&](bool ok, const std::string& key, const std::string& found, const std::string& allowed,
+                   const std::string& hint = "") {
+    if (ok) return;
+    auto l = lines.find(key);
+    throw ConfigError({file, key, l == lines.end() ? 0 : l->second, found, allowed, hint});
+  };
+  auto q = [](auto v) { return "'" + show(static_cast<double>(v)) + "'"; };
+  check(c.config_version >= 1 && c.config_version <= kConfigVersion, "config_version", q(c.config_version),
+        "1 to " + std::to_string(kConfigVersion), "a newer xlaunch wrote this file; upgrade xlaunch");
+  check(c.num_processes >= 1, "num_processes", q(c.num_processes), "an integer >= 1");
+  check(c.num_machines >= 1, "num_machines", q(c.num_machines), "an integer >= 1");
+  check(c.machine_rank >= 0 && c.machine_rank < c.num_machines, "machine_rank", q(c.machine_rank),
+        "0 to num_machines - 1 = " + std::to_string(c.num_machines - 1));
+  check(c.main_process_port >= 0 && c.main_process_port <= 65535, "main_process_port", q(c.main_process_port),
+        "1 to 65535, or 0 to pick a free port");
+  check(c.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", q(c.gradient_accumulation_steps),
+        "an integer >= 1");
+  check(c.ddp.bucket_cap_mb > 0, "ddp.bucket_cap_mb", q(c.ddp.bucket_cap_mb), "a number > 0");
+  check(c.loader.prefetch_factor >= 1, "loader.prefetch_factor", q(c.loader.prefetch_factor), "an integer >= 1");
+  check(c.loader.num_workers >= 0 || c.loader.num_workers == LoaderSection::kAutoWorkers, "loader.num_workers",
+        q(c.loader.num_workers), "'auto' or an integer >= 0");
+  check(c.max_restarts >= 0, "max_restarts", q(c.max_restarts), "an integer >= 0");
+  check(c.timeout_s >= 1, "timeout_s", q(c.timeout_s), "an integer >= 1 (seconds)");
+
+  // Relations between keys.
+  const bool distributed = c.distributed_type != DistributedType::No;
+  check(distributed || c.num_processes == 1, "num_processes", q(c.num_processes),
+        "1 with distributed_type NO", "set distributed_type: MULTI_CPU or MULTI_GPU to start several processes");
+  check(distributed || c.num_machines == 1, "num_machines", q(c.num_machines), "1 with distributed_type NO",
+        "set distributed_type: MULTI_CPU or MULTI_GPU to use several machines");
+  check(c.num_processes % c.num_machines == 0, "num_processes", q(c.num_processes),
+        "a multiple of num_machines (" + std::to_string(c.num_machines) + ")",
+        "num_processes counts the processes of all machines together");
+  check(!(c.use_cpu && c.distributed_type == DistributedType::MultiGpu), "use_cpu", "'true' with MULTI_GPU",
+        "false with distributed_type MULTI_GPU", "use distributed_type: MULTI_CPU to train on CPUs");
+  check(c.num_machines == 1 || !c.mpi.hostfile.empty() || !c.mpi.hosts.empty(), "num_machines",
+        q(c.num_machines), "1, unless mpi.hostfile or mpi.hosts lists the machines",
+        "mpirun starts the ranks of every machine and must know them");
+  check(c.mpi.hosts.empty() || static_cast<int>(c.mpi.hosts.size()) == c.num_machines, "mpi.hosts",
+        std::to_string(c.mpi.hosts.size()) + " hosts", "exactly num_machines (" + std::to_string(c.num_machines) + ") hosts");
+
+  std::set<int> unique(c.gpu_ids.begin(), c.gpu_ids.end());
+  check(unique.size() == c.gpu_ids.size(), "gpu_ids", "'" + gpu_ids_string(c.gpu_ids) + "'", "each GPU id once");
+  if (c.distributed_type != DistributedType::MultiGpu || !gpu_count) return;
+  const std::string have = *gpu_count == 0 ? "this machine has no GPU"
+                                           : "this machine has " + std::to_string(*gpu_count) + " GPU(s), ids 0 to " +
+                                                 std::to_string(*gpu_count - 1);
+  for (int id : c.gpu_ids)
+    check(id < *gpu_count, "gpu_ids", "GPU " + std::to_string(id), have,
+          "fix gpu_ids, pass --cpu, or use distributed_type: MULTI_CPU to train on CPUs");
+  if (c.num_machines == 1)
+    check(*gpu_count > 0, "distributed_type", "'MULTI_GPU'", "MULTI_CPU or NO: " + have, "pass --cpu, or fix the config");
+  const int usable = c.gpu_ids.empty() ? *gpu_count : static_cast<int>(c.gpu_ids.size());
+  if (usable > 0)
+    check(processes_per_machine(c) <= usable, "num_processes", q(c.num_processes),
+          "at most one process per usable GPU (" + std::to_string(usable) + " per machine)");
+}
+
+LoadedConfig parse_config(const std::string& text, const std::string& file, std::optional<int> gpu_count) {
+  LoadedConfig out;
+  out.file = file;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError({file, "", e.mark.is_null() ? 0 : e.mark.line + 1, "malformed YAML: " + e.msg,
+                       "a YAML mapping of key: value lines"});
+  }
+  if (root.IsNull())
+    throw ConfigError({file, "", 0, "an empty file", "a YAML mapping of key: value lines",
+                       "write one with `xlaunch config` or `xlaunch config default`"});
+  if (!root.IsMap())
+    throw ConfigError({file, "", line_of(root), describe(root), "a YAML mapping of key: value lines"});
+  read_map(root, "", out);
+  for (const auto& f : fields())
+    if (!out.lines.count(f.key)) out.defaulted.push_back(f.key);
+  validate(out.config, gpu_count, file, out.lines);
+  return out;
+}
+
+LoadedConfig load_config(const std::string& path, std::optional<int> gpu_count) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    throw ConfigError({path, "", 0, std::string("no readable file (") + std::strerror(errno) + ")",
+                       "an existing config file", "create one with `xlaunch config`"});
+  if (!S_ISREG(st.st_mode)) throw ConfigError({path, "", 0, "not a regular file", "a config file"});
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open())
+    throw ConfigError({path, "", 0, std::string("an unreadable file (") + std::strerror(errno) + ")",
+                       "a readable config file"});
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path, gpu_count);
+}
+
+std::string to_yaml(const LaunchConfig& c) {
+  YAML::Emitter out;
+  out << YAML::Comment("xlaunch launch config; every key is described in docs/config-reference.md");
+  out << YAML::BeginMap;
+  std::string open_section;
+  for (const auto& f : fields()) {
+    if (f.section != open_section) {
+      if (!open_section.empty()) out << YAML::EndMap;
+      if (!f.section.empty()) out << YAML::Key << f.section << YAML::Value << YAML::BeginMap;
+      open_section = f.section;
+    }
+    out << YAML::Key << f.leaf << YAML::Value;
+    f.write(out, c);
+  }
+  if (!open_section.empty()) out << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+void save_config(const LaunchConfig& c, const std::string& path) {
+  auto fail = [&](const std::string& what) {
+    throw ConfigError({path, "", 0, what + " (" + std::strerror(errno) + ")", "a writable location"});
+  };
+  const std::string text = to_yaml(c);
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  for (size_t i = 1; i <= dir.size(); ++i)  // mkdir -p
+    if ((i == dir.size() || dir[i] == '/') && mkdir(dir.substr(0, i).c_str(), 0755) != 0 && errno != EEXIST)
+      fail("cannot create directory " + dir.substr(0, i));
+  std::string tmp = (dir.empty() ? "" : dir + "/") + "." + base + ".tmp.XXXXXX";
+  const int fd = mkstemp(tmp.data());
+  if (fd < 0) fail("cannot create a temporary file in " + dir);
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = errno;
+      close(fd), unlink(tmp.c_str());
+      errno = e;
+      fail("cannot write " + tmp);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (fchmod(fd, 0644) != 0 || fsync(fd) != 0 || close(fd) != 0) {
+    const int e = errno;
+    unlink(tmp.c_str());
+    errno = e;
+    fail("cannot flush " + tmp);
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    unlink(tmp.c_str());
+    errno = e;
+    fail("cannot rename " + tmp + " to it");
+  }
+}
+
+}  // namespace xlaunch::config

@@ -1,0 +1,147 @@
+// `xlaunch config` (interactive) and `xlaunch config default` (no questions). Both write the file
+// atomically and never replace an existing one unless the user says so. See docs/cli.md.
+#include <algorithm>
+#include <iostream>
+#include <memory>
+
+#include "config_in_use.h"
+#include "launch_error.h"
+#include "machine.h"
+#include "overrides.h"
+#include "prompt.h"
+#include "subcommand.h"
+#include "xlaunch/config/config_error.h"
+#include "xlaunch/config/config_io.h"
+
+namespace xlaunch::launcher {
+namespace {
+
+using config::DistributedType;
+using config::LaunchConfig;
+
+struct ConfigOptions {
+  std::string config_file;          // `xlaunch config --config_file`
+  std::string default_config_file;  // `xlaunch config default --config_file`
+  bool force = false;
+  Overrides overrides;
+  CLI::App* default_cmd = nullptr;
+};
+
+std::string target_path(const std::string& cli_value) {
+  const auto loc = config::resolve_config_path(cli_value, config::real_env);
+  if (loc.path.empty())
+    throw LaunchError("no place for the config: neither HOME nor XDG_CONFIG_HOME is set; pass --config_file PATH");
+  return loc.path;
+}
+
+// The problem with a value for `key`, checked by the schema itself; "" when it is fine.
+std::string schema_check(const std::string& key, const std::string& value) {
+  try {
+    config::parse_config(key + ": " + value + "\n", "answer");
+  } catch (const config::ConfigError& e) {
+    return "is not valid: " + e.info().allowed;
+  }
+  return "";
+}
+
+void ask_questions(Prompter& p, LaunchConfig& c, const LaunchConfig& proposed, int gpus) {
+  const std::string type = p.choice("Which kind of training? NO: one process; MULTI_CPU: several CPU processes; "
+                                    "MULTI_GPU: one process per GPU",
+                                    {"NO", "MULTI_CPU", "MULTI_GPU"}, config::to_string(proposed.distributed_type));
+  c.distributed_type = type == "NO" ? DistributedType::No
+                       : type == "MULTI_CPU" ? DistributedType::MultiCpu : DistributedType::MultiGpu;
+  if (c.distributed_type != DistributedType::No) {
+    c.num_machines = p.integer("How many machines will the job use?", 1, 1, 4096);
+    if (c.num_machines > 1) {
+      c.machine_rank = p.integer("What is the rank of this machine?", 0, 0, c.num_machines - 1);
+      c.main_process_ip = p.text("What is the IP address or host name of the machine of rank 0?", "",
+                                 [](const std::string& a) { return a.empty() ? "is empty: an address is needed" : ""; });
+      c.main_process_port = p.integer("Which port should the main process use? (0: pick a free one)", 0, 0, 65535);
+      c.mpi.hostfile = p.text("Which Open MPI hostfile lists the machines (lines of 'host slots=N')?", "",
+                              [](const std::string& a) {
+                                return a.empty() ? "is empty: mpirun needs the list of machines"
+                                       : file_exists(a) ? "" : "does not exist";
+                              });
+    }
+    const int per_machine = c.distributed_type == DistributedType::MultiGpu ? std::max(gpus, 1)
+                            : proposed.distributed_type == DistributedType::MultiCpu ? proposed.num_processes : 2;
+    const int machines = c.num_machines;
+    c.num_processes = p.integer("How many processes in total, over all machines?", per_machine * machines, 1, 65535,
+                                [machines](const std::string& a) {
+                                  return std::atoi(a.c_str()) % machines == 0
+                                             ? ""
+                                             : "is not a multiple of the number of machines (" + std::to_string(machines) + ")";
+                                });
+  }
+  if (c.distributed_type == DistributedType::MultiGpu) {
+    const std::string ids = p.text("Which GPUs of this machine should be used? ('all', or ids such as 0,1)", "all",
+                                   [](const std::string& a) { return schema_check("gpu_ids", a); });
+    c.gpu_ids = config::parse_config("gpu_ids: " + ids + "\n", "answer").config.gpu_ids;
+  }
+  if (c.distributed_type == DistributedType::MultiCpu) c.use_cpu = true;
+  if (c.distributed_type == DistributedType::No && gpus > 0)
+    c.use_cpu = p.yes_no("Train on the CPU only, although this machine has a GPU?", false);
+  const std::string mp = p.choice("Mixed precision?", {"no", "fp16", "bf16"}, "no");
+  c.mixed_precision = mp == "fp16"   ? config::MixedPrecision::Fp16
+                      : mp == "bf16" ? config::MixedPrecision::Bf16 : config::MixedPrecision::No;
+  c.gradient_accumulation_steps = p.integer("How many gradient accumulation steps?", 1, 1, 1 << 20);
+  c.debug = p.yes_no("Turn on debug checks (slower)?", false);
+}
+
+int interactive(const ConfigOptions& o) {
+  const std::string path = target_path(o.config_file);
+  const GpuReport gpu_report = detect_gpus();
+  const int gpus = static_cast<int>(gpu_report.gpus.size());
+  const int cores = physical_cpu_cores();
+  std::cout << "xlaunch config: writing " << path << "\nThis machine: "
+            << (gpus ? std::to_string(gpus) + " GPU(s)" : std::string("no GPU")) << ", " << cores << " CPU core(s).\n"
+            << "Press Enter to take the default in brackets.\n";
+  Prompter p(std::cin, std::cout);
+  try {
+    if (file_exists(path) && !p.yes_no(path + " exists. Replace it?", false)) {
+      std::cout << "Left " << path << " unchanged.\n";
+      return 0;
+    }
+    LaunchConfig c;
+    ask_questions(p, c, machine_defaults(gpus, cores), gpus);
+    config::validate(c, gpus);
+    config::save_config(c, path);
+  } catch (const Aborted&) {
+    std::cout << "\nxlaunch config: end of input, aborted; nothing written.\n";
+    return 1;
+  }
+  std::cout << "Wrote " << path << "\n";
+  return 0;
+}
+
+int write_default(const ConfigOptions& o) {
+  const std::string path = target_path(!o.default_config_file.empty() ? o.default_config_file : o.config_file);
+  if (file_exists(path) && !o.force)
+    throw LaunchError(path + " already exists; pass --force to replace it, or --config_file to write elsewhere");
+  const int gpus = o.overrides.cpu ? 0 : static_cast<int>(detect_gpus().gpus.size());
+  LaunchConfig c = machine_defaults(gpus, physical_cpu_cores());
+  apply_overrides(c, o.overrides, gpus);
+  config::validate(c, gpus, "command line");
+  config::save_config(c, path);
+  std::cout << "Wrote " << path << " (" << config::to_string(c.distributed_type) << ", " << c.num_processes
+            << " process(es), mixed precision " << config::to_string(c.mixed_precision) << ")\n";
+  return 0;
+}
+
+Runner setup(CLI::App& app) {
+  auto o = std::make_shared<ConfigOptions>();
+  CLI::App* cmd = app.add_subcommand("config", "Ask a few questions and write the launch config");
+  cmd->add_option("--config_file", o->config_file, "Where to write (default: $XLAUNCH_CONFIG_FILE, else "
+                                                   "${XDG_CONFIG_HOME:-~/.config}/xlaunch/default_config.yaml)");
+  cmd->require_subcommand(0, 1);
+  o->default_cmd = cmd->add_subcommand("default", "Write a config for this machine without asking anything");
+  add_override_options(o->default_cmd, o->overrides);
+  o->default_cmd->add_option("--config_file", o->default_config_file, "Where to write");
+  o->default_cmd->add_flag("--force", o->force, "Replace an existing file");
+  return [o](const Invocation&) { return o->default_cmd->parsed() ? write_default(*o) : interactive(*o); };
+}
+
+const bool registered = register_subcommand({"config", &setup, false});
+
+}  // namespace
+}  // namespace xlaunch::launcher

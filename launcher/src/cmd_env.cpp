@@ -1,0 +1,91 @@
+// `xlaunch env`: everything worth pasting into a bug report, one `name: value` line each, then
+// the config file in use and its contents. Never fails for a missing library: it says so.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "config_in_use.h"
+#include "launch_error.h"
+#include "machine.h"
+#include "programs.h"
+#include "subcommand.h"
+#include "xlaunch/config/config_error.h"
+
+namespace xlaunch::launcher {
+namespace {
+
+std::string compiler() {
+#if defined(__clang__)
+  return "Clang " __clang_version__;
+#elif defined(__GNUC__)
+  return "GCC " __VERSION__;
+#else
+  return "unknown";
+#endif
+}
+
+void print_config(const std::string& cli_value) {
+  const auto loc = config::resolve_config_path(cli_value, config::real_env);
+  if (loc.path.empty() || !file_exists(loc.path)) {
+    std::cout << "config file: none" << (loc.path.empty() ? "" : " (no file at " + loc.path + ")")
+              << "; `xlaunch run` uses built-in defaults\n";
+    return;
+  }
+  std::cout << "config file: " << loc.path << " (from " << config::to_string(loc.origin) << ")\n";
+  try {
+    const auto loaded = config::load_config(loc.path);
+    if (!loaded.unsupported.empty()) {
+      std::string s;
+      for (const auto& k : loaded.unsupported) s += (s.empty() ? "" : ", ") + k;
+      std::cout << "config unsupported (ignored): " << s << "\n";
+    }
+    std::cout << "config status: valid\n";
+  } catch (const config::ConfigError& e) {
+    std::cout << "config status: INVALID: " << e.what() << "\n";
+  }
+  std::ifstream in(loc.path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::cout << "--- " << loc.path << " ---\n" << text.str();
+  if (!text.str().empty() && text.str().back() != '\n') std::cout << "\n";
+  std::cout << "---\n";
+}
+
+int env(const std::string& config_file) {
+  std::string mpi;
+  try {
+    const OpenMpi m = find_open_mpi(path_env());
+    mpi = m.version + " (" + m.mpirun + ")";
+  } catch (const LaunchError& e) {
+    mpi = std::string("not available: ") + e.what();
+  }
+  const GpuReport g = detect_gpus();
+  std::cout << "xlaunch version: " << XLAUNCH_VERSION << "\n"
+            << "compiler: " << compiler() << "\n"
+            << "LibTorch: " << XLAUNCH_TORCH_VERSION << " (built against; the launcher does not load it)\n"
+            << "CUDA runtime: " << cuda_runtime_version() << "\n"
+            << "CUDA driver: " << cuda_driver_version() << (g.driver.empty() ? "" : " (driver " + g.driver + ")") << "\n"
+            << "NCCL: " << nccl_version() << "\n"
+            << "Open MPI: " << mpi << "\n"
+            << "GPUs: " << (g.gpus.empty() ? "none" : std::to_string(g.gpus.size())) << " (via " << g.source << ")\n";
+  for (size_t i = 0; i < g.gpus.size(); ++i)
+    std::cout << "  GPU " << i << ": " << g.gpus[i].name << ", " << format_bytes(g.gpus[i].memory_bytes) << "\n";
+  std::cout << "CPU cores: " << physical_cpu_cores() << " physical, " << usable_cpus() << " usable hardware threads\n"
+            << "memory: " << format_bytes(total_memory_bytes()) << "\n";
+  print_config(config_file);
+  return 0;
+}
+
+Runner setup(CLI::App& app) {
+  auto config_file = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("env", "Print versions, hardware and the config in use, for bug reports");
+  cmd->add_option("--config_file", *config_file, "Config file to show (default: as `xlaunch run` finds it)");
+  return [config_file](const Invocation&) { return env(*config_file); };
+}
+
+const bool registered = register_subcommand({"env", &setup, false});
+
+}  // namespace
+}  // namespace xlaunch::launcher

@@ -1,0 +1,235 @@
+// `xlaunch run [options] train_bin [args...]`: load the config, apply the options, check
+// everything that can be checked before starting, then run the launch plan and report how the
+// ranks ended. See docs/cli.md.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <memory>
+
+#include "config_in_use.h"
+#include "job.h"
+#include "launch_error.h"
+#include "launch_plan.h"
+#include "machine.h"
+#include "overrides.h"
+#include "programs.h"
+#include "rank_status.h"
+#include "subcommand.h"
+#include "xlaunch/config/config_error.h"
+
+namespace xlaunch::launcher {
+namespace {
+
+struct RunOptions {
+  Overrides overrides;
+  std::string config_file;
+  bool dry_run = false;
+  bool verbose = false;
+};
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// Keys that fell back to defaults, with a section whose keys all did shortened to "mpi.*".
+std::string defaults_summary(const std::vector<std::string>& defaulted) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < defaulted.size(); ++i) {
+    const std::string& k = defaulted[i];
+    const size_t dot = k.find('.');
+    if (dot == std::string::npos) {
+      out.push_back(k);
+      continue;
+    }
+    const std::string section = k.substr(0, dot + 1);
+    const auto& all = config::schema_keys();
+    const long in_schema = std::count_if(all.begin(), all.end(), [&](const std::string& x) { return x.rfind(section, 0) == 0; });
+    long in_list = 0;
+    while (i + in_list < defaulted.size() && defaulted[i + in_list].rfind(section, 0) == 0) ++in_list;
+    if (in_list == in_schema) {
+      out.push_back(section + "*");
+    } else {
+      out.insert(out.end(), defaulted.begin() + static_cast<long>(i), defaulted.begin() + static_cast<long>(i + in_list));
+    }
+    i += static_cast<size_t>(in_list) - 1;
+  }
+  return join(out);
+}
+
+// One line: which file was used (or none), what the command line set, what fell back to defaults.
+void print_config_line(const ConfigInUse& in_use, const std::vector<std::string>& from_cli) {
+  std::string line;
+  if (in_use.loaded) {
+    line = "config " + in_use.location.path + " (from " + config::to_string(in_use.location.origin) + ")";
+  } else {
+    line = "no config file" +
+           (in_use.location.path.empty() ? std::string() : " at " + in_use.location.path) +
+           ", using built-in defaults (write one with `xlaunch config`)";
+  }
+  if (!from_cli.empty()) line += "; from the command line: " + join(from_cli);
+  if (in_use.loaded) {
+    std::vector<std::string> defaulted;
+    for (const auto& k : in_use.loaded->defaulted)
+      if (std::find(from_cli.begin(), from_cli.end(), k) == from_cli.end()) defaulted.push_back(k);
+    if (!defaulted.empty()) line += "; defaults for: " + defaults_summary(defaulted);
+  }
+  std::fprintf(stderr, "xlaunch: %s\n", line.c_str());
+  if (in_use.loaded && !in_use.loaded->unsupported.empty())
+    std::fprintf(stderr, "xlaunch: warning: %s: Accelerate settings xlaunch does not support, ignored: %s\n",
+                 in_use.location.path.c_str(), join(in_use.loaded->unsupported).c_str());
+  if (in_use.loaded)
+    for (const auto& n : in_use.loaded->notes) std::fprintf(stderr, "xlaunch: note: %s\n", n.c_str());
+}
+
+std::string make_run_id() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::gmtime(&t));
+  return std::string(buf) + "-" + std::to_string(getpid());
+}
+
+void make_dirs(const std::string& dir) {
+  for (size_t i = 1; i <= dir.size(); ++i)
+    if ((i == dir.size() || dir[i] == '/') && mkdir(dir.substr(0, i).c_str(), 0755) != 0 && errno != EEXIST)
+      throw LaunchError("cannot create directory " + dir.substr(0, i) + ": " + std::strerror(errno));
+}
+
+// Per-attempt directory where the ranks record how they ended. Under log_dir when there is one,
+// so ranks on other machines can report through a shared filesystem.
+std::string status_dir_for(const config::LaunchConfig& c, const std::string& run_id, int attempt) {
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string base = !c.log_dir.empty() ? c.log_dir : (tmp && *tmp ? tmp : "/tmp");
+  return base + "/xlaunch-status-" + run_id + "-" + std::to_string(attempt);
+}
+
+void remove_status_dir(const std::string& dir, int num_processes) {
+  for (int r = 0; r < num_processes; ++r) unlink((dir + "/rank-" + std::to_string(r)).c_str());
+  rmdir(dir.c_str());
+}
+
+void print_plan(FILE* out, const LaunchPlan& plan) {
+  for (const auto& [name, value] : plan.env)
+    std::fprintf(out, "export %s\n", shell_join({name + "=" + value}).c_str());
+  std::fprintf(out, "%s\n", shell_join(plan.argv).c_str());
+}
+
+struct EffectiveConfig {
+  ConfigInUse in_use;
+  config::LaunchConfig config;
+  std::vector<std::string> from_cli;  // keys the options set
+};
+
+// File (or defaults), then the options, then validate() with this machine's GPUs. An error in a
+// value the options set names the command line instead of the file.
+EffectiveConfig effective_config(const RunOptions& o, int gpu_count) {
+  EffectiveConfig e;
+  e.in_use = find_config(o.config_file, std::nullopt);  // GPUs are checked after the options
+  if (e.in_use.loaded) e.config = e.in_use.loaded->config;
+  e.from_cli = apply_overrides(e.config, o.overrides, gpu_count);
+  try {
+    std::map<std::string, int> lines = e.in_use.loaded ? e.in_use.loaded->lines : std::map<std::string, int>{};
+    for (const auto& k : e.from_cli) lines.erase(k);
+    config::validate(e.config, gpu_count, e.in_use.loaded ? e.in_use.location.path : "", lines);
+  } catch (const config::ConfigError& err) {
+    if (std::find(e.from_cli.begin(), e.from_cli.end(), err.info().key) == e.from_cli.end()) throw;
+    config::ConfigErrorInfo info = err.info();
+    info.file = "command line";
+    info.line = 0;
+    throw config::ConfigError(info);
+  }
+  return e;
+}
+
+// What can be wrong before mpirun starts, besides the config itself.
+void check_launchable(const config::LaunchConfig& c) {
+  if (c.machine_rank != 0)
+    throw LaunchError("machine_rank is " + std::to_string(c.machine_rank) +
+                      ": with Open MPI the job is started once, on the machine of rank 0 (main_process_ip), and "
+                      "mpirun starts the ranks of the other machines itself; run xlaunch there");
+  if (!c.mpi.hostfile.empty() && !file_exists(c.mpi.hostfile))
+    throw LaunchError("hostfile " + c.mpi.hostfile + " not found; fix mpi.hostfile or --hostfile");
+}
+
+// Runs the job, and again after a failure while max_restarts allows; returns the exit code.
+int run_attempts(const config::LaunchConfig& c, Environment env, const std::string& mpi_version, bool verbose,
+                 const std::vector<std::string>& command) {
+  const std::vector<std::string> train_args(command.begin() + 1, command.end());
+  for (int attempt = 0;; ++attempt) {
+    env.restart_count = attempt;
+    env.status_dir = status_dir_for(c, env.run_id, attempt);
+    make_dirs(env.status_dir);
+    const LaunchPlan plan = make_launch_plan(c, env, command[0], train_args);
+    if (verbose) {
+      std::fprintf(stderr, "xlaunch: Open MPI %s; launching:\n", mpi_version.c_str());
+      print_plan(stderr, plan);
+    }
+    const int status = run_plan(plan);
+    const JobOutcome outcome = summarize_job(status, read_rank_statuses(env.status_dir), c.num_processes);
+    remove_status_dir(env.status_dir, c.num_processes);
+    if (outcome.exit_code == 0) return 0;
+    const int sig = last_forwarded_signal();
+    if (sig) std::fprintf(stderr, "xlaunch: stopped by signal %d (SIG%s), forwarded to the job\n", sig, sigabbrev_np(sig));
+    std::fprintf(stderr, "xlaunch: job failed: %s\n", outcome.message.c_str());
+    if (sig || attempt >= c.max_restarts) {
+      std::fprintf(stderr, "xlaunch: exit code %d\n", outcome.exit_code);
+      return outcome.exit_code;
+    }
+    std::fprintf(stderr, "xlaunch: restarting the job (restart %d of %d)\n", attempt + 1, c.max_restarts);
+  }
+}
+
+int run(const RunOptions& o, const Invocation& inv) {
+  if (inv.command.empty())
+    throw LaunchError("no training binary given: usage: xlaunch run [options] train_bin [args...]");
+  const int gpu_count = o.overrides.cpu ? 0 : static_cast<int>(detect_gpus().gpus.size());
+  const EffectiveConfig e = effective_config(o, gpu_count);
+  const config::LaunchConfig& c = e.config;
+  print_config_line(e.in_use, e.from_cli);
+  check_launchable(c);
+  std::vector<std::string> command = inv.command;
+  command[0] = resolve_train_binary(command[0], path_env());
+
+  Environment env;
+  env.is_root = geteuid() == 0;
+  env.cpu_cores = physical_cpu_cores();
+  env.self_exe = inv.self_exe;
+  env.run_id = make_run_id();
+  env.config_file = e.in_use.loaded ? e.in_use.location.path : "";
+  if (o.dry_run) {
+    const auto found = find_program("mpirun", path_env());
+    env.mpirun = found ? *found : "mpirun";
+    env.status_dir = status_dir_for(c, env.run_id, 0);
+    print_plan(stdout, make_launch_plan(c, env, command[0], {command.begin() + 1, command.end()}));
+    return 0;
+  }
+  const OpenMpi mpi = find_open_mpi(path_env());
+  env.mpirun = mpi.mpirun;
+  if (!c.log_dir.empty()) make_dirs(c.log_dir);
+  return run_attempts(c, env, mpi.version, o.verbose, command);
+}
+
+Runner setup(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run", "Launch train_bin on every rank through Open MPI's mpirun");
+  add_override_options(cmd, o->overrides);
+  cmd->add_option("--config_file", o->config_file, "Config file (default: $XLAUNCH_CONFIG_FILE, else "
+                                                    "${XDG_CONFIG_HOME:-~/.config}/xlaunch/default_config.yaml)");
+  cmd->add_flag("--dry_run", o->dry_run, "Print the exact command and environment, then exit");
+  cmd->add_flag("--verbose", o->verbose, "Print the command before running it");
+  cmd->footer("Usage: xlaunch run [options] train_bin [args...]\n"
+              "Everything from train_bin on is passed to it unchanged (or put it after --).");
+  return [o](const Invocation& inv) { return run(*o, inv); };
+}
+
+const bool registered = register_subcommand({"run", &setup, true});
+
+}  // namespace
+}  // namespace xlaunch::launcher

@@ -1,0 +1,44 @@
+// The launch plan: the pure function that turns a validated LaunchConfig and a description of this
+// machine into the exact mpirun command line and the XLAUNCH_* environment of the ranks.
+//
+// Nothing here touches the system; everything the decision depends on comes in through
+// Environment, so every branch is tested against literal argv vectors (tests/launcher).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xlaunch/config/launch_config.h"
+
+namespace xlaunch::launcher {
+
+struct Environment {
+  bool is_root = false;       // mpirun refuses root without --allow-run-as-root
+  int cpu_cores = 1;          // physical cores here: Open MPI's slots when no hostfile says otherwise
+  std::string mpirun = "mpirun";
+  std::string self_exe;       // this xlaunch binary: every rank starts as `xlaunch __rank ... -- bin`
+  std::string status_dir;     // where each rank's wrapper records how the rank ended
+  std::string run_id;         // XLAUNCH_RUN_ID
+  std::string config_file;    // the file the config came from; empty: built-in defaults
+  int restart_count = 0;      // XLAUNCH_RESTART_COUNT
+};
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+struct LaunchPlan {
+  std::vector<std::string> argv;  // argv[0] is the mpirun path
+  EnvList env;                    // set in mpirun's environment; argv exports each with -x NAME
+};
+
+// Requires: validate(c, ...) passed. train_bin is already resolved to a path.
+LaunchPlan make_launch_plan(const config::LaunchConfig& c, const Environment& e, const std::string& train_bin,
+                            const std::vector<std::string>& train_args);
+
+// Every variable of env::kAll with its value for this config, in kAll's order.
+EnvList exported_env(const config::LaunchConfig& c, const Environment& e);
+
+// The argv as one line a shell would read back the same: words quoted only when they need it.
+std::string shell_join(const std::vector<std::string>& argv);
+
+}  // namespace xlaunch::launcher

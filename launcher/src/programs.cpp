@@ -1,0 +1,86 @@
+#include "programs.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <regex>
+
+#include "launch_error.h"
+#include "launch_plan.h"
+
+namespace xlaunch::launcher {
+
+namespace {
+bool is_executable_file(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(p.c_str(), X_OK) == 0;
+}
+}  // namespace
+
+std::string path_env() {
+  const char* p = std::getenv("PATH");
+  return p ? p : "/usr/local/bin:/usr/bin:/bin";
+}
+
+std::optional<std::string> find_program(const std::string& name, const std::string& path_var) {
+  if (name.empty()) return std::nullopt;
+  if (name.find('/') != std::string::npos) return is_executable_file(name) ? std::optional(name) : std::nullopt;
+  size_t i = 0;
+  while (i <= path_var.size()) {
+    size_t j = path_var.find(':', i);
+    if (j == std::string::npos) j = path_var.size();
+    const std::string dir = j == i ? "." : path_var.substr(i, j - i);  // empty entry: current dir
+    const std::string candidate = dir + "/" + name;
+    if (is_executable_file(candidate)) return candidate;
+    i = j + 1;
+  }
+  return std::nullopt;
+}
+
+std::string resolve_train_binary(const std::string& name, const std::string& path_var) {
+  if (auto found = find_program(name, path_var)) return *found;
+  if (name.find('/') == std::string::npos)
+    throw LaunchError("training binary '" + name + "' not found in PATH; give its path (e.g. ./" + name +
+                      ") or add its directory to PATH");
+  struct stat st {};
+  if (stat(name.c_str(), &st) != 0)
+    throw LaunchError("training binary '" + name + "' not found (" + std::strerror(errno) +
+                      "); check the path, and build it first if it is part of your project");
+  if (!S_ISREG(st.st_mode)) throw LaunchError("training binary '" + name + "' is not a file; give the program itself");
+  throw LaunchError("training binary '" + name + "' is not executable; run `chmod +x " + name + "`");
+}
+
+std::optional<std::string> parse_open_mpi_version(const std::string& out) {
+  static const std::regex re(R"(\(Open(RTE| MPI)\) ([0-9][0-9A-Za-z.\-]*))");
+  std::smatch m;
+  if (!std::regex_search(out, m, re)) return std::nullopt;
+  return m[2].str();
+}
+
+OpenMpi find_open_mpi(const std::string& path_var) {
+  const auto mpirun = find_program("mpirun", path_var);
+  if (!mpirun)
+    throw LaunchError("mpirun not found in PATH: install Open MPI (Debian/Ubuntu: apt-get install openmpi-bin), "
+                      "or add the directory holding Open MPI's mpirun to PATH");
+  std::string out;
+  if (FILE* f = popen((shell_join({*mpirun, "--version"}) + " 2>&1").c_str(), "r")) {
+    char buf[512];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    pclose(f);
+  }
+  const auto version = parse_open_mpi_version(out);
+  if (!version) {
+    const std::string first = out.substr(0, out.find('\n'));
+    throw LaunchError(*mpirun + " is not Open MPI's mpirun (`mpirun --version` said: '" + first +
+                      "'): xlaunch needs Open MPI; install openmpi-bin and put its mpirun first in PATH "
+                      "(Debian: update-alternatives --config mpirun)");
+  }
+  return {*mpirun, *version};
+}
+
+}  // namespace xlaunch::launcher

@@ -1,0 +1,40 @@
+// How each rank ended, and what the whole job's outcome is.
+//
+// Every rank runs as `xlaunch __rank --status_dir D -- bin args` (rank_wrapper.h), which records
+// the training process's exit code or signal in D/rank-R. After mpirun returns, the launcher reads
+// D and summarize_job() names the rank that failed first: mpirun then kills the others, so later
+// failures are consequences, not causes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace xlaunch::launcher {
+
+struct RankStatus {
+  int rank = 0;
+  bool signaled = false;  // killed by a signal (code is the signal number) vs exited (code is the exit code)
+  int code = 0;
+  int64_t end_ns = 0;     // CLOCK_REALTIME when it ended; orders the failures
+};
+
+// Writes dir/rank-R atomically (temporary file, then rename).
+void write_rank_status(const std::string& dir, const RankStatus& s);
+
+// Every status in dir, by rank. Unparsable files are skipped.
+std::vector<RankStatus> read_rank_statuses(const std::string& dir);
+
+// "exited with code 3", "was killed by signal 9 (SIGKILL)".
+std::string describe(const RankStatus& s);
+
+struct JobOutcome {
+  int exit_code = 0;    // what `xlaunch run` returns
+  std::string message;  // empty on success
+};
+
+// Pure. mpirun_wait_status: waitpid's status for mpirun; num_processes: ranks expected.
+// A failed rank decides the exit code (its code, or 128 + signal); without one, mpirun's does.
+JobOutcome summarize_job(int mpirun_wait_status, const std::vector<RankStatus>& ranks, int num_processes);
+
+}  // namespace xlaunch::launcher

@@ -1,0 +1,358 @@
+// The config schema: defaults, round trip, Accelerate files, and every kind of bad input, each
+// checked for the file, key, line and the found/allowed text the user sees.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "xlaunch/config/config_error.h"
+#include "xlaunch/config/config_io.h"
+
+using namespace xlaunch::config;
+
+namespace {
+
+// The ConfigError that parsing `text` throws; fails the test when none is thrown.
+ConfigErrorInfo error_of(const std::string& text, std::optional<int> gpus = std::nullopt) {
+  try {
+    parse_config(text, "test.yaml", gpus);
+  } catch (const ConfigError& e) {
+    return e.info();
+  }
+  ADD_FAILURE() << "no ConfigError for:\n" << text;
+  return {};
+}
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/xlaunch_config_test.XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST(ConfigDefaults, EmptyMappingGivesDefaultsAndListsEveryKeyAsDefaulted) {
+  const LoadedConfig l = parse_config("{}", "t.yaml");
+  const LaunchConfig d;
+  EXPECT_EQ(l.config.distributed_type, DistributedType::No);
+  EXPECT_EQ(l.config.num_processes, 1);
+  EXPECT_EQ(l.config.mixed_precision, MixedPrecision::No);
+  EXPECT_EQ(l.config.mpi.bind_to, "none");
+  EXPECT_EQ(l.config.ddp.bucket_cap_mb, 25.0);
+  EXPECT_EQ(l.config.timeout_s, 1800);
+  EXPECT_EQ(l.defaulted, schema_keys());
+}
+
+TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
+  LaunchConfig c;
+  c.distributed_type = DistributedType::MultiGpu;
+  c.num_processes = 4;
+  c.num_machines = 2;
+  c.machine_rank = 1;
+  c.main_process_ip = "10.1.2.3";
+  c.main_process_port = 29500;
+  c.gpu_ids = {0, 1};
+  c.mixed_precision = MixedPrecision::Bf16;
+  c.gradient_accumulation_steps = 8;
+  c.debug = true;
+  c.mpi.hosts = {"node1", "node2"};
+  c.mpi.bind_to = "core";
+  c.mpi.map_by = "ppr:2:node";
+  c.mpi.extra_args = {"--mca", "btl_tcp_if_include", "eth0"};
+  c.ddp.bucket_cap_mb = 12.5;
+  c.ddp.find_unused_parameters = true;
+  c.ddp.broadcast_buffers = false;
+  c.loader.num_workers = LoaderSection::kAutoWorkers;
+  c.loader.pin_memory = false;
+  c.loader.prefetch_factor = 4;
+  c.log_dir = "/tmp/logs dir";
+  c.max_restarts = 3;
+  c.timeout_s = 60;
+
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/sub/dir/cfg.yaml";
+  save_config(c, path);
+  const LoadedConfig l = load_config(path, 2);
+  EXPECT_TRUE(l.defaulted.empty());
+  EXPECT_TRUE(l.unsupported.empty());
+  EXPECT_EQ(to_yaml(l.config), to_yaml(c));
+  EXPECT_EQ(l.config.gpu_ids, (std::vector<int>{0, 1}));
+  EXPECT_EQ(l.config.mpi.extra_args, c.mpi.extra_args);
+  EXPECT_EQ(l.config.loader.num_workers, LoaderSection::kAutoWorkers);
+  EXPECT_EQ(l.config.log_dir, "/tmp/logs dir");
+  EXPECT_EQ(l.config.ddp.bucket_cap_mb, 12.5);
+  EXPECT_FALSE(l.config.ddp.broadcast_buffers);
+}
+
+TEST(ConfigRoundTrip, DefaultsSurviveAndStringsThatLookLikeBoolsStayStrings) {
+  const std::string yaml = to_yaml(LaunchConfig{});
+  EXPECT_TRUE(contains(yaml, "mixed_precision: \"no\"") || contains(yaml, "mixed_precision: 'no'")) << yaml;
+  EXPECT_TRUE(contains(yaml, "distributed_type: \"NO\"") || contains(yaml, "distributed_type: 'NO'")) << yaml;
+  const LoadedConfig l = parse_config(yaml, "t.yaml");
+  EXPECT_EQ(to_yaml(l.config), yaml);
+}
+
+TEST(ConfigSave, IsAtomicAndLeavesNoTemporaryFile) {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/cfg.yaml";
+  {
+    std::ofstream(path) << "num_processes: 1\n";
+  }
+  LaunchConfig c;
+  c.distributed_type = DistributedType::MultiCpu;
+  c.num_processes = 3;
+  save_config(c, path);
+  EXPECT_EQ(load_config(path).config.num_processes, 3);
+  // Only the config itself is left in the directory.
+  EXPECT_EQ(std::system(("test $(ls -A " + dir + " | wc -l) -eq 1").c_str()), 0);
+}
+
+TEST(ConfigSave, UnwritableLocationIsAConfigErrorAndTheOldFileStays) {
+  const std::string dir = temp_dir();
+  const std::string blocker = dir + "/file";
+  std::ofstream(blocker) << "x";
+  try {
+    save_config(LaunchConfig{}, blocker + "/cfg.yaml");  // parent is a regular file
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.info().file, blocker + "/cfg.yaml");
+    EXPECT_TRUE(contains(e.what(), "cannot create a temporary file")) << e.what();
+  }
+  std::ifstream in(blocker);
+  std::string content;
+  in >> content;
+  EXPECT_EQ(content, "x");
+}
+
+TEST(ConfigAccelerate, MultiGpuFileLoadsAndReportsAccelerateOnlyKeys) {
+  const LoadedConfig l = load_config(XLAUNCH_TEST_DATA "/accelerate_multi_gpu.yaml", 2);
+  EXPECT_EQ(l.config.distributed_type, DistributedType::MultiGpu);
+  EXPECT_EQ(l.config.num_processes, 2);
+  EXPECT_EQ(l.config.gpu_ids, (std::vector<int>{0, 1}));
+  EXPECT_EQ(l.config.mixed_precision, MixedPrecision::Bf16);
+  const std::vector<std::string> expected = {"downcast_bf16", "dynamo_config", "enable_cpu_affinity",
+                                             "main_training_function", "rdzv_backend", "same_network",
+                                             "tpu_env", "tpu_use_cluster", "tpu_use_sudo"};
+  EXPECT_EQ(l.unsupported, expected);
+  // xlaunch's own keys were absent, so they fell back to defaults.
+  EXPECT_NE(std::find(l.defaulted.begin(), l.defaulted.end(), "ddp.bucket_cap_mb"), l.defaulted.end());
+  EXPECT_EQ(std::find(l.defaulted.begin(), l.defaulted.end(), "num_processes"), l.defaulted.end());
+}
+
+TEST(ConfigAccelerate, MultiCpuFileTakesTheMpirunHostfile) {
+  const LoadedConfig l = load_config(XLAUNCH_TEST_DATA "/accelerate_multi_cpu.yaml", 0);
+  EXPECT_EQ(l.config.distributed_type, DistributedType::MultiCpu);
+  EXPECT_EQ(l.config.num_processes, 4);
+  EXPECT_EQ(l.config.num_machines, 2);
+  EXPECT_EQ(l.config.main_process_ip, "10.0.0.1");
+  EXPECT_EQ(l.config.main_process_port, 29500);
+  EXPECT_TRUE(l.config.use_cpu);
+  EXPECT_EQ(l.config.mpi.hostfile, "/etc/hosts.mpi");
+  EXPECT_NE(std::find(l.unsupported.begin(), l.unsupported.end(), "mpirun_config"), l.unsupported.end());
+  EXPECT_NE(std::find(l.unsupported.begin(), l.unsupported.end(), "ipex_config"), l.unsupported.end());
+  ASSERT_EQ(l.notes.size(), 1u);
+}
+
+TEST(ConfigAccelerate, NoFileLoads) {
+  const LoadedConfig l = load_config(XLAUNCH_TEST_DATA "/accelerate_no.yaml", 0);
+  EXPECT_EQ(l.config.distributed_type, DistributedType::No);
+  EXPECT_EQ(l.config.mixed_precision, MixedPrecision::Fp16);
+  EXPECT_TRUE(l.config.gpu_ids.empty());
+}
+
+TEST(ConfigAccelerate, DeepSpeedTypeIsRefusedByNameWithTheLine) {
+  try {
+    load_config(XLAUNCH_TEST_DATA "/accelerate_deepspeed.yaml", 0);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.info().key, "distributed_type");
+    EXPECT_EQ(e.info().line, 7);
+    EXPECT_EQ(e.info().found, "'DEEPSPEED'");
+    EXPECT_TRUE(contains(e.info().allowed, "NO, MULTI_CPU, MULTI_GPU"));
+    EXPECT_TRUE(contains(e.what(), "accelerate_deepspeed.yaml:7: key 'distributed_type'")) << e.what();
+  }
+}
+
+TEST(ConfigErrors, UnknownKeySuggestsTheClosest) {
+  const auto e = error_of("num_processes: 2\nnum_proceses: 2\n");
+  EXPECT_EQ(e.key, "num_proceses");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.file, "test.yaml");
+  EXPECT_EQ(e.hint, "did you mean 'num_processes'?");
+}
+
+TEST(ConfigErrors, UnknownKeyInSectionSuggestsWithinTheSection) {
+  const auto e = error_of("ddp:\n  bucket_cap: 10\n");
+  EXPECT_EQ(e.key, "ddp.bucket_cap");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.hint, "did you mean 'bucket_cap_mb'?");
+}
+
+TEST(ConfigErrors, SectionKeyAtTheTopLevelPointsToItsSection) {
+  const auto e = error_of("hostfile: /etc/hosts\n");
+  EXPECT_EQ(e.hint, "did you mean 'mpi.hostfile (under mpi:)'?");
+}
+
+TEST(ConfigErrors, FarOffUnknownKeyHasNoSuggestion) {
+  const auto e = error_of("zzzzzzzzzz: 1\n");
+  EXPECT_EQ(e.key, "zzzzzzzzzz");
+  EXPECT_EQ(e.hint, "");
+  EXPECT_TRUE(contains(e.allowed, "num_processes"));
+}
+
+TEST(ConfigErrors, WrongTypes) {
+  auto e = error_of("num_processes: two\n");
+  EXPECT_EQ(e.key, "num_processes");
+  EXPECT_EQ(e.found, "'two'");
+  EXPECT_EQ(e.allowed, "an integer");
+  e = error_of("use_cpu: maybe\n");
+  EXPECT_EQ(e.key, "use_cpu");
+  EXPECT_EQ(e.allowed, "true or false");
+  e = error_of("num_processes: [1, 2]\n");
+  EXPECT_EQ(e.found, "a list");
+  e = error_of("mpi: 3\n");
+  EXPECT_EQ(e.key, "mpi");
+  EXPECT_EQ(e.found, "'3'");
+  e = error_of("ddp:\n  bucket_cap_mb: big\n");
+  EXPECT_EQ(e.key, "ddp.bucket_cap_mb");
+  EXPECT_EQ(e.line, 2);
+  e = error_of("mixed_precision: fp8\n");
+  EXPECT_EQ(e.allowed, "one of no, fp16, bf16");
+  e = error_of("mpi:\n  bind_to: everything\n");
+  EXPECT_EQ(e.key, "mpi.bind_to");
+  e = error_of("mpi:\n  map_by: diagonal\n");
+  EXPECT_EQ(e.key, "mpi.map_by");
+  e = error_of("loader:\n  num_workers: many\n");
+  EXPECT_EQ(e.key, "loader.num_workers");
+  e = error_of("gpu_ids: 0,x\n");
+  EXPECT_EQ(e.key, "gpu_ids");
+  e = error_of("compute_environment: AMAZON_SAGEMAKER\n");
+  EXPECT_EQ(e.key, "compute_environment");
+}
+
+TEST(ConfigErrors, OutOfRange) {
+  auto e = error_of("num_processes: 0\n");
+  EXPECT_EQ(e.key, "num_processes");
+  EXPECT_EQ(e.line, 1);
+  EXPECT_EQ(e.found, "'0'");
+  EXPECT_EQ(e.allowed, "an integer >= 1");
+  e = error_of("main_process_port: 70000\n");
+  EXPECT_EQ(e.key, "main_process_port");
+  EXPECT_EQ(e.allowed, "1 to 65535, or 0 to pick a free port");
+  e = error_of("main_process_port: -1\n");
+  EXPECT_EQ(e.key, "main_process_port");
+  e = error_of("distributed_type: MULTI_CPU\nnum_machines: 2\nmachine_rank: 2\nmpi:\n  hostfile: h\n"
+               "num_processes: 2\n");
+  EXPECT_EQ(e.key, "machine_rank");
+  EXPECT_EQ(e.line, 3);
+  EXPECT_EQ(e.allowed, "0 to num_machines - 1 = 1");
+  e = error_of("gradient_accumulation_steps: 0\n");
+  EXPECT_EQ(e.key, "gradient_accumulation_steps");
+  e = error_of("ddp:\n  bucket_cap_mb: 0\n");
+  EXPECT_EQ(e.key, "ddp.bucket_cap_mb");
+  EXPECT_EQ(e.line, 2);
+  e = error_of("timeout_s: 0\n");
+  EXPECT_EQ(e.key, "timeout_s");
+  e = error_of("config_version: 99\n");
+  EXPECT_EQ(e.key, "config_version");
+  EXPECT_TRUE(contains(e.hint, "newer xlaunch"));
+}
+
+TEST(ConfigErrors, PortZeroAndBoundsAreAccepted) {
+  EXPECT_EQ(parse_config("main_process_port: 0\n", "t").config.main_process_port, 0);
+  EXPECT_EQ(parse_config("main_process_port: 65535\n", "t").config.main_process_port, 65535);
+}
+
+TEST(ConfigErrors, RelationsBetweenKeys) {
+  auto e = error_of("num_processes: 2\n");  // NO means one process
+  EXPECT_EQ(e.key, "num_processes");
+  EXPECT_TRUE(contains(e.hint, "MULTI_CPU"));
+  e = error_of("distributed_type: MULTI_CPU\nnum_processes: 3\nnum_machines: 2\nmpi:\n  hosts: [a, b]\n");
+  EXPECT_EQ(e.key, "num_processes");
+  EXPECT_TRUE(contains(e.allowed, "multiple of num_machines"));
+  e = error_of("distributed_type: MULTI_CPU\nnum_processes: 2\nnum_machines: 2\n");
+  EXPECT_EQ(e.key, "num_machines");
+  EXPECT_TRUE(contains(e.allowed, "mpi.hostfile"));
+  e = error_of("distributed_type: MULTI_GPU\nuse_cpu: true\n", 1);
+  EXPECT_EQ(e.key, "use_cpu");
+  e = error_of("gpu_ids: [1, 1]\n");
+  EXPECT_EQ(e.key, "gpu_ids");
+}
+
+TEST(ConfigErrors, GpuIdsAreCheckedAgainstTheGpusFound) {
+  const std::string text = "distributed_type: MULTI_GPU\nnum_processes: 2\ngpu_ids: 0,3\n";
+  auto e = error_of(text, 2);
+  EXPECT_EQ(e.key, "gpu_ids");
+  EXPECT_EQ(e.line, 3);
+  EXPECT_EQ(e.found, "GPU 3");
+  EXPECT_EQ(e.allowed, "this machine has 2 GPU(s), ids 0 to 1");
+  e = error_of(text, 0);
+  EXPECT_EQ(e.allowed, "this machine has no GPU");
+  EXPECT_NO_THROW(parse_config(text, "t", 4));
+  EXPECT_NO_THROW(parse_config(text, "t", std::nullopt));  // unknown count: not checked
+  // Explicit ids only matter for MULTI_GPU.
+  EXPECT_NO_THROW(parse_config("distributed_type: MULTI_CPU\nnum_processes: 2\ngpu_ids: 0,3\n", "t", 0));
+  e = error_of("distributed_type: MULTI_GPU\nnum_processes: 4\n", 2);
+  EXPECT_EQ(e.key, "num_processes");
+}
+
+TEST(ConfigErrors, MalformedYamlNamesTheLine) {
+  const auto e = error_of("num_processes: 1\nmpi: [unclosed\n");
+  EXPECT_EQ(e.key, "");
+  EXPECT_GE(e.line, 2);
+  EXPECT_TRUE(contains(e.found, "malformed YAML")) << e.found;
+}
+
+TEST(ConfigErrors, DuplicateKey) {
+  const auto e = error_of("num_processes: 1\nnum_processes: 1\n");
+  EXPECT_EQ(e.key, "num_processes");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_TRUE(contains(e.found, "first on line 1"));
+}
+
+TEST(ConfigErrors, NonScalarKey) {
+  const auto e = error_of("num_processes: 1\n[a, b]: 1\n");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.found, "a key that is a list");
+}
+
+TEST(ConfigErrors, EmptyAndNonMappingFiles) {
+  auto e = error_of("");
+  EXPECT_EQ(e.found, "an empty file");
+  e = error_of("# only a comment\n");
+  EXPECT_EQ(e.found, "an empty file");
+  e = error_of("- a\n- b\n");
+  EXPECT_EQ(e.found, "a list");
+}
+
+TEST(ConfigErrors, MissingAndUnreadableFiles) {
+  const std::string dir = temp_dir();
+  try {
+    load_config(dir + "/absent.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.info().file, dir + "/absent.yaml");
+    EXPECT_TRUE(contains(e.info().found, "No such file")) << e.what();
+  }
+  try {
+    load_config(dir);  // a directory
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.info().found, "not a regular file");
+  }
+}
+
+TEST(ConfigErrors, MessageCarriesEverything) {
+  const ConfigError e({"f.yaml", "num_processes", 3, "'0'", "an integer >= 1", "hint here"});
+  EXPECT_STREQ(e.what(), "f.yaml:3: key 'num_processes': found '0'; allowed: an integer >= 1 (hint here)");
+}
+
+TEST(EditDistance, Basics) {
+  EXPECT_EQ(edit_distance("", "abc"), 3);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3);
+  EXPECT_EQ(edit_distance("same", "same"), 0);
+}

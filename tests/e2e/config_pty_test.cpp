@@ -1,0 +1,173 @@
+// `xlaunch config` as a person uses it: the real prompt on a pseudo-terminal, one wrong answer
+// among right ones, then the file it wrote. And end of input writes nothing.
+#include <gtest/gtest.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <poll.h>
+#include <string>
+
+#include "xlaunch/config/config_io.h"
+
+namespace {
+
+class PtySession {
+ public:
+  PtySession(const std::string& config_file, const std::string& home) {
+    pid_ = forkpty(&fd_, nullptr, nullptr, nullptr);
+    if (pid_ == 0) {
+      setenv("XDG_CONFIG_HOME", home.c_str(), 1);
+      unsetenv("XLAUNCH_CONFIG_FILE");
+      execl(XLAUNCH_BIN, XLAUNCH_BIN, "config", "--config_file", config_file.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  ~PtySession() {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  // Waits for `text` in the terminal's output (everything since the last expect()).
+  bool expect(const std::string& text, double seconds = 20) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (pending_.find(text) == std::string::npos) {
+      const int left = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count());
+      if (left <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, left) <= 0) continue;
+      char buf[1024];
+      const ssize_t n = read(fd_, buf, sizeof buf);
+      if (n <= 0) return false;
+      pending_.append(buf, static_cast<size_t>(n));
+      all_.append(buf, static_cast<size_t>(n));
+    }
+    pending_ = pending_.substr(pending_.find(text) + text.size());
+    return true;
+  }
+  void type(const std::string& line) { ASSERT_EQ(write(fd_, line.data(), line.size()), static_cast<ssize_t>(line.size())); }
+  int wait() {
+    expect("\x01never\x01", 10);  // drain until the terminal closes
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  const std::string& transcript() const { return all_; }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string pending_, all_;
+};
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/xlaunch_pty.XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+}  // namespace
+
+TEST(ConfigPty, QuestionsWithOneWrongAnswerWriteTheFile) {
+  const std::string dir = temp_dir(), file = dir + "/sub/cfg.yaml";
+  PtySession s(file, dir);
+  ASSERT_TRUE(s.expect("Which kind of training?")) << s.transcript();
+  ASSERT_TRUE(s.expect("(NO/MULTI_CPU/MULTI_GPU) [")) << s.transcript();
+  s.type("multi_cpu\n");
+  ASSERT_TRUE(s.expect("How many machines will the job use? [1]: ")) << s.transcript();
+  s.type("\n");
+  ASSERT_TRUE(s.expect("How many processes in total, over all machines? [")) << s.transcript();
+  s.type("three\n");  // the wrong answer
+  ASSERT_TRUE(s.expect("'three' is not a whole number from 1 to 65535; try again.")) << s.transcript();
+  ASSERT_TRUE(s.expect("How many processes in total, over all machines? [")) << s.transcript();
+  s.type("3\n");
+  ASSERT_TRUE(s.expect("Mixed precision? (no/fp16/bf16) [no]: ")) << s.transcript();
+  s.type("bf16\n");
+  ASSERT_TRUE(s.expect("How many gradient accumulation steps? [1]: ")) << s.transcript();
+  s.type("4\n");
+  ASSERT_TRUE(s.expect("Turn on debug checks (slower)? (yes/no) [no]: ")) << s.transcript();
+  s.type("\n");
+  ASSERT_TRUE(s.expect("Wrote " + file)) << s.transcript();
+  EXPECT_EQ(s.wait(), 0) << s.transcript();
+
+  const auto l = xlaunch::config::load_config(file);
+  EXPECT_EQ(l.config.distributed_type, xlaunch::config::DistributedType::MultiCpu);
+  EXPECT_EQ(l.config.num_machines, 1);
+  EXPECT_EQ(l.config.num_processes, 3);
+  EXPECT_TRUE(l.config.use_cpu);
+  EXPECT_EQ(l.config.mixed_precision, xlaunch::config::MixedPrecision::Bf16);
+  EXPECT_EQ(l.config.gradient_accumulation_steps, 4);
+  EXPECT_FALSE(l.config.debug);
+}
+
+TEST(ConfigPty, SeveralMachinesAskForTheMainMachineAndTheHostfile) {
+  const std::string dir = temp_dir(), file = dir + "/cfg.yaml", hosts = dir + "/hosts";
+  { std::ofstream(hosts) << "node1 slots=2\nnode2 slots=2\n"; }
+  PtySession s(file, dir);
+  ASSERT_TRUE(s.expect("Which kind of training?")) << s.transcript();
+  s.type("MULTI_CPU\n");
+  ASSERT_TRUE(s.expect("How many machines will the job use? [1]: ")) << s.transcript();
+  s.type("2\n");
+  ASSERT_TRUE(s.expect("What is the rank of this machine? [0]: ")) << s.transcript();
+  s.type("\n");
+  ASSERT_TRUE(s.expect("machine of rank 0? []: ")) << s.transcript();
+  s.type("\n");
+  ASSERT_TRUE(s.expect("'' is empty: an address is needed; try again.")) << s.transcript();
+  s.type("10.0.0.1\n");
+  ASSERT_TRUE(s.expect("Which port should the main process use? (0: pick a free one) [0]: ")) << s.transcript();
+  s.type("29500\n");
+  ASSERT_TRUE(s.expect("Which Open MPI hostfile lists the machines")) << s.transcript();
+  s.type(dir + "/missing\n");
+  ASSERT_TRUE(s.expect("does not exist; try again.")) << s.transcript();
+  s.type(hosts + "\n");
+  ASSERT_TRUE(s.expect("How many processes in total, over all machines? [")) << s.transcript();
+  s.type("3\n");
+  ASSERT_TRUE(s.expect("'3' is not a multiple of the number of machines (2); try again.")) << s.transcript();
+  s.type("4\n");
+  ASSERT_TRUE(s.expect("Mixed precision? (no/fp16/bf16) [no]: ")) << s.transcript();
+  s.type("fp16\n");
+  ASSERT_TRUE(s.expect("How many gradient accumulation steps? [1]: ")) << s.transcript();
+  s.type("\n");
+  ASSERT_TRUE(s.expect("Turn on debug checks (slower)? (yes/no) [no]: ")) << s.transcript();
+  s.type("yes\n");
+  ASSERT_TRUE(s.expect("Wrote " + file)) << s.transcript();
+  EXPECT_EQ(s.wait(), 0) << s.transcript();
+
+  const auto c = xlaunch::config::load_config(file).config;
+  EXPECT_EQ(c.num_machines, 2);
+  EXPECT_EQ(c.machine_rank, 0);
+  EXPECT_EQ(c.main_process_ip, "10.0.0.1");
+  EXPECT_EQ(c.main_process_port, 29500);
+  EXPECT_EQ(c.mpi.hostfile, hosts);
+  EXPECT_EQ(c.num_processes, 4);
+  EXPECT_EQ(c.mixed_precision, xlaunch::config::MixedPrecision::Fp16);
+  EXPECT_EQ(c.gradient_accumulation_steps, 1);
+  EXPECT_TRUE(c.debug);
+}
+
+TEST(ConfigPty, EndOfInputAbortsAndWritesNothing) {
+  const std::string dir = temp_dir(), file = dir + "/cfg.yaml";
+  PtySession s(file, dir);
+  ASSERT_TRUE(s.expect("Which kind of training?")) << s.transcript();
+  s.type("MULTI_CPU\n");
+  ASSERT_TRUE(s.expect("How many machines")) << s.transcript();
+  s.type("\x04");  // Ctrl-D: end of input
+  ASSERT_TRUE(s.expect("aborted; nothing written")) << s.transcript();
+  EXPECT_EQ(s.wait(), 1);
+  EXPECT_NE(access(file.c_str(), F_OK), 0);
+}
+
+TEST(ConfigPty, AnExistingFileIsReplacedOnlyWhenTheUserSaysSo) {
+  const std::string dir = temp_dir(), file = dir + "/cfg.yaml";
+  xlaunch::config::LaunchConfig c;
+  c.gradient_accumulation_steps = 7;
+  xlaunch::config::save_config(c, file);
+  PtySession s(file, dir);
+  ASSERT_TRUE(s.expect(file + " exists. Replace it? (yes/no) [no]: ")) << s.transcript();
+  s.type("\n");
+  ASSERT_TRUE(s.expect("Left " + file + " unchanged.")) << s.transcript();
+  EXPECT_EQ(s.wait(), 0);
+  EXPECT_EQ(xlaunch::config::load_config(file).config.gradient_accumulation_steps, 7);
+}

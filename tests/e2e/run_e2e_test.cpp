@@ -1,0 +1,197 @@
+// `xlaunch run` end to end: the real binary, the real mpirun, real ranks.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "process.h"
+
+using xlaunch::test::run;
+using xlaunch::test::spawn;
+
+namespace {
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Each test runs with its own empty config home, so no user config leaks in, and on the CPU
+// (--cpu), so the result does not depend on how many GPUs the machine has.
+class RunE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/xlaunch_e2e.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    env_ = {"XDG_CONFIG_HOME=" + dir_ + "/config", "XLAUNCH_CONFIG_FILE", "TMPDIR=" + dir_};
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
+
+  // A fake mpirun first in PATH that leaves a marker when started at all.
+  std::string fake_mpirun_path(const std::string& version_text) {
+    const std::string bin = dir_ + "/fakebin";
+    mkdir(bin.c_str(), 0755);
+    std::ofstream(bin + "/mpirun") << "#!/bin/sh\ntouch " << dir_ << "/mpirun-started\necho '" << version_text << "'\n";
+    chmod((bin + "/mpirun").c_str(), 0755);
+    return "PATH=" + bin + ":/usr/bin:/bin";
+  }
+  bool mpirun_started() const { return access((dir_ + "/mpirun-started").c_str(), F_OK) == 0; }
+
+  std::vector<std::string> with(std::vector<std::string> extra) const {
+    extra.insert(extra.begin(), env_.begin(), env_.end());
+    return extra;
+  }
+
+  std::string dir_;
+  std::vector<std::string> env_;
+};
+
+}  // namespace
+
+TEST_F(RunE2E, HelloAllreduceOnTwoRanks) {
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "-n", "2", HELLO_BIN}, env_);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "hello from rank 0 of 2")) << r.output;
+  EXPECT_TRUE(has(r.output, "hello from rank 1 of 2")) << r.output;
+  EXPECT_TRUE(has(r.output, "rank 0: allreduce sum = 3, expected 3: OK")) << r.output;
+  EXPECT_TRUE(has(r.output, "rank 1: allreduce sum = 3, expected 3: OK")) << r.output;
+  EXPECT_TRUE(has(r.output, "no config file at " + dir_ + "/config/xlaunch/default_config.yaml, using built-in defaults"))
+      << r.output;
+  // The ranks' status directory is cleaned up.
+  EXPECT_EQ(std::system(("test -z \"$(ls -A " + dir_ + ")\"").c_str()), 0) << "left in " << dir_;
+}
+
+TEST_F(RunE2E, AFailedJobIsRestartedUpToMaxRestarts) {
+  const std::string cfg = dir_ + "/restart.yaml";
+  std::ofstream(cfg) << "distributed_type: MULTI_CPU\nnum_processes: 2\nmax_restarts: 1\n";
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "--verbose", "--config_file", cfg, RANK_EXIT_BIN, "--fail_rank", "1", "--code",
+                      "5"},
+                     env_);
+  EXPECT_EQ(r.exit_code, 5) << r.output;
+  EXPECT_TRUE(has(r.output, "xlaunch: restarting the job (restart 1 of 1)")) << r.output;
+  EXPECT_TRUE(has(r.output, "rank 1 restart 0")) << r.output;
+  EXPECT_TRUE(has(r.output, "rank 1 restart 1")) << r.output;
+  EXPECT_FALSE(has(r.output, "restart 2")) << r.output;
+  EXPECT_TRUE(has(r.output, "launching:\nexport XLAUNCH_DISTRIBUTED_TYPE=MULTI_CPU")) << r.output;  // --verbose
+}
+
+TEST_F(RunE2E, ArgumentsAfterTheBinaryPassThroughUnchanged) {
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "-n", "2", "--mixed_precision", "bf16", RANK_EXIT_BIN, "--epochs", "3", "-n",
+                      "5", "--", "--help"},
+                     env_);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "rank 0 of 2 pid")) << r.output;
+  EXPECT_TRUE(has(r.output, "args: --epochs 3 -n 5 -- --help")) << r.output;
+  EXPECT_TRUE(has(r.output, "rank 1 env XLAUNCH_MIXED_PRECISION=bf16")) << r.output;
+  // `--` before the binary ends xlaunch's options too.
+  const auto r2 = run({XLAUNCH_BIN, "run", "-n", "1", "--", RANK_EXIT_BIN, "--verbose"}, env_);
+  EXPECT_EQ(r2.exit_code, 0) << r2.output;
+  EXPECT_TRUE(has(r2.output, "args: --verbose")) << r2.output;
+}
+
+TEST_F(RunE2E, ARankExitCodeBecomesXlaunchsAndTheRankIsNamed) {
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "-n", "2", RANK_EXIT_BIN, "--fail_rank", "1", "--code", "3", "--sleep", "30"},
+                     env_);
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_TRUE(has(r.output, "xlaunch: job failed: rank 1 exited with code 3")) << r.output;
+}
+
+TEST_F(RunE2E, ARankKilledByASignalIsNamed) {
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "-n", "2", RANK_EXIT_BIN, "--fail_rank", "0", "--signal", "9"}, env_);
+  EXPECT_EQ(r.exit_code, 128 + 9) << r.output;
+  EXPECT_TRUE(has(r.output, "rank 0 was killed by signal 9 (SIGKILL)")) << r.output;
+}
+
+TEST_F(RunE2E, MissingBinaryIsReportedBeforeAnythingStarts) {
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "-n", "2", dir_ + "/no_such_train"}, with({fake_mpirun_path("x")}));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "training binary '" + dir_ + "/no_such_train' not found")) << r.output;
+  EXPECT_FALSE(mpirun_started());
+  const auto bare = run({XLAUNCH_BIN, "run", "no_such_train_in_path"}, env_);
+  EXPECT_EQ(bare.exit_code, 2) << bare.output;
+  EXPECT_TRUE(has(bare.output, "not found in PATH")) << bare.output;
+}
+
+TEST_F(RunE2E, BadConfigIsRefusedBeforeLaunch) {
+  const std::string cfg = dir_ + "/bad.yaml";
+  std::ofstream(cfg) << "distributed_type: MULTI_CPU\nnum_processes: 0\n";
+  const auto r = run({XLAUNCH_BIN, "run", "--config_file", cfg, RANK_EXIT_BIN}, with({fake_mpirun_path("x")}));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, cfg + ":2: key 'num_processes': found '0'; allowed: an integer >= 1")) << r.output;
+  EXPECT_FALSE(mpirun_started());
+  // The same file named by XLAUNCH_CONFIG_FILE, and a typo with its suggestion.
+  std::ofstream(cfg) << "num_proceses: 2\n";
+  const auto r2 = run({XLAUNCH_BIN, "run", RANK_EXIT_BIN}, with({"XLAUNCH_CONFIG_FILE=" + cfg, fake_mpirun_path("x")}));
+  EXPECT_EQ(r2.exit_code, 2) << r2.output;
+  EXPECT_TRUE(has(r2.output, "did you mean 'num_processes'?")) << r2.output;
+  EXPECT_FALSE(mpirun_started());
+}
+
+TEST_F(RunE2E, BadCommandLineValueIsAUsageError) {
+  const auto r = run({XLAUNCH_BIN, "run", "-n", "0", RANK_EXIT_BIN}, env_);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "command line: key 'num_processes': found '0'")) << r.output;
+  EXPECT_EQ(run({XLAUNCH_BIN, "run", "--no_such_option", RANK_EXIT_BIN}, env_).exit_code, 2);
+  EXPECT_EQ(run({XLAUNCH_BIN, "run", "--mixed_precision", "fp8", RANK_EXIT_BIN}, env_).exit_code, 2);
+  EXPECT_EQ(run({XLAUNCH_BIN, "run"}, env_).exit_code, 2);
+}
+
+TEST_F(RunE2E, AnotherMpiIsRefusedWithTheFix) {
+  const auto r = run({XLAUNCH_BIN, "run", RANK_EXIT_BIN}, with({fake_mpirun_path("HYDRA build details:")}));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "is not Open MPI's mpirun")) << r.output;
+  EXPECT_TRUE(has(r.output, "install openmpi-bin")) << r.output;
+  const auto none = run({XLAUNCH_BIN, "run", RANK_EXIT_BIN}, with({"PATH=" + dir_}));
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_TRUE(has(none.output, "mpirun not found in PATH: install Open MPI")) << none.output;
+}
+
+TEST_F(RunE2E, SigtermStopsTheWholeJob) {
+  auto c = spawn({XLAUNCH_BIN, "run", "--cpu", "-n", "2", RANK_EXIT_BIN, "--sleep", "60"}, env_);
+  ASSERT_TRUE(c.read_until("rank 0 ready", 60) && c.read_until("rank 1 ready", 60)) << c.output;
+  const auto started = std::chrono::steady_clock::now();
+  kill(c.pid, SIGTERM);
+  const int code = c.wait();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+  EXPECT_NE(code, 0) << c.output;
+  EXPECT_TRUE(has(c.output, "signal 15 (SIGTERM)")) << c.output;
+  // Both ranks are gone.
+  for (const char* tag : {"rank 0 of 2 pid ", "rank 1 of 2 pid "}) {
+    const pid_t pid = std::atoi(c.output.c_str() + c.output.find(tag) + std::strlen(tag));
+    EXPECT_TRUE(kill(pid, 0) != 0 || access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0) << pid;
+  }
+}
+
+TEST_F(RunE2E, ConfigDefaultThenRunUsesIt) {
+  const std::string cfg = dir_ + "/cfg/my.yaml";
+  auto w = run({XLAUNCH_BIN, "config", "default", "--cpu", "--config_file", cfg, "-n", "2", "--mixed_precision", "fp16"}, env_);
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  // Never overwritten without asking.
+  auto again = run({XLAUNCH_BIN, "config", "default", "--config_file", cfg}, env_);
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_TRUE(has(again.output, "already exists; pass --force")) << again.output;
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "--config_file", cfg, RANK_EXIT_BIN}, env_);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "config " + cfg + " (from --config_file)")) << r.output;
+  EXPECT_TRUE(has(r.output, "rank 1 of 2 pid")) << r.output;
+  EXPECT_TRUE(has(r.output, "rank 0 env XLAUNCH_MIXED_PRECISION=fp16")) << r.output;
+  // CLI beats the file.
+  const auto d = run({XLAUNCH_BIN, "run", "--config_file", cfg, "-n", "1", "--cpu", "--dry_run", RANK_EXIT_BIN}, env_);
+  EXPECT_EQ(d.exit_code, 0) << d.output;
+  EXPECT_TRUE(has(d.output, " -np 1 ")) << d.output;
+  EXPECT_TRUE(has(d.output, "export XLAUNCH_MIXED_PRECISION=fp16")) << d.output;
+  EXPECT_TRUE(has(d.output, "from the command line: num_processes")) << d.output;
+}
+
+TEST_F(RunE2E, EnvReportsVersionsAndTheConfig) {
+  const std::string cfg = dir_ + "/cfg.yaml";
+  std::ofstream(cfg) << "distributed_type: MULTI_CPU\nnum_processes: 2\n";
+  const auto r = run({XLAUNCH_BIN, "env", "--config_file", cfg}, env_);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* line : {"xlaunch version: ", "compiler: ", "LibTorch: ", "CUDA runtime: ", "CUDA driver: ", "NCCL: ",
+                           "Open MPI: ", "GPUs: ", "CPU cores: ", "memory: "})
+    EXPECT_TRUE(has(r.output, std::string("\n") + line) || r.output.rfind(line, 0) == 0) << line << "\n" << r.output;
+  EXPECT_TRUE(has(r.output, "config file: " + cfg + " (from --config_file)")) << r.output;
+  EXPECT_TRUE(has(r.output, "num_processes: 2")) << r.output;
+  EXPECT_TRUE(has(r.output, "config status: valid")) << r.output;
+}

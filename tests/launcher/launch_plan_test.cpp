@@ -1,0 +1,150 @@
+// The launch plan against literal argv vectors: every decision make_launch_plan takes.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "launch_plan.h"
+#include "xlaunch/env_vars.h"
+
+using namespace xlaunch::launcher;
+using xlaunch::config::DistributedType;
+using xlaunch::config::LaunchConfig;
+using Argv = std::vector<std::string>;
+
+namespace {
+
+Environment machine(bool root, int cores) {
+  Environment e;
+  e.is_root = root;
+  e.cpu_cores = cores;
+  e.mpirun = "/usr/bin/mpirun";
+  e.self_exe = "/opt/xlaunch";
+  e.status_dir = "/tmp/st";
+  e.run_id = "RUN";
+  return e;
+}
+
+// The -x exports every plan ends its mpirun options with.
+Argv exports() {
+  Argv a;
+  for (const auto* v : xlaunch::env::kAll) a.insert(a.end(), {"-x", v->name});
+  return a;
+}
+
+Argv concat(Argv head, const Argv& exports_part, const Argv& tail) {
+  head.insert(head.end(), exports_part.begin(), exports_part.end());
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
+const Argv kTail = {"/opt/xlaunch", "__rank", "--status_dir", "/tmp/st", "--", "/bin/train", "--epochs", "3"};
+
+LaunchConfig cpu(int n) {
+  LaunchConfig c;
+  c.distributed_type = n > 1 ? DistributedType::MultiCpu : DistributedType::No;
+  c.num_processes = n;
+  c.use_cpu = n > 1;
+  return c;
+}
+
+}  // namespace
+
+TEST(LaunchPlan, OneProcessNonRoot) {
+  const auto p = make_launch_plan(LaunchConfig{}, machine(false, 2), "/bin/train", {"--epochs", "3"});
+  EXPECT_EQ(p.argv, concat({"/usr/bin/mpirun", "-np", "1", "--map-by", "slot", "--bind-to", "none"}, exports(), kTail));
+}
+
+TEST(LaunchPlan, TwoLocalProcessesAsRoot) {
+  const auto p = make_launch_plan(cpu(2), machine(true, 2), "/bin/train", {"--epochs", "3"});
+  EXPECT_EQ(p.argv, concat({"/usr/bin/mpirun", "--allow-run-as-root", "-np", "2", "--map-by", "slot", "--bind-to", "none"},
+                           exports(), kTail));
+}
+
+TEST(LaunchPlan, OversubscribesOnlyACpuRunWithMoreProcessesThanCores) {
+  auto p = make_launch_plan(cpu(4), machine(false, 2), "/bin/train", {"--epochs", "3"});
+  EXPECT_EQ(p.argv, concat({"/usr/bin/mpirun", "-np", "4", "--oversubscribe", "--map-by", "slot", "--bind-to", "none"},
+                           exports(), kTail));
+  p = make_launch_plan(cpu(2), machine(false, 2), "/bin/train", {});
+  EXPECT_EQ(std::count(p.argv.begin(), p.argv.end(), "--oversubscribe"), 0);
+  LaunchConfig gpu;
+  gpu.distributed_type = DistributedType::MultiGpu;
+  gpu.num_processes = 4;
+  p = make_launch_plan(gpu, machine(false, 2), "/bin/train", {});
+  EXPECT_EQ(std::count(p.argv.begin(), p.argv.end(), "--oversubscribe"), 0);
+}
+
+TEST(LaunchPlan, TwoMachinesWithAHostfile) {
+  LaunchConfig c;
+  c.distributed_type = DistributedType::MultiGpu;
+  c.num_processes = 8;
+  c.num_machines = 2;
+  c.mpi.hostfile = "/etc/xlaunch/hosts";
+  const auto p = make_launch_plan(c, machine(false, 64), "/bin/train", {"--epochs", "3"});
+  EXPECT_EQ(p.argv, concat({"/usr/bin/mpirun", "-np", "8", "--hostfile", "/etc/xlaunch/hosts", "--map-by",
+                            "ppr:4:node", "--bind-to", "none"},
+                           exports(), kTail));
+}
+
+TEST(LaunchPlan, TwoMachinesByNameUseDashH) {
+  LaunchConfig c = cpu(4);
+  c.num_machines = 2;
+  c.mpi.hosts = {"node1", "node2"};
+  const auto p = make_launch_plan(c, machine(true, 2), "/bin/train", {"--epochs", "3"});
+  EXPECT_EQ(p.argv, concat({"/usr/bin/mpirun", "--allow-run-as-root", "-np", "4", "-H", "node1:2,node2:2", "--map-by",
+                            "ppr:2:node", "--bind-to", "none"},
+                           exports(), kTail));
+}
+
+TEST(LaunchPlan, BindingMappingAndExtraArgsFromTheConfig) {
+  LaunchConfig c = cpu(2);
+  c.mpi.bind_to = "core";
+  c.mpi.map_by = "socket";
+  c.mpi.extra_args = {"--mca", "btl", "self,tcp"};
+  const auto p = make_launch_plan(c, machine(false, 8), "/bin/train", {"--epochs", "3"});
+  EXPECT_EQ(p.argv, concat({"/usr/bin/mpirun", "-np", "2", "--map-by", "socket", "--bind-to", "core", "--mca", "btl",
+                            "self,tcp"},
+                           exports(), kTail));
+}
+
+TEST(LaunchPlan, ExportsEveryContractVariableOnceWithItsValue) {
+  LaunchConfig c = cpu(2);
+  c.mixed_precision = xlaunch::config::MixedPrecision::Bf16;
+  c.gradient_accumulation_steps = 4;
+  c.ddp.bucket_cap_mb = 12.5;
+  c.loader.num_workers = xlaunch::config::LoaderSection::kAutoWorkers;
+  c.debug = true;
+  c.log_dir = "/logs";
+  Environment e = machine(false, 2);
+  e.config_file = "/cfg.yaml";
+  e.restart_count = 2;
+  const auto p = make_launch_plan(c, e, "/bin/train", {});
+  ASSERT_EQ(p.env.size(), std::size(xlaunch::env::kAll));
+  std::map<std::string, std::string> env(p.env.begin(), p.env.end());
+  EXPECT_EQ(env.size(), p.env.size());  // no name twice
+  for (const auto* v : xlaunch::env::kAll) EXPECT_EQ(env.count(v->name), 1u) << v->name;
+  EXPECT_EQ(env["XLAUNCH_DISTRIBUTED_TYPE"], "MULTI_CPU");
+  EXPECT_EQ(env["XLAUNCH_USE_CPU"], "1");
+  EXPECT_EQ(env["XLAUNCH_MIXED_PRECISION"], "bf16");
+  EXPECT_EQ(env["XLAUNCH_GRADIENT_ACCUMULATION_STEPS"], "4");
+  EXPECT_EQ(env["XLAUNCH_BUCKET_CAP_MB"], "12.5");
+  EXPECT_EQ(env["XLAUNCH_NUM_WORKERS"], "auto");
+  EXPECT_EQ(env["XLAUNCH_DEBUG"], "1");
+  EXPECT_EQ(env["XLAUNCH_LOG_DIR"], "/logs");
+  EXPECT_EQ(env["XLAUNCH_RUN_ID"], "RUN");
+  EXPECT_EQ(env["XLAUNCH_RESTART_COUNT"], "2");
+  EXPECT_EQ(env["XLAUNCH_CONFIG_FILE"], "/cfg.yaml");
+  EXPECT_EQ(env["XLAUNCH_GPU_IDS"], "all");
+  // Defaults of the config agree with the defaults the contract declares for the runtime.
+  const auto d = exported_env(LaunchConfig{}, machine(false, 2));
+  for (const auto& [name, value] : d) {
+    for (const auto* v : xlaunch::env::kAll) {
+      if (name == v->name && name != "XLAUNCH_RUN_ID" && name != "XLAUNCH_CONFIG_FILE") {
+        EXPECT_EQ(value, v->default_value) << name;
+      }
+    }
+  }
+}
+
+TEST(ShellJoin, QuotesOnlyWhatNeedsIt) {
+  EXPECT_EQ(shell_join({"mpirun", "-np", "2", "a b", "it's", "", "x=1,2"}), "mpirun -np 2 'a b' 'it'\\''s' '' x=1,2");
+}
