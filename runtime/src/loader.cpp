@@ -228,6 +228,7 @@ struct Loader::State {
   int workers = 0;
   int64_t next_epoch = 0;
   int64_t skip = 0;
+  std::shared_ptr<ShardSpan> last_span = std::make_shared<ShardSpan>();
 
   detail::EpochPlan plan(int64_t first, int64_t end) const {
     detail::EpochPlan p;
@@ -311,11 +312,14 @@ int Loader::State::choose_workers() {
   return chosen;
 }
 
-Loader::Loader(detail::Source source, LoaderOptions options) {
-  DistributedSampler sampler(sampler_options(source.size, options));
+Loader::Loader(detail::Source source, LoaderOptions options)
+    : Loader(std::make_shared<const detail::Source>(std::move(source)), options) {}
+
+Loader::Loader(std::shared_ptr<const detail::Source> source, LoaderOptions options) {
+  DistributedSampler sampler(sampler_options(source->size, options));
   auto stage = detail::make_device_stage(options.device, options.pin_memory);
-  state_.reset(new State{std::make_shared<const detail::Source>(std::move(source)), std::move(stage),
-                         options, std::move(sampler), options.num_workers});
+  state_.reset(new State{std::move(source), std::move(stage), options, std::move(sampler),
+                         options.num_workers});
 }
 
 Loader::Loader(std::shared_ptr<const RowDataset> dataset, LoaderOptions options)
@@ -336,8 +340,18 @@ Loader::Iterator Loader::begin() {
   st.skip = 0;
   auto run = std::make_unique<detail::EpochRun>(st.source, st.stage, st.plan(first, st.num_batches()),
                                                 st.workers, st.options.prefetch_factor);
-  return Iterator(std::move(run));
+  return Iterator(std::move(run), st.last_span);
 }
+
+Loader Loader::with_place(int rank, int world_size, c10::Device device) const {
+  LoaderOptions o = state_->options;
+  o.rank = rank;
+  o.world_size = world_size;
+  o.device = device;
+  return Loader(state_->source, o);
+}
+
+const ShardSpan& Loader::last_span() const { return *state_->last_span; }
 
 void Loader::set_epoch(int64_t epoch) { state_->next_epoch = epoch; }
 int64_t Loader::epoch() const { return state_->next_epoch; }
@@ -353,7 +367,10 @@ const DistributedSampler& Loader::sampler() const { return state_->sampler; }
 
 // ---- iteration -----------------------------------------------------------------------------
 
-Loader::Iterator::Iterator(std::unique_ptr<detail::EpochRun> run) : run_(std::move(run)) { ++*this; }
+Loader::Iterator::Iterator(std::unique_ptr<detail::EpochRun> run, std::shared_ptr<ShardSpan> last_span)
+    : run_(std::move(run)), last_span_(std::move(last_span)) {
+  ++*this;
+}
 Loader::Iterator::Iterator() = default;
 Loader::Iterator::Iterator(Iterator&&) noexcept = default;
 Loader::Iterator& Loader::Iterator::operator=(Iterator&&) noexcept = default;
@@ -367,6 +384,7 @@ Loader::Iterator& Loader::Iterator::operator++() {
   try {
     Batch b;
     if (run_->next(b)) {
+      *last_span_ = b.span;
       current_ = std::move(b);
       return *this;
     }

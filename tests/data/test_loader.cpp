@@ -146,6 +146,22 @@ TEST(Loader, AutoWorkersChoosesAndKeepsTheOrder) {
   EXPECT_GE(autoload.num_workers(), 1);
 }
 
+TEST(Loader, WithPlaceGivesTheRanksShardAndTracksTheLastSpan) {
+  const Loader user(IndexDataset(10), options(2, 1));  // as a user builds it: rank 0 of 1
+  Loader mine = user.with_place(2, 3, c10::Device(c10::kCPU));
+  EXPECT_EQ(mine.options().rank, 2);
+  EXPECT_EQ(mine.sampler().shard_size(), 4);
+  xlaunch::DistributedSampler expected(xlaunch::SamplerOptions{10, 2, 3, 3, true, false});
+  std::vector<int64_t> seen;
+  for (auto& b : mine) {
+    EXPECT_EQ(mine.last_span().first_position, b.span.first_position);
+    EXPECT_EQ(mine.last_span().world_size, 3);
+    for (int64_t r = 0; r < b.size(); ++r) seen.push_back(b.target[r].item<int64_t>());
+  }
+  EXPECT_EQ(seen, expected.indices());
+  EXPECT_EQ(mine.last_span().first_position, 2);
+}
+
 TEST(Loader, OptionsDefaultFromTheEnvironment) {
   setenv("XLAUNCH_NUM_WORKERS", "auto", 1);
   setenv("XLAUNCH_PREFETCH_FACTOR", "5", 1);

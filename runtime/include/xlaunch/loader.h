@@ -96,8 +96,9 @@ class Loader {
 
    private:
     friend class Loader;
-    explicit Iterator(std::unique_ptr<detail::EpochRun> run);
+    Iterator(std::unique_ptr<detail::EpochRun> run, std::shared_ptr<ShardSpan> last_span);
     std::unique_ptr<detail::EpochRun> run_;
+    std::shared_ptr<ShardSpan> last_span_;
     std::optional<Batch> current_;
   };
 
@@ -113,6 +114,16 @@ class Loader {
   // start at 0. n >= num_batches() gives an empty epoch.
   void skip_first_batches(int64_t n);
 
+  // The same dataset (shared, not copied) and options, for another place in the job: what
+  // Accelerator::prepare(loader) returns for its rank, world size and device. The new loader
+  // starts at epoch 0 with nothing skipped.
+  Loader with_place(int rank, int world_size, c10::Device device) const;
+
+  // The span of the batch most recently handed over by this loader's iterators (before the first:
+  // an empty span at position 0). What Accelerator::gather_for_metrics(t) passes on for the
+  // batch the caller is evaluating.
+  const ShardSpan& last_span() const;
+
   int64_t num_batches() const;  // per epoch on this rank, the same on every rank
   int64_t dataset_size() const;
   // The worker count in use: options().num_workers, or after the first auto epoch, its choice.
@@ -122,6 +133,7 @@ class Loader {
 
  private:
   Loader(detail::Source source, LoaderOptions options);
+  Loader(std::shared_ptr<const detail::Source> source, LoaderOptions options);
   struct State;
   std::unique_ptr<State> state_;
 };
