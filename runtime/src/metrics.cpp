@@ -33,7 +33,9 @@ void check_agreement(Communicator& comm, const at::Tensor& local, const ShardSpa
   desc[2] = local.dim() - 1;
   desc[3] = static_cast<int64_t>(local.scalar_type());
   for (int64_t i = 1; i < local.dim(); ++i) desc[3 + i] = local.size(i);
-  const at::Tensor all = comm.allgather(at::tensor(at::ArrayRef<int64_t>(desc)));
+  // On local's device: an NCCL communicator gathers CUDA tensors only.
+  const at::Tensor all =
+      comm.allgather(at::tensor(at::ArrayRef<int64_t>(desc)).to(local.device())).cpu().contiguous();
   const int64_t* a = all.data_ptr<int64_t>();
   const auto width = static_cast<int64_t>(desc.size());
   for (int r = 1; r < comm.size(); ++r) {
