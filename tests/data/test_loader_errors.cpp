@@ -1,6 +1,8 @@
 // Failures and shutdown: a worker's exception reaches the training thread with the sample index;
 // leaving an epoch early or destroying the loader never hangs and leaves no thread behind.
 #include <gtest/gtest.h>
+#include <torch/data/datasets/map.h>
+#include <torch/data/transforms/stack.h>
 
 #include <chrono>
 #include <memory>
@@ -38,6 +40,20 @@ TEST(LoaderErrors, WorkerExceptionCarriesTheSampleIndex) {
     }
     EXPECT_EQ(delivered, 4) << "the batches before the failing one arrive, in order";
     EXPECT_EQ(testdata::settled_thread_count(threads_before), threads_before);
+  }
+}
+
+TEST(LoaderErrors, BatchDatasetFailureIsTracedToTheSample) {
+  // A .map(Stack<>()) dataset loads whole batches; the failing sample is found by retrying one by one.
+  auto o = options(8, 2);
+  o.shuffle = false;
+  Loader loader(IndexDataset(100, /*fail_at=*/21).map(torch::data::transforms::Stack<>()), o);
+  try {
+    testdata::run_epoch(loader);
+    FAIL() << "the epoch ended without the sample's error";
+  } catch (const xlaunch::SampleError& e) {
+    EXPECT_EQ(e.index(), 21) << e.what();
+    EXPECT_NE(std::string(e.what()).find("batch 2 of epoch 0"), std::string::npos) << e.what();
   }
 }
 
