@@ -1,0 +1,75 @@
+// Which samples each rank reads in an epoch: a pure function of (dataset size, rank, world size,
+// seed, epoch, shuffle, drop_last), so every rank derives its shard without communication.
+//
+// The layout is PyTorch's torch.utils.data.DistributedSampler, index for index (the tests pin
+// literal values produced by PyTorch): the epoch's permutation is randperm(n) drawn from a CPU
+// generator seeded with seed + epoch (or 0..n-1 without shuffle); it is padded by wrapping
+// around to a multiple of the world size (even batches, the default), or cut down to one
+// (drop_last); rank r takes the positions r, r + world, r + 2*world, ... of that list.
+//
+// Why strided shards: global position p = local_position * world + rank, so the padded positions
+// (p >= n, fewer than world of them) are all at the last local position of a rank's shard, hence
+// in its last batch, and gathering the same batch from every rank in rank order and interleaving
+// gives consecutive global positions. gather_for_metrics (metrics.h) relies on both.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace xlaunch {
+
+struct SamplerOptions {
+  int64_t dataset_size = 0;
+  int rank = 0;
+  int world_size = 1;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  // false (even batches): every rank gets ceil(n / world) samples, the list padded by repeating
+  // its first entries. true: every rank gets floor(n / world) samples, the tail is not read.
+  bool drop_last = false;
+};
+
+// Where a run of consecutive shard positions of one rank sits in the epoch's global list; what
+// gather_for_metrics needs to tell real samples from padding. The same on every rank for the
+// same batch number.
+struct ShardSpan {
+  int64_t first_position = 0;  // the first row's position in this rank's shard (batch k: k * batch)
+  int64_t real_positions = 0;  // global positions below this are real samples; the rest padding
+  int world_size = 1;
+};
+
+class DistributedSampler {
+ public:
+  // Throws UsageError when rank is outside [0, world_size) or the size is negative.
+  explicit DistributedSampler(SamplerOptions options);
+
+  // The epoch used by indices(): shuffling is seeded with seed + epoch. Call before each epoch
+  // (the Loader does it for you).
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  int64_t epoch() const { return epoch_; }
+
+  // This rank's dataset indices for the current epoch, in the order they are to be read.
+  std::vector<int64_t> indices() const;
+
+  // Samples per rank per epoch: ceil(n / world), or floor(n / world) with drop_last.
+  int64_t shard_size() const;
+  // Global positions holding real samples: n, or shard_size() * world with drop_last.
+  int64_t real_positions() const;
+  // Padded duplicates over all ranks this epoch (0 with drop_last, always < world).
+  int64_t padding() const { return shard_size() * options_.world_size - real_positions(); }
+  // The span of this rank's shard positions starting at first_position.
+  ShardSpan span(int64_t first_position) const {
+    return ShardSpan{first_position, real_positions(), options_.world_size};
+  }
+
+  const SamplerOptions& options() const { return options_; }
+
+ private:
+  SamplerOptions options_;
+  int64_t epoch_ = 0;
+};
+
+// The pure function behind DistributedSampler::indices().
+std::vector<int64_t> shard_indices(const SamplerOptions& options, int64_t epoch);
+
+}  // namespace xlaunch

@@ -1,0 +1,200 @@
+// The pipeline of ../shared/peers/torch_loader.py through xlaunch's loader, for scripts/bench/loader.sh.
+//
+// Each sample i: a 3x64x64 uint8 image drawn from an RNG seeded with i (SplitMix64, 8 pixels per
+// 64-bit draw; the peer draws from torch.Generator seeded with i), a random 56x56 crop, a random
+// horizontal flip, conversion to float and per-channel normalisation (ImageNet mean/std);
+// label i % 10. The crop, flip and normalisation are one raw loop that writes straight into the
+// sample's row of the collated batch (a RowDataset): no per-sample tensor, no per-sample ATen op.
+// Batches of 64, shuffled, drop_last; the consumer sums each batch, as the peer does, and ATen's
+// intra-op pool has one thread (the peer's torch.set_num_threads(1)).
+//
+//   bench_loader --workers K [--samples N] [--batch B]
+//       prints: bench=loader system=xlaunch workers=K samples_per_s=X
+//   bench_loader --device-path [--samples N] [--batch B] [--workers K]
+//       where a GPU exists: batches/s delivered on the device with pin_memory on and off, and a
+//       plain pinned host-to-device copy of the same bytes; elsewhere one line saying it skipped.
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/sum.h>
+#include <torch/cuda.h>
+
+#if XLAUNCH_HAVE_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "xlaunch/loader.h"
+
+namespace {
+
+constexpr int kC = 3, kH = 64, kW = 64, kCrop = 56;
+constexpr float kMean[kC] = {0.485f, 0.456f, 0.406f};
+constexpr float kStd[kC] = {0.229f, 0.224f, 0.225f};
+
+// SplitMix64 (Steele, Lea, Flood 2014): a counter-based generator, cheap to seed per sample.
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t operator()() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+};
+
+class AugmentedImages final : public xlaunch::RowDataset {
+ public:
+  explicit AugmentedImages(int64_t n) : n_(n) {
+    // (v / 255 - mean) / std for every byte value: one table lookup per output pixel.
+    for (int c = 0; c < kC; ++c)
+      for (int v = 0; v < 256; ++v) lut_[c][v] = (static_cast<float>(v) / 255.0f - kMean[c]) / kStd[c];
+  }
+  int64_t size() const override { return n_; }
+  Layout layout() const override { return Layout{{kC, kCrop, kCrop}, at::kFloat, true, {}, at::kLong}; }
+
+  void write(int64_t index, void* data_row, void* target_row) const override {
+    SplitMix64 rng{static_cast<uint64_t>(index)};
+    alignas(64) uint8_t image[kC * kH * kW];
+    for (int k = 0; k < kC * kH * kW; k += 8) {
+      const uint64_t r = rng();
+      std::memcpy(image + k, &r, 8);
+    }
+    const int top = static_cast<int>(rng() % (kH - kCrop + 1));
+    const int left = static_cast<int>(rng() % (kW - kCrop + 1));
+    const bool flip = (rng() >> 63) != 0;
+    auto* out = static_cast<float*>(data_row);
+    for (int c = 0; c < kC; ++c) {
+      const float* lut = lut_[c];
+      for (int y = 0; y < kCrop; ++y) {
+        const uint8_t* src = image + (c * kH + top + y) * kW + left;
+        float* dst = out + (c * kCrop + y) * kCrop;
+        if (flip)
+          for (int x = 0; x < kCrop; ++x) dst[x] = lut[src[kCrop - 1 - x]];
+        else
+          for (int x = 0; x < kCrop; ++x) dst[x] = lut[src[x]];
+      }
+    }
+    *static_cast<int64_t*>(target_row) = index % 10;
+  }
+
+ private:
+  int64_t n_;
+  float lut_[kC][256];
+};
+
+struct Args {
+  int workers = 2;
+  int64_t samples = 20000;
+  int64_t batch = 64;
+  bool device_path = false;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_loader: %s needs a value\n", k.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (k == "--workers") a.workers = std::atoi(value());
+    else if (k == "--samples") a.samples = std::atoll(value());
+    else if (k == "--batch") a.batch = std::atoll(value());
+    else if (k == "--device-path") a.device_path = true;
+    else {
+      std::fprintf(stderr, "bench_loader: unknown argument %s\n", k.c_str());
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+xlaunch::LoaderOptions loader_options(const Args& a) {
+  xlaunch::LoaderOptions o;
+  o.batch_size = a.batch;
+  o.num_workers = a.workers;
+  o.prefetch_factor = 2;
+  o.shuffle = true;
+  o.drop_last = true;
+  return o;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run_host(const Args& a) {
+  xlaunch::Loader loader(std::make_shared<AugmentedImages>(a.samples), loader_options(a));
+  int64_t n = 0;
+  double checksum = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& b : loader) {
+    checksum += at::sum(b.data).item<double>();
+    n += b.size();
+  }
+  const double s = seconds_since(t0);
+  std::printf("bench=loader system=xlaunch workers=%d samples_per_s=%.1f\n", a.workers, n / s);
+  std::fprintf(stderr, "bench_loader: %lld samples in %.3f s, checksum %.6g\n", static_cast<long long>(n), s, checksum);
+  return 0;
+}
+
+int run_device(const Args& a) {
+  if (!torch::cuda::is_available() || !XLAUNCH_HAVE_CUDA) {
+    std::printf("bench=loader device=none skipped: %s\n",
+                XLAUNCH_HAVE_CUDA ? "no CUDA device (torch::cuda::is_available() is false)"
+                                  : "built without CUDA device paths");
+    return 0;
+  }
+#if XLAUNCH_HAVE_CUDA
+  const c10::Device dev(c10::kCUDA, 0);
+  auto loader_rate = [&](bool pin) {
+    auto o = loader_options(a);
+    o.device = dev;
+    o.pin_memory = pin;
+    xlaunch::Loader loader(std::make_shared<AugmentedImages>(a.samples), o);
+    int64_t batches = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (auto& b : loader) {
+      b.data.sum();  // consumed on the device, on the current stream
+      ++batches;
+    }
+    c10::cuda::device_synchronize();
+    return batches / seconds_since(t0);
+  };
+  const double pinned = loader_rate(true);
+  const double pageable = loader_rate(false);
+  // The same bytes, already collated in one pinned buffer, copied as fast as the link allows.
+  const at::Tensor host = at::empty({a.batch, kC, kCrop, kCrop}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+  const int64_t batches = a.samples / a.batch;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t k = 0; k < batches; ++k) host.to(at::TensorOptions().device(dev), /*non_blocking=*/true).sum();
+  c10::cuda::device_synchronize();
+  const double plain = batches / seconds_since(t0);
+  std::printf("bench=loader device=%s workers=%d path=pin_memory_on batches_per_s=%.1f\n", dev.str().c_str(), a.workers, pinned);
+  std::printf("bench=loader device=%s workers=%d path=pin_memory_off batches_per_s=%.1f\n", dev.str().c_str(), a.workers, pageable);
+  std::printf("bench=loader device=%s path=plain_pinned_h2d_copy batches_per_s=%.1f\n", dev.str().c_str(), plain);
+#endif
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  at::set_num_threads(1);  // as the peer does: the loader's parallelism is its workers
+  try {
+    return a.device_path ? run_device(a) : run_host(a);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_loader: %s\n", e.what());
+    return 1;
+  }
+}
