@@ -4,6 +4,7 @@
 
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/randn.h>
+#include <torch/cuda.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
@@ -13,6 +14,7 @@
 
 #include "xlaunch/autocast.h"
 #include "xlaunch/error.h"
+#include "xlaunch/grad_scaler.h"
 #include "xlaunch/mixed_precision.h"
 
 namespace {
@@ -91,25 +93,31 @@ struct MlpImpl : torch::nn::Module {
 };
 
 // Mean loss over the last 20 of 150 SGD steps on a learnable synthetic task (labels from a fixed
-// random linear teacher), with the same initial weights and batches for every precision.
-double train(MixedPrecision mp, double* first_loss) {
+// random linear teacher), with the same initial weights and batches for every precision. fp16
+// steps through a GradScaler, as the Accelerator does.
+double train(MixedPrecision mp, double* first_loss, c10::Device device = c10::Device(c10::kCPU)) {
   torch::manual_seed(7);
   const at::Tensor teacher = at::randn({784, 10});
-  const at::Tensor inputs = at::randn({1024, 784});
-  const at::Tensor labels = inputs.mm(teacher).argmax(1);
+  const at::Tensor inputs = at::randn({1024, 784}).to(device);
+  const at::Tensor labels = inputs.mm(teacher.to(device)).argmax(1);
   MlpImpl model(64);
+  model.to(device);
   torch::optim::SGD opt(model.parameters(), torch::optim::SGDOptions(0.02).momentum(0.9));
+  xlaunch::GradScalerOptions so;
+  so.enabled = xlaunch::needs_grad_scaler(mp);
+  xlaunch::GradScaler scaler(so);
   double tail = 0;
   for (int step = 0; step < 150; ++step) {
     const int64_t b = (step * 64) % 1024;
     at::Tensor loss;
     {
-      AutocastGuard guard(c10::DeviceType::CPU, mp);
+      AutocastGuard guard(device.type(), mp);
       loss = at::cross_entropy_loss(model.forward(inputs.slice(0, b, b + 64)), labels.slice(0, b, b + 64));
     }
     opt.zero_grad();
-    loss.backward();
-    opt.step();
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
     const double l = loss.item<double>();
     if (step == 0) *first_loss = l;
     if (step >= 130) tail += l / 20;
@@ -124,6 +132,27 @@ TEST(AutocastTraining, BFloat16MlpReachesTheFloat32Loss) {
   std::printf("loss at step 0: fp32 %.7f bf16 %.7f; mean of steps 130-149: fp32 %.7f bf16 %.7f\n", first32,
               first16, fp32, bf16);
   EXPECT_LT(fp32, 0.5 * first32) << "the float32 run must learn, or the comparison means nothing";
+  EXPECT_NEAR(bf16, fp32, 0.05 + 0.15 * fp32);
+}
+
+TEST(AutocastTraining, CudaFloat16WithGradScalerAndBFloat16ReachTheFloat32Loss) {
+  if (!torch::cuda::is_available())
+    GTEST_SKIP() << "no CUDA device (torch::cuda::is_available() is false): CUDA autocast cannot run here";
+  const c10::Device cuda(c10::kCUDA, 0);
+  {
+    torch::nn::Linear lin(16, 8);
+    lin->to(cuda);
+    const at::Tensor x = at::randn({4, 16}).to(cuda);
+    AutocastGuard guard(c10::DeviceType::CUDA, MixedPrecision::Fp16);
+    EXPECT_EQ(lin(x).scalar_type(), at::kHalf);
+  }
+  double f32 = 0, f16 = 0, fb16 = 0;
+  const double fp32 = train(MixedPrecision::No, &f32, cuda);
+  const double fp16 = train(MixedPrecision::Fp16, &f16, cuda);
+  const double bf16 = train(MixedPrecision::Bf16, &fb16, cuda);
+  std::printf("cuda mean loss of steps 130-149: fp32 %.5f fp16 %.5f bf16 %.5f\n", fp32, fp16, bf16);
+  EXPECT_LT(fp32, 0.5 * f32);
+  EXPECT_NEAR(fp16, fp32, 0.05 + 0.15 * fp32);
   EXPECT_NEAR(bf16, fp32, 0.05 + 0.15 * fp32);
 }
 
