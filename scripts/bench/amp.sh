@@ -29,7 +29,7 @@ for h in $HIDDEN; do
   "$bench/bench_amp" --device cpu --hidden "$h" --batch "$BATCH" --steps "$STEPS" --rounds "$ROUNDS" \
     --precisions fp32,bf16
 done
-"$bench/bench_amp_unscale" --iters 200 --rounds "$ROUNDS"
+"$bench/bench_amp_unscale" --devices cpu,cuda --iters 200 --cpu_iters 10 --rounds "$ROUNDS"
 if "$bench/bench_amp" --device cuda --hidden 16 --batch 2 --steps 1 --rounds 1 --precisions fp32 | grep -q skipped; then
   echo "bench=amp device=cuda skipped: no CUDA device"
 else

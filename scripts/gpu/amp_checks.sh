@@ -34,7 +34,7 @@ run_cuda_tests amp_grad_scaler_test 'UnscaleAndCheck.Cuda*'
 run_cuda_tests amp_autocast_test 'AutocastTraining.Cuda*'
 
 bench="$BUILD_DIR/scripts/bench"
-line=$("$bench/bench_amp_unscale" --iters 200 --rounds 7) || status=1
+line=$("$bench/bench_amp_unscale" --devices cuda --iters 200 --rounds 7) || status=1
 echo "$line"
 ratio=$(echo "$line" | sed -n 's/.*ratio xlaunch\/copy=\([0-9.]*\) xlaunch\/torch=\([0-9.]*\).*/\1 \2/p')
 if [[ -n "$ratio" ]]; then
