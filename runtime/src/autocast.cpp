@@ -99,20 +99,17 @@ std::string autocast_unsupported_reason(c10::DeviceType device, c10::ScalarType 
 }
 
 AutocastGuard::AutocastGuard(c10::DeviceType device, c10::ScalarType dtype) : device_(device) {
-  const std::string why = autocast_unsupported_reason(device, dtype);
-  if (!why.empty()) throw UsageError(why);
-  const State prev = enter(device, dtype);
-  prev_enabled_ = prev.enabled;
-  prev_dtype_ = prev.dtype;
-  active_ = true;
+  start(dtype, "");
 }
 
 AutocastGuard::AutocastGuard(c10::DeviceType device, MixedPrecision mp) : device_(device) {
-  if (mp == MixedPrecision::No) return;
-  const c10::ScalarType dtype = autocast_dtype(mp);
-  const std::string why = autocast_unsupported_reason(device, dtype);
-  if (!why.empty()) throw UsageError(std::string("mixed_precision=") + to_string(mp) + ": " + why);
-  const State prev = enter(device, dtype);
+  if (mp != MixedPrecision::No) start(autocast_dtype(mp), std::string("mixed_precision=") + to_string(mp) + ": ");
+}
+
+void AutocastGuard::start(c10::ScalarType dtype, const std::string& context) {
+  const std::string why = autocast_unsupported_reason(device_, dtype);
+  if (!why.empty()) throw UsageError(context + why);
+  const State prev = enter(device_, dtype);
   prev_enabled_ = prev.enabled;
   prev_dtype_ = prev.dtype;
   active_ = true;

@@ -46,6 +46,8 @@ class AutocastGuard {
   bool active() const { return active_; }
 
  private:
+  void start(c10::ScalarType dtype, const std::string& context);
+
   c10::DeviceType device_;
   bool active_ = false;
   bool prev_enabled_ = false;
