@@ -159,7 +159,8 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
   if (record(optimizer).stage == Stage::Ready) unscale_(optimizer);
   PerOptimizer& r = record(optimizer);
   r.stage = Stage::Stepped;
-  last_step_skipped_ = r.found_inf.item<float>() != 0.0f;  // the one host synchronisation
+  r.found_on_host = r.found_inf.item<float>() != 0.0f;  // the one host synchronisation
+  last_step_skipped_ = r.found_on_host == 1;
   if (last_step_skipped_) {
     ++skipped_steps_;
     return false;
@@ -174,7 +175,7 @@ void GradScaler::update() {
   for (const auto& [opt, r] : per_optimizer_) {
     if (r.stage == Stage::Ready) continue;
     any_record = true;
-    found_inf = found_inf || r.found_inf.item<float>() != 0.0f;
+    found_inf = found_inf || (r.found_on_host >= 0 ? r.found_on_host == 1 : r.found_inf.item<float>() != 0.0f);
   }
   if (!any_record)
     throw UsageError("GradScaler::update() found no step() or unscale_() since the last update(); call "

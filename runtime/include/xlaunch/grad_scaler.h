@@ -124,6 +124,7 @@ class GradScaler {
   struct PerOptimizer {
     Stage stage = Stage::Ready;
     at::Tensor found_inf;  // float32 [1], already reduced across ranks
+    int found_on_host = -1;  // found_inf read by step(): 0 or 1; -1 while not read
   };
 
   float inv_scale() const;
