@@ -4,6 +4,7 @@
 #include <ATen/ops/zeros.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <sstream>
