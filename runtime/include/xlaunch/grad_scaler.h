@@ -111,7 +111,7 @@ class GradScaler {
   // UsageError when no step() or unscale_() ran since the last update(). Disabled: nothing.
   void update();
 
-  // The current S (1.0 when disabled), and the inverse the kernels multiply by.
+  // The current S (1.0 when disabled). The gradients are multiplied by float(1 / S).
   double get_scale() const { return options_.enabled ? scale_ : 1.0; }
   int64_t growth_tracker() const { return growth_tracker_; }
 
