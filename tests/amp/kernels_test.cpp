@@ -1,0 +1,251 @@
+// The fused unscale + non-finite check: the CPU reference against values known in advance, and
+// the CUDA kernel against the CPU reference (where a GPU exists).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "xlaunch/kernels/amp_unscale.h"
+#include "xlaunch/kernels/half_bits.h"
+
+#if XLAUNCH_KERNELS_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace xk = xlaunch::kernels;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Integer-valued: v(t, i) * 1024 and its unscaled value are exact in float32.
+float value(int t, int64_t i) { return static_cast<float>(((t * 131 + i * 7) % 2001) - 1000); }
+
+TEST(AmpUnscaleCpu, Float32UnscalesExactlyAndReportsNothingWhenFinite) {
+  const std::vector<int64_t> sizes = {0, 1, 15, 16, 17, 1000, 4099};
+  std::vector<std::vector<float>> data(sizes.size());
+  std::vector<xk::TensorSpan> spans;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    for (int64_t i = 0; i < sizes[t]; ++i) data[t].push_back(value(t, i) * 1024.0f);
+    spans.push_back({data[t].data(), sizes[t]});
+  }
+  float found = 0.0f;
+  xk::unscale_and_check_cpu(xk::DType::Float32, spans.data(), spans.size(), 1.0f / 1024, &found);
+  EXPECT_EQ(found, 0.0f);
+  for (size_t t = 0; t < sizes.size(); ++t)
+    for (int64_t i = 0; i < sizes[t]; ++i) ASSERT_EQ(data[t][i], value(t, i)) << "tensor " << t << " index " << i;
+}
+
+TEST(AmpUnscaleCpu, Float32FindsInfAndNaNAtEveryKindOfPosition) {
+  // Positions in the vectorised blocks, at block edges and in the scalar tail.
+  const int64_t n = 53;
+  for (float bad : {kInf, -kInf, kNaN}) {
+    for (int64_t pos : {int64_t{0}, int64_t{15}, int64_t{16}, int64_t{31}, int64_t{48}, n - 1}) {
+      for (int which = 0; which < 3; ++which) {
+        std::vector<std::vector<float>> data(3, std::vector<float>(n, 2.0f));
+        data[which][pos] = bad;
+        std::vector<xk::TensorSpan> spans;
+        for (auto& d : data) spans.push_back({d.data(), n});
+        float found = 0.0f;
+        xk::unscale_and_check_cpu(xk::DType::Float32, spans.data(), spans.size(), 0.5f, &found);
+        ASSERT_EQ(found, 1.0f) << "value " << bad << " at tensor " << which << " index " << pos;
+        // Every finite element is still unscaled (the step is skipped, but the op is the op).
+        for (int t = 0; t < 3; ++t)
+          for (int64_t i = 0; i < n; ++i)
+            if (!(t == which && i == pos)) ASSERT_EQ(data[t][i], 1.0f);
+      }
+    }
+  }
+}
+
+TEST(AmpUnscaleCpu, InvScaleOneOnlyChecksAndFlagIsNeverCleared) {
+  std::vector<float> a = {1.5f, -2.25f, 3.0f};
+  xk::TensorSpan s{a.data(), 3};
+  float found = 1.0f;  // set by an earlier group
+  xk::unscale_and_check_cpu(xk::DType::Float32, &s, 1, 1.0f, &found);
+  EXPECT_EQ(found, 1.0f);
+  EXPECT_EQ(a, (std::vector<float>{1.5f, -2.25f, 3.0f}));
+}
+
+TEST(AmpUnscaleCpu, HalfAndBFloat16BitConversions) {
+  EXPECT_EQ(xk::float_to_half_bits(1.0f), 0x3c00);
+  EXPECT_EQ(xk::float_to_half_bits(65504.0f), 0x7bff);
+  EXPECT_EQ(xk::float_to_half_bits(65536.0f), 0x7c00);          // overflows to inf
+  EXPECT_EQ(xk::float_to_half_bits(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(xk::float_to_half_bits(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // tie to even
+  EXPECT_EQ(xk::float_to_half_bits(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // tie to even
+  EXPECT_EQ(xk::half_bits_to_float(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(xk::half_bits_to_float(0xc000), -2.0f);
+  EXPECT_TRUE(std::isinf(xk::half_bits_to_float(0x7c00)));
+  EXPECT_TRUE(std::isnan(xk::half_bits_to_float(0x7e00)));
+  EXPECT_EQ(xk::float_to_bf16_bits(1.0f), 0x3f80);
+  EXPECT_EQ(xk::float_to_bf16_bits(1.0f + std::ldexp(1.0f, -8)), 0x3f80);      // tie to even
+  EXPECT_EQ(xk::float_to_bf16_bits(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);  // tie to even
+  EXPECT_EQ(xk::bf16_bits_to_float(0xc040), -3.0f);
+  EXPECT_TRUE(std::isnan(xk::bf16_bits_to_float(xk::float_to_bf16_bits(kNaN))));
+  for (int h = 0; h < 0x7c00; ++h)  // every finite positive half survives the round trip
+    ASSERT_EQ(xk::float_to_half_bits(xk::half_bits_to_float(h)), h) << h;
+}
+
+void check_16bit(xk::DType dtype, uint16_t (*from)(float), float (*to)(uint16_t), uint16_t inf_bits) {
+  std::vector<uint16_t> a(37), b(5);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = from(value(0, i) * 8.0f);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = from(value(1, i) * 8.0f);
+  xk::TensorSpan spans[] = {{a.data(), 37}, {b.data(), 5}};
+  float found = 0.0f;
+  xk::unscale_and_check_cpu(dtype, spans, 2, 0.125f, &found);
+  EXPECT_EQ(found, 0.0f);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(to(a[i]), to(from(value(0, i)))) << i;
+  b[4] = inf_bits;
+  xk::unscale_and_check_cpu(dtype, spans, 2, 1.0f, &found);
+  EXPECT_EQ(found, 1.0f);
+  found = 0.0f;
+  b[4] = inf_bits | 0x8001;  // a negative NaN
+  xk::unscale_and_check_cpu(dtype, spans, 2, 1.0f, &found);
+  EXPECT_EQ(found, 1.0f);
+}
+
+TEST(AmpUnscaleCpu, Float16) {
+  check_16bit(xk::DType::Float16, xk::float_to_half_bits, xk::half_bits_to_float, 0x7c00);
+}
+
+TEST(AmpUnscaleCpu, BFloat16) {
+  check_16bit(xk::DType::BFloat16, xk::float_to_bf16_bits, xk::bf16_bits_to_float, 0x7f80);
+}
+
+#if XLAUNCH_KERNELS_CUDA
+
+#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+uint32_t mix(uint32_t x) {
+  x ^= x >> 16; x *= 0x7feb352dU; x ^= x >> 15; x *= 0x846ca68bU; x ^= x >> 16;
+  return x;
+}
+
+// A group of tensors in one device allocation: sizes around the chunk size (8192 float32 /
+// 16384 16-bit elements), tiny ones, and starts that are not 16-byte aligned.
+struct Group {
+  std::vector<int64_t> offset, numel;
+  int64_t total = 0;
+};
+
+Group make_group(bool misaligned) {
+  Group g;
+  const std::vector<int64_t> sizes = {1, 7, 8192, 8193, 16384, 16385, 100000, 3, 64, 250001, 5};
+  for (int64_t n : sizes) {
+    g.total += misaligned ? 1 : (8 - g.total % 8) % 8;  // 16-byte start, or one element off
+    g.offset.push_back(g.total);
+    g.numel.push_back(n);
+    g.total += n;
+  }
+  return g;
+}
+
+class AmpUnscaleCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (xk::cuda_device_count() == 0)
+      GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount returned 0 or failed): the CUDA "
+                      "kernel is built but cannot run here; the CPU reference is tested above";
+  }
+
+  // Runs the reference and the kernel on the same data and compares every element and the flag.
+  template <typename Raw>
+  void compare(xk::DType dtype, const Group& g, float inv_scale,
+               const std::vector<std::pair<int, int64_t>>& bad, uint32_t bad_bits) {
+    std::vector<Raw> host(g.total);
+    for (int64_t i = 0; i < g.total; ++i) {
+      const float v = static_cast<float>(static_cast<int>(mix(i) % 20001) - 10000) * 3.7f;
+      if constexpr (sizeof(Raw) == 4) host[i] = xk::float_to_bits(v);
+      else host[i] = dtype == xk::DType::Float16 ? xk::float_to_half_bits(v / 16) : xk::float_to_bf16_bits(v);
+    }
+    for (auto [t, i] : bad) host[g.offset[t] + i] = static_cast<Raw>(bad_bits);
+
+    Raw* dev = nullptr;
+    float* dev_found = nullptr;
+    CHECK_CUDA(cudaMalloc(&dev, g.total * sizeof(Raw)));
+    CHECK_CUDA(cudaMalloc(&dev_found, sizeof(float)));
+    CHECK_CUDA(cudaMemcpy(dev, host.data(), g.total * sizeof(Raw), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemset(dev_found, 0, sizeof(float)));
+    std::vector<xk::TensorSpan> hspans, dspans;
+    for (size_t t = 0; t < g.numel.size(); ++t) {
+      hspans.push_back({host.data() + g.offset[t], g.numel[t]});
+      dspans.push_back({dev + g.offset[t], g.numel[t]});
+    }
+    xk::unscale_and_check_cuda(dtype, dspans.data(), dspans.size(), inv_scale, dev_found, nullptr);
+    float ref_found = 0.0f, cuda_found = -1.0f;
+    xk::unscale_and_check_cpu(dtype, hspans.data(), hspans.size(), inv_scale, &ref_found);
+    std::vector<Raw> out(g.total);
+    CHECK_CUDA(cudaMemcpy(out.data(), dev, g.total * sizeof(Raw), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(&cuda_found, dev_found, sizeof(float), cudaMemcpyDeviceToHost));
+    cudaFree(dev);
+    cudaFree(dev_found);
+    EXPECT_EQ(cuda_found, ref_found);
+    EXPECT_EQ(ref_found, bad.empty() ? 0.0f : 1.0f);
+    const Raw exp_mask = sizeof(Raw) == 4 ? 0x7f800000u : dtype == xk::DType::Float16 ? 0x7c00 : 0x7f80;
+    for (size_t t = 0; t < g.numel.size(); ++t)
+      for (int64_t i = 0; i < g.numel[t]; ++i) {
+        const int64_t k = g.offset[t] + i;
+        const bool nan = (host[k] & exp_mask) == exp_mask && (host[k] & ~exp_mask & (sizeof(Raw) == 4 ? 0x7fffffffu : 0x7fff));
+        if (nan) ASSERT_EQ(out[k] & exp_mask, exp_mask) << "NaN must stay NaN: tensor " << t << " index " << i;
+        else ASSERT_EQ(out[k], host[k]) << dtype_name(dtype) << " tensor " << t << " index " << i;
+      }
+  }
+
+  template <typename Raw>
+  void all_cases(xk::DType dtype, uint32_t inf_bits, uint32_t nan_bits) {
+    for (bool misaligned : {false, true}) {
+      const Group g = make_group(misaligned);
+      const int last = static_cast<int>(g.numel.size()) - 1;
+      compare<Raw>(dtype, g, 1.0f / 65536, {}, 0);
+      compare<Raw>(dtype, g, 1.0f, {}, 0);
+      for (uint32_t bits : {inf_bits, nan_bits}) {
+        compare<Raw>(dtype, g, 1.0f / 1024, {{0, 0}}, bits);                    // first element
+        compare<Raw>(dtype, g, 1.0f / 1024, {{last, g.numel[last] - 1}}, bits);  // last element
+        compare<Raw>(dtype, g, 1.0f / 1024, {{3, 8192}}, bits);                  // second chunk
+        compare<Raw>(dtype, g, 1.0f / 1024, {{9, 250000}}, bits);                // tail of a big one
+        compare<Raw>(dtype, g, 1.0f, {{5, 16384}, {1, 6}}, bits);                // check only, two
+      }
+    }
+  }
+};
+
+TEST_F(AmpUnscaleCuda, Float32MatchesReference) { all_cases<uint32_t>(xk::DType::Float32, 0x7f800000u, 0xffc00001u); }
+TEST_F(AmpUnscaleCuda, Float16MatchesReference) { all_cases<uint16_t>(xk::DType::Float16, 0xfc00u, 0x7e01u); }
+TEST_F(AmpUnscaleCuda, BFloat16MatchesReference) { all_cases<uint16_t>(xk::DType::BFloat16, 0x7f80u, 0xffc1u); }
+
+TEST_F(AmpUnscaleCuda, MoreTensorsThanOneLaunchHolds) {
+  const size_t count = xk::cuda_max_tensors_per_launch() * 2 + 17;
+  std::vector<float> host(count * 3);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i % 97) * 4.0f;
+  host[host.size() - 1] = kInf;  // only in the last launch
+  float* dev = nullptr;
+  float* dev_found = nullptr;
+  CHECK_CUDA(cudaMalloc(&dev, host.size() * sizeof(float)));
+  CHECK_CUDA(cudaMalloc(&dev_found, sizeof(float)));
+  CHECK_CUDA(cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(dev_found, 0, sizeof(float)));
+  std::vector<xk::TensorSpan> spans;
+  for (size_t t = 0; t < count; ++t) spans.push_back({dev + 3 * t, 3});
+  xk::unscale_and_check_cuda(xk::DType::Float32, spans.data(), spans.size(), 0.25f, dev_found, nullptr);
+  std::vector<float> out(host.size());
+  float found = 0.0f;
+  CHECK_CUDA(cudaMemcpy(out.data(), dev, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(&found, dev_found, sizeof(float), cudaMemcpyDeviceToHost));
+  cudaFree(dev);
+  cudaFree(dev_found);
+  EXPECT_EQ(found, 1.0f);
+  for (size_t i = 0; i + 1 < host.size(); ++i) ASSERT_EQ(out[i], static_cast<float>(i % 97)) << i;
+}
+
+#else
+
+TEST(AmpUnscaleCuda, NotBuilt) {
+  GTEST_SKIP() << "the CUDA kernel is not built (no nvcc at configure time, or XLAUNCH_WITH_CUDA=OFF)";
+}
+
+#endif
+
+}  // namespace
