@@ -1,1 +1,2 @@
-// Compiles the tests' shared precompiled header (see CMakeLists.txt).
+// Owns the tests' shared precompiled header (see CMakeLists.txt); does nothing when run.
+int main() { return 0; }

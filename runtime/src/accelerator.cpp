@@ -11,7 +11,9 @@
 #include <functional>
 #include <thread>
 
+#include "xlaunch/autocast.h"
 #include "xlaunch/check.h"
+#include "xlaunch/metrics.h"
 #include "xlaunch/env_vars.h"
 #include "xlaunch/error.h"
 #include "xlaunch/mpi_communicator.h"
@@ -97,8 +99,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : Accelerator(std::move(opt
 
 Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicator> cpu_comm)
     : options_(std::move(options)), cpu_comm_(std::move(cpu_comm)) {
-  if (options_.mixed_precision != "no" && options_.mixed_precision != "fp16" && options_.mixed_precision != "bf16")
-    throw UsageError("mixed_precision '" + options_.mixed_precision + "' is not one of no, fp16, bf16");
+  mixed_precision_ = parse_mixed_precision(options_.mixed_precision);
   if (options_.gradient_accumulation_steps < 1)
     throw UsageError("gradient_accumulation_steps must be at least 1 (got " +
                      std::to_string(options_.gradient_accumulation_steps) + ")");
@@ -112,6 +113,13 @@ Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicato
     const int gpu = parse_gpu_for_local_rank(options_.gpu_ids, local_rank_, static_cast<int>(torch::cuda::device_count()));
     device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(gpu));
   }
+  if (mixed_precision_ != MixedPrecision::No) {
+    const std::string why = autocast_unsupported_reason(device_.type(), autocast_dtype(mixed_precision_));
+    if (!why.empty())
+      throw UsageError("mixed_precision " + std::string(to_string(mixed_precision_)) + " on " + device_.str() +
+                       ": " + why + ". Use bf16 on the CPU, or mixed_precision: no");
+  }
+  if (needs_grad_scaler(mixed_precision_)) scaler_ = std::make_unique<GradScaler>(options_.scaler, communicator(device_));
   if (device_.is_cpu()) {
     // Like torchrun: ranks sharing a machine split its cores instead of oversubscribing them.
     int threads = options_.num_threads;
@@ -195,7 +203,11 @@ void Accelerator::broadcast_buffers(size_t model_id) {
   if (!buffers.empty()) broadcast_coalesced(*communicator(device_), buffers);
 }
 
-ForwardScope::ForwardScope(Accelerator& acc, size_t model_id) { acc.broadcast_buffers(model_id); }
+ForwardScope::ForwardScope(Accelerator& acc, size_t model_id) {
+  acc.broadcast_buffers(model_id);
+  if (acc.mixed_precision_ != MixedPrecision::No)
+    autocast_ = std::make_shared<AutocastGuard>(acc.device_.type(), acc.mixed_precision_);
+}
 
 ForwardScope::~ForwardScope() = default;
 
@@ -203,6 +215,7 @@ void Accelerator::backward(const at::Tensor& loss) {
   const bool sync = sync_gradients();
   at::Tensor scaled = loss;
   if (options_.gradient_accumulation_steps > 1) scaled = scaled / options_.gradient_accumulation_steps;
+  if (scaler_) scaled = scaler_->scale(scaled);
   for (auto& m : models_) m.reducer->prepare_for_backward(sync);
   try {
     scaled.backward();
@@ -228,6 +241,7 @@ void PreparedOptimizer::step() {
   skipped_ = false;
   if (!acc_->sync_gradients()) return;
   acc_->optimizer_step(*this, *inner_, skipped_);
+  if (!skipped_) ++acc_->step_;
 }
 
 void PreparedOptimizer::zero_grad(bool set_to_none) {
@@ -237,10 +251,42 @@ void PreparedOptimizer::zero_grad(bool set_to_none) {
 
 void Accelerator::optimizer_step(PreparedOptimizer&, torch::optim::Optimizer& inner, bool& skipped) {
   skipped = false;
-  inner.step();
+  if (!scaler_) {
+    inner.step();
+    return;
+  }
+  // Every rank sees the same averaged gradients and reduces found_inf, so every rank skips the
+  // same steps and keeps the same scale.
+  skipped = !scaler_->step(inner);
+  scaler_->update();
+}
+
+bool Accelerator::optimizer_step_was_skipped() const {
+  for (const auto& o : optimizers_)
+    if (o->step_was_skipped()) return true;
+  return false;
+}
+
+Loader& Accelerator::prepare(const Loader& loader) {
+  loaders_.push_back(std::make_unique<Loader>(loader.with_place(rank_, world_, device_)));
+  return *loaders_.back();
+}
+
+at::Tensor Accelerator::gather_for_metrics(const at::Tensor& t) {
+  if (loaders_.empty())
+    throw UsageError("gather_for_metrics needs a loader prepared with acc.prepare(loader), to know which "
+                     "samples are padding; or pass the loader: gather_for_metrics(t, loader)");
+  return gather_for_metrics(t, *loaders_.back());
+}
+
+at::Tensor Accelerator::gather_for_metrics(const at::Tensor& t, const Loader& loader) {
+  return xlaunch::gather_for_metrics(*communicator(t.device()), t, loader.last_span());
 }
 
 double Accelerator::clip_grad_norm_(double max_norm, double norm_type) {
+  if (scaler_ && sync_gradients())
+    for (auto& o : optimizers_)
+      if (!scaler_->is_unscaled(o->inner())) scaler_->unscale_(o->inner());
   std::vector<at::Tensor> params;
   for (auto& m : models_)
     for (const auto& p : m.module->parameters())

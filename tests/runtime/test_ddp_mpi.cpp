@@ -286,3 +286,59 @@ TEST(Ddp, ClipGradNormUsesTheSyncedGradients) {
   for (auto& p : mlp->parameters()) clipped += p.grad().pow(2).sum().item<double>();
   EXPECT_NEAR(std::sqrt(clipped), 0.01, 1e-4);
 }
+
+TEST(Ddp, Fp16SkipsTheSameStepOnEveryRankWhenOneRankOverflows) {
+  auto options = cpu_options();
+  options.mixed_precision = "fp16";
+  Accelerator acc(options);
+  ASSERT_NE(acc.scaler(), nullptr);
+  torch::manual_seed(3);
+  xt::Mlp mlp;
+  auto model = acc.prepare(mlp);
+  torch::optim::SGD sgd(mlp->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  auto& opt = acc.prepare(sgd);
+  int step = 0;
+  // Rank 1's fc2 gradient overflows at step 2 (inf) and step 4 (NaN).
+  auto hook = mlp->fc2->weight.register_hook([&](const at::Tensor& g) {
+    if (acc.process_index() != 1 || (step != 2 && step != 4)) return g;
+    at::Tensor bad = g.clone();
+    bad.view(-1)[5] = step == 2 ? std::numeric_limits<float>::infinity() : std::nan("");
+    return bad;
+  });
+  for (step = 0; step < 6; ++step) {
+    const double scale_before = acc.scaler()->get_scale();
+    at::Tensor before = mlp->fc1->weight.detach().clone();
+    const auto mine = xt::mlp_batch(acc.process_index(), step);
+    acc.backward(xt::loss_of(model(mine.x), mine.y));
+    opt.step();
+    opt.zero_grad();
+    const bool bad = step == 2 || step == 4;
+    EXPECT_EQ(opt.step_was_skipped(), bad) << "step " << step;
+    EXPECT_EQ(acc.optimizer_step_was_skipped(), bad) << "step " << step;
+    EXPECT_EQ(mlp->fc1->weight.equal(before), bad) << "step " << step;
+    EXPECT_EQ(acc.scaler()->get_scale(), bad ? scale_before / 2 : scale_before) << "step " << step;
+    at::Tensor scales = acc.gather(at::full({1}, acc.scaler()->get_scale(), at::kDouble));
+    EXPECT_EQ(scales[0].item<double>(), scales[1].item<double>());
+    at::Tensor w = acc.gather(mlp->fc1->weight.detach().unsqueeze(0));
+    EXPECT_TRUE(w[0].equal(w[1])) << "ranks diverged at step " << step;
+  }
+  mlp->fc2->weight.remove_hook(hook);
+}
+
+TEST(Ddp, Bf16ForwardRunsUnderAutocastThroughThePreparedModel) {
+  auto options = cpu_options();
+  options.mixed_precision = "bf16";
+  Accelerator acc(options);
+  EXPECT_EQ(acc.scaler(), nullptr);
+  torch::manual_seed(3);
+  xt::Mlp mlp;
+  auto model = acc.prepare(mlp);
+  const auto mine = xt::mlp_batch(acc.process_index(), 0);
+  at::Tensor out = model(mine.x);
+  EXPECT_EQ(out.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(mlp->forward(mine.x).scalar_type(), at::kFloat);  // outside the prepared call: fp32
+  acc.backward(xt::loss_of(out.to(at::kFloat), mine.y));
+  EXPECT_EQ(mlp->fc1->weight.grad().scalar_type(), at::kFloat);
+  at::Tensor g = acc.gather(mlp->fc1->weight.grad().unsqueeze(0));
+  EXPECT_TRUE(g[0].equal(g[1]));
+}

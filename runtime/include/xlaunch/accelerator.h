@@ -29,12 +29,16 @@
 #include <vector>
 
 #include "xlaunch/communicator.h"
+#include "xlaunch/grad_scaler.h"
+#include "xlaunch/loader.h"
+#include "xlaunch/mixed_precision.h"
 #include "xlaunch/reducer.h"
 
 namespace xlaunch {
 
 struct AcceleratorOptions {
-  std::string mixed_precision = "no";    // no | fp16 | bf16
+  std::string mixed_precision = "no";    // no | fp16 | bf16 (fp16 adds a GradScaler)
+  GradScalerOptions scaler;              // used with fp16
   int gradient_accumulation_steps = 1;
   bool cpu = false;                      // train on the CPU even where GPUs exist
   std::string gpu_ids = "all";           // GPUs of this machine; local rank i takes the i-th
@@ -121,7 +125,8 @@ class Accelerator {
   // dtypes) and the same settings, failing on every rank with the first difference otherwise;
   // moves it to device(); broadcasts rank 0's parameters and buffers; builds the gradient reducer
   // over its trainable parameters. Call once per model, before training, on every rank.
-  template <typename M, typename = std::enable_if_t<!std::is_base_of_v<torch::optim::Optimizer, M>>>
+  template <typename M, typename = std::enable_if_t<!std::is_base_of_v<torch::optim::Optimizer, M> &&
+                                                    !std::is_same_v<std::decay_t<M>, Loader>>>
   PreparedModel<M> prepare(M model) {
     const size_t id = prepare_module(module_ptr(model));
     return PreparedModel<M>(this, std::move(model), id);
@@ -129,6 +134,10 @@ class Accelerator {
   // Wraps an optimizer built over a prepared model's parameters. The Accelerator keeps the
   // wrapper; the optimizer must outlive the Accelerator.
   PreparedOptimizer& prepare(torch::optim::Optimizer& optimizer);
+
+  // This rank's loader over the same dataset: its shard of every epoch (see DistributedSampler),
+  // with batches handed over on device(). The Accelerator keeps it; iterate the returned loader.
+  Loader& prepare(const Loader& loader);
 
   // Backward through the loss, with the gradients of every prepared model averaged across ranks
   // on sync steps (overlapped with backward). Divides the loss by gradient_accumulation_steps and
@@ -163,6 +172,26 @@ class Accelerator {
   // Call after backward on sync steps: the gradients are then the same on every rank, so the norm
   // is the global one. Returns the total norm before clipping.
   double clip_grad_norm_(double max_norm, double norm_type = 2.0);
+
+  // Per-sample results of the batch the prepared loader handed over last (dim 0 = samples),
+  // gathered from every rank with the padding that evened out the shards dropped: exactly one
+  // row per real sample, as one process would compute. Uses the loader prepared last, or `loader`.
+  at::Tensor gather_for_metrics(const at::Tensor& t);
+  at::Tensor gather_for_metrics(const at::Tensor& t, const Loader& loader);
+
+  // Mixed precision in use, and (fp16 only) the gradient scaler; null otherwise.
+  MixedPrecision mixed_precision() const { return mixed_precision_; }
+  GradScaler* scaler() { return scaler_.get(); }
+  // Whether the last prepared optimizer step was skipped for non-finite gradients (fp16).
+  bool optimizer_step_was_skipped() const;
+
+  // Checkpointing (runtime/src/checkpoint.cpp; format in docs/checkpointing.md): everything a run
+  // needs to continue. save_state writes atomically (a crash leaves the previous checkpoint
+  // loadable); load_state restores it, refusing a checkpoint of another model.
+  void save_state(const std::string& dir);
+  void load_state(const std::string& dir);
+  // Optimizer steps taken through prepared optimizers (saved and restored with the state).
+  int64_t step() const { return step_; }
 
   // Every rank's tensor concatenated along dim 0 (0-dim tensors are stacked), in rank order.
   at::Tensor gather(const at::Tensor& t);
@@ -226,7 +255,11 @@ class Accelerator {
   std::shared_ptr<Communicator> cuda_comm_;
   std::vector<Model> models_;
   std::vector<std::unique_ptr<PreparedOptimizer>> optimizers_;
+  std::vector<std::unique_ptr<Loader>> loaders_;
+  MixedPrecision mixed_precision_ = MixedPrecision::No;
+  std::unique_ptr<GradScaler> scaler_;
   int64_t micro_step_ = 0;
+  int64_t step_ = 0;
   bool sync_gradients_ = true;
   bool no_sync_ = false;
 };
