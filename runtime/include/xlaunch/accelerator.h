@@ -44,6 +44,9 @@ struct AcceleratorOptions {
   std::string gpu_ids = "all";           // GPUs of this machine; local rank i takes the i-th
   ReducerOptions ddp;                    // bucket_cap_mb, find_unused_parameters
   bool broadcast_buffers = true;         // rank 0's buffers before each training forward
+  // CPU gradient allreduce: "auto" uses shared memory when every rank is on this machine (see
+  // shm_communicator.h), else MPI; "mpi" always MPI.
+  std::string cpu_allreduce = "auto";
   // Intra-op threads per rank on CPU; 0: cores / local ranks when OMP_NUM_THREADS is unset.
   int num_threads = 0;
 
@@ -253,6 +256,8 @@ class Accelerator {
   at::Device device_{at::kCPU};
   std::shared_ptr<Communicator> cpu_comm_;
   std::shared_ptr<Communicator> cuda_comm_;
+  std::shared_ptr<Communicator> cpu_bucket_comm_;  // what reduces CPU gradient buckets
+  std::shared_ptr<Communicator> bucket_communicator(const at::Device& device);
   std::vector<Model> models_;
   std::vector<std::unique_ptr<PreparedOptimizer>> optimizers_;
   std::vector<std::unique_ptr<Loader>> loaders_;
