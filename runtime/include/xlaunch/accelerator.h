@@ -21,6 +21,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -242,6 +243,11 @@ class Accelerator {
   void check_same_everywhere(const std::string& what, const std::string& mine);
   void broadcast_buffers(size_t model_id);
   void optimizer_step(PreparedOptimizer& opt, torch::optim::Optimizer& inner, bool& skipped);
+  // Checkpointing (checkpoint.cpp): files by relative path, and "key value" trainer state.
+  std::map<std::string, std::string> checkpoint_files(const std::vector<std::string>& rng_states);
+  void restore_checkpoint(const std::map<std::string, std::string>& files);
+  void restore_scaler(const std::map<std::string, std::string>& state);
+  void restore_loaders(const std::map<std::string, std::string>& state, int64_t saved_world);
 
   struct Model {
     std::shared_ptr<torch::nn::Module> module;
