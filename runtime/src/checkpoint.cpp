@@ -10,7 +10,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/ops/empty.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/cuda.h>
 #include <torch/serialize/input-archive.h>
@@ -87,6 +89,24 @@ void rename_path(const fs::path& from, const fs::path& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) throw_io("cannot rename " + from.string() + " to", to);
 }
 
+// Our own, not std::filesystem::remove_all: libtorch.so exports a copy of it that crashes when
+// the program's libstdc++ calls resolve to it. Missing is fine.
+void remove_tree(const fs::path& path) {
+  if (::access(path.c_str(), F_OK) != 0) return;
+  const auto remove_one = [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); };
+  if (::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0) throw_io("cannot remove", path);
+}
+
+bool is_empty_dir(const fs::path& path) {
+  DIR* d = ::opendir(path.c_str());
+  if (!d) return false;
+  int entries = 0;
+  while (const dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) ++entries;
+  ::closedir(d);
+  return entries == 0;
+}
+
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_io("cannot open", path);
@@ -127,8 +147,8 @@ std::string manifest_of(const Files& files) {
 }
 
 void write_tree(const fs::path& tmp, const Files& files) {
+  remove_tree(tmp);  // left over by a save that was killed
   std::error_code ec;
-  fs::remove_all(tmp, ec);  // left over by a save that was killed
   if (!fs::create_directories(tmp, ec) && ec) throw Error("cannot create " + tmp.string() + ": " + ec.message());
   std::set<fs::path> dirs{tmp};
   for (const auto& [path, bytes] : files) {
@@ -150,7 +170,7 @@ void write_atomically(const std::string& dir_text, const Files& files) {
   const fs::path dir = normalized(dir_text), tmp = sibling(dir, ".tmp"), old = sibling(dir, ".old");
   const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
   fs::create_directories(parent);
-  if (fs::exists(dir) && !fs::exists(dir / "MANIFEST") && !fs::is_empty(dir))
+  if (fs::exists(dir) && !fs::exists(dir / "MANIFEST") && !is_empty_dir(dir))
     throw UsageError("save_state: " + dir.string() + " exists and is not an xlaunch checkpoint (no MANIFEST); "
                      "it would be replaced. Choose another directory, or remove it");
   write_tree(tmp, files);
@@ -159,9 +179,8 @@ void write_atomically(const std::string& dir_text, const Files& files) {
   // first. In between, <dir> is missing and <dir>.old is complete; read_verified falls back to it.
   // When <dir> is already missing, <dir>.old is the last complete checkpoint: keep it until the
   // new one is in place.
-  std::error_code ec;
   if (fs::exists(dir)) {
-    fs::remove_all(old, ec);
+    remove_tree(old);
     rename_path(dir, old);
     fsync_dir(parent);
     notify("moved previous aside");
@@ -169,7 +188,7 @@ void write_atomically(const std::string& dir_text, const Files& files) {
   rename_path(tmp, dir);
   fsync_dir(parent);
   notify("moved new into place");
-  fs::remove_all(old, ec);
+  remove_tree(old);
   fsync_dir(parent);
 }
 

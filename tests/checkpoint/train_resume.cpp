@@ -72,8 +72,9 @@ int run(const std::map<std::string, std::string>& args) {
 
   xlaunch::Accelerator acc;
   acc.set_seed(1234, /*device_specific=*/true);  // dropout masks differ per rank
-  auto model = acc.prepare(torch::nn::Sequential(torch::nn::Linear(8, hidden), torch::nn::ReLU(),
-                                                 torch::nn::Dropout(0.3), torch::nn::Linear(hidden, 4)));
+  torch::nn::Sequential net(torch::nn::Linear(8, hidden), torch::nn::ReLU(), torch::nn::Dropout(0.3),
+                            torch::nn::Linear(hidden, 4));
+  auto model = acc.prepare(net);
   std::unique_ptr<torch::optim::Optimizer> inner;
   if (get(args, "--optimizer", "sgd") == "adam")
     inner = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-2));
@@ -89,7 +90,7 @@ int run(const std::map<std::string, std::string>& args) {
 
   int64_t batches = 0;
   for (int64_t epoch = loader.epoch(); epoch < epochs; ++epoch) {
-    model->train();
+    net->train();
     for (auto& batch : loader) {
       auto g = acc.accumulate();
       auto loss = torch::nn::functional::cross_entropy(model(batch.data), batch.target);
@@ -108,7 +109,7 @@ int run(const std::map<std::string, std::string>& args) {
       return 0;
     }
   }
-  if (acc.is_main_process() && !out.empty()) write_params(*model.module(), out);
+  if (acc.is_main_process() && !out.empty()) write_params(*net, out);
   acc.print("done: step ", acc.step());
   return 0;
 }
