@@ -31,9 +31,12 @@ done
 if cmp -s "$work/straight_sgd.bin" "$work/straight_adam.bin"; then fail "sgd and adam runs differ"; fi
 
 # 1. Stop after epoch 1, resume in a new job for epoch 2.
-run 2 e1 --epochs 2 --save "$work/e1" --stop-after-epochs 1 &&
+printf 'distributed_type: MULTI_CPU\nnum_processes: 2\n' >"$work/config.yaml"
+XLAUNCH_CONFIG_FILE=$work/config.yaml run 2 e1 --epochs 2 --save "$work/e1" --stop-after-epochs 1 &&
   run 2 e1_resume --epochs 2 --resume "$work/e1" --out "$work/e1.bin" || fail "epoch resume runs" e1_resume
 same "resume after epoch 1 is bitwise exact (SGD momentum)" "$work/e1.bin" sgd
+cmp -s "$work/config.yaml" "$work/e1/config/config_file.yaml" && grep -q "^XLAUNCH_CONFIG_FILE=$work/config.yaml$" "$work/e1/config/env.txt" &&
+  pass "the config file and XLAUNCH_* values are saved" || fail "the config file and XLAUNCH_* values are saved"
 
 # 2. Stop mid-epoch (after batch 3 of epoch 1; 8 batches per epoch), with Adam.
 run 2 mid --optimizer adam --epochs 2 --save "$work/mid" --stop-after-batches 11 &&

@@ -189,6 +189,11 @@ class Accelerator {
   // Checkpointing (runtime/src/checkpoint.cpp; format in docs/checkpointing.md): everything a run
   // needs to continue. save_state writes atomically (a crash leaves the previous checkpoint
   // loadable); load_state restores it, refusing a checkpoint of another model.
+  // Both are collective: call them on every rank, after preparing the same models, optimizers and
+  // loaders in the same order; rank 0 writes and reads the directory. After load_state, iterating
+  // a prepared loader continues at the batch after the last one handed over before the save.
+  // Another world size is allowed: everything is restored except a loader position within an
+  // epoch, which names other samples there, so that epoch restarts (load_state says so).
   void save_state(const std::string& dir);
   void load_state(const std::string& dir);
   // Optimizer steps taken through prepared optimizers (saved and restored with the state).
