@@ -44,6 +44,14 @@ run 2 mid --optimizer adam --epochs 2 --save "$work/mid" --stop-after-batches 11
 grep -q "next batch 3 of 8" "$work/mid/metadata.txt" || fail "metadata.txt records the loader position"
 same "resume mid-epoch is bitwise exact (Adam)" "$work/mid.bin" adam
 
+# 2b. The same under bf16 autocast (fp16, with its GradScaler, needs a GPU).
+export XLAUNCH_MIXED_PRECISION=bf16
+run 2 straight_bf16 --epochs 2 --out "$work/straight_bf16.bin" &&
+  run 2 bf16 --epochs 2 --save "$work/bf16" --stop-after-batches 13 &&
+  run 2 bf16_resume --epochs 2 --resume "$work/bf16" --out "$work/bf16.bin" || fail "bf16 runs" bf16_resume
+same "resume mid-epoch under bf16 autocast is bitwise exact" "$work/bf16.bin" bf16
+unset XLAUNCH_MIXED_PRECISION
+
 # 3. SIGKILL while the new checkpoint's files are written: the previous one is untouched.
 run 2 k1 --epochs 2 --save "$work/k1" --stop-after-epochs 1 || fail "kill test: first save" k1
 run 2 k1_killed --epochs 2 --resume "$work/k1" --save "$work/k1" --stop-after-batches 5 \
