@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -31,11 +32,17 @@ std::vector<int64_t> targets_of(Loader& loader) {
   return out;
 }
 
+// A directory of this process's own, removed when the tests end. (With rm: libtorch.so exports a
+// std::filesystem::remove_all that crashes here.)
+struct ScratchRoot {
+  fs::path path = fs::temp_directory_path() / ("xlaunch_ckpt_test_" + std::to_string(getpid()));
+  ~ScratchRoot() { std::system(("rm -rf '" + path.string() + "'").c_str()); }
+};
+
 fs::path scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("xlaunch_ckpt_test_" + std::to_string(getpid())) / name;
-  fs::remove_all(p.parent_path() / name);
-  fs::create_directories(p.parent_path());
-  return p;
+  static ScratchRoot root;
+  fs::create_directories(root.path);
+  return root.path / name;
 }
 
 }  // namespace
