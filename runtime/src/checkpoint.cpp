@@ -400,6 +400,25 @@ void log_main(int rank, const std::string& line) {
   if (rank == 0) std::cerr << "[xlaunch] " << line << std::endl;
 }
 
+// The XLAUNCH_* settings that differ from those the checkpoint was saved with ("" when none).
+// Per-launch values (run id, restarts, log dir, config file name) are expected to change.
+std::string changed_settings(const Files& files) {
+  const auto it = files.find("config/env.txt");
+  if (it == files.end()) return "";
+  std::map<std::string, std::string> saved;
+  std::istringstream in(it->second);
+  for (std::string line; std::getline(in, line);)
+    if (const auto eq = line.find('='); eq != std::string::npos) saved[line.substr(0, eq)] = line.substr(eq + 1);
+  std::string out;
+  for (const env::Var* v : env::kAll) {
+    if (v == &env::kRunId || v == &env::kRestartCount || v == &env::kLogDir || v == &env::kConfigFile) continue;
+    const auto s = saved.find(v->name);
+    if (s != saved.end() && s->second != env::raw(*v))
+      out += std::string(out.empty() ? "" : ", ") + v->name + " was '" + s->second + "', now '" + env::raw(*v) + "'";
+  }
+  return out;
+}
+
 }  // namespace
 
 // ---- save ----------------------------------------------------------------------------------
@@ -500,7 +519,10 @@ void Accelerator::load_state(const std::string& dir) {
   if (fell_back)
     log_main(rank_, "load_state: " + dir + " is missing; loading " + dir + ".old, the previous checkpoint that an "
                     "interrupted save_state left in place");
-  restore_checkpoint(broadcast_files(*cpu_comm_, files));
+  files = broadcast_files(*cpu_comm_, files);
+  restore_checkpoint(files);
+  if (const std::string changed = changed_settings(files); !changed.empty())
+    log_main(rank_, "load_state: this run's settings differ from those the checkpoint was saved with: " + changed);
 }
 
 namespace {

@@ -74,12 +74,13 @@ run 2 k2_again --epochs 2 --resume "$work/k2" --save "$work/k2" --stop-after-bat
   pass "a save after a fallback leaves one clean checkpoint" || fail "a save after a fallback leaves one clean checkpoint"
 
 # 5. Another world size: allowed, the interrupted epoch restarts, and load_state says so.
-if run 1 world1 --optimizer adam --epochs 2 --resume "$work/mid" --out "$work/world1.bin" &&
+if XLAUNCH_BUCKET_CAP_MB=10 run 1 world1 --optimizer adam --epochs 2 --resume "$work/mid" --out "$work/world1.bin" &&
+   grep -q "XLAUNCH_BUCKET_CAP_MB was '25', now '10'" "$work/world1.log" &&
    grep -q "saved by 2 processes, this job has 1" "$work/world1.log" &&
    grep -q "epoch 1 restarts from its first batch" "$work/world1.log"; then
-  pass "a 2-process checkpoint resumes on 1 process, restarting the interrupted epoch"
+  pass "a 2-process checkpoint resumes on 1 process, restarting the interrupted epoch, naming changed settings"
 else
-  fail "a 2-process checkpoint resumes on 1 process, restarting the interrupted epoch" world1
+  fail "a 2-process checkpoint resumes on 1 process, restarting the interrupted epoch, naming changed settings" world1
 fi
 
 # 6. Refusals: another model, a corrupt file, a missing checkpoint.
