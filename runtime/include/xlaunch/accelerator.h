@@ -21,6 +21,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -191,6 +192,11 @@ class Accelerator {
   // Checkpointing (runtime/src/checkpoint.cpp; format in docs/checkpointing.md): everything a run
   // needs to continue. save_state writes atomically (a crash leaves the previous checkpoint
   // loadable); load_state restores it, refusing a checkpoint of another model.
+  // Both are collective: call them on every rank, after preparing the same models, optimizers and
+  // loaders in the same order; rank 0 writes and reads the directory. After load_state, iterating
+  // a prepared loader continues at the batch after the last one handed over before the save.
+  // Another world size is allowed: everything is restored except a loader position within an
+  // epoch, which names other samples there, so that epoch restarts (load_state says so).
   void save_state(const std::string& dir);
   void load_state(const std::string& dir);
   // Optimizer steps taken through prepared optimizers (saved and restored with the state).
@@ -245,6 +251,11 @@ class Accelerator {
   void check_same_everywhere(const std::string& what, const std::string& mine);
   void broadcast_buffers(size_t model_id);
   void optimizer_step(PreparedOptimizer& opt, torch::optim::Optimizer& inner, bool& skipped);
+  // Checkpointing (checkpoint.cpp): files by relative path, and "key value" trainer state.
+  std::map<std::string, std::string> checkpoint_files(const std::vector<std::string>& rng_states);
+  void restore_checkpoint(const std::map<std::string, std::string>& files);
+  void restore_scaler(const std::map<std::string, std::string>& state);
+  void restore_loaders(const std::map<std::string, std::string>& state, int64_t saved_world);
 
   struct Model {
     std::shared_ptr<torch::nn::Module> module;
