@@ -29,15 +29,19 @@ using xlaunch::Accelerator;
 // result before comparing (--fault).
 using CheckFn = std::function<std::string(Accelerator& acc, bool faulty)>;
 
-std::string mismatch(const Tensor& got, const Tensor& want) {
-  std::ostringstream os;
-  os << "got [" << got.to(at::kDouble).flatten().cpu().slice(0, 0, 8) << "] expected ["
-     << want.to(at::kDouble).flatten().cpu().slice(0, 0, 8) << "]";
-  std::string s = os.str();
-  for (char& c : s)
-    if (c == '\n') c = ' ';
-  return s;
+// The first values of a tensor, "[1, 2, 3, ...]".
+std::string values(const Tensor& t) {
+  const Tensor v = t.detach().to(at::kDouble).flatten().cpu();
+  std::string s = "[";
+  for (int64_t i = 0; i < std::min<int64_t>(v.numel(), 6); ++i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%g", i ? ", " : "", v[i].item<double>());
+    s += buf;
+  }
+  return s + (v.numel() > 6 ? ", ...]" : "]");
 }
+
+std::string mismatch(const Tensor& got, const Tensor& want) { return "got " + values(got) + " expected " + values(want); }
 
 std::string expect_equal(const Tensor& got, const Tensor& want, const char* what) {
   if (got.sizes() == want.sizes() && got.cpu().to(at::kDouble).equal(want.cpu().to(at::kDouble))) return "";
@@ -64,14 +68,18 @@ std::string check_place(Accelerator& acc, bool faulty) {
   return "";
 }
 
+// Every check issues all its collectives before judging: a rank that returned early would leave
+// the others waiting in a collective it never joins.
 std::string check_allreduce(Accelerator& acc, bool faulty) {
   const double w = acc.num_processes(), r = acc.process_index();
   const Tensor mine = torch::full({1000}, r + 1, on(acc));
   Tensor sum = acc.reduce(mine, xlaunch::ReduceOp::Sum);
+  const Tensor mean = acc.reduce(mine, xlaunch::ReduceOp::Avg);
+  const Tensor max = acc.reduce(mine, xlaunch::ReduceOp::Max);
   if (faulty) sum.add_(1);
   std::string bad = expect_equal(sum, torch::full({1000}, w * (w + 1) / 2, on(acc)), "sum of rank+1");
-  if (bad.empty()) bad = expect_equal(acc.reduce(mine, xlaunch::ReduceOp::Avg), torch::full({1000}, (w + 1) / 2, on(acc)), "mean of rank+1");
-  if (bad.empty()) bad = expect_equal(acc.reduce(mine, xlaunch::ReduceOp::Max), torch::full({1000}, w, on(acc)), "max of rank+1");
+  if (bad.empty()) bad = expect_equal(mean, torch::full({1000}, (w + 1) / 2, on(acc)), "mean of rank+1");
+  if (bad.empty()) bad = expect_equal(max, torch::full({1000}, w, on(acc)), "max of rank+1");
   return bad;
 }
 
@@ -84,14 +92,14 @@ std::string check_gather(Accelerator& acc, bool faulty) {
 }
 
 std::string check_broadcast(Accelerator& acc, bool faulty) {
+  std::string bad;
   for (const int root : {0, acc.num_processes() - 1}) {
     Tensor t = torch::full({5}, acc.process_index() == root ? 7.0 + root : -1.0, on(acc));
     acc.broadcast(t, root);
     if (faulty) t.add_(1);
-    const std::string bad = expect_equal(t, torch::full({5}, 7.0 + root, on(acc)), ("from rank " + std::to_string(root)).c_str());
-    if (!bad.empty()) return bad;
+    if (bad.empty()) bad = expect_equal(t, torch::full({5}, 7.0 + root, on(acc)), ("from rank " + std::to_string(root)).c_str());
   }
-  return "";
+  return bad;
 }
 
 // Every rank's shard is the one this rank derives for it, and the shards cover the dataset
@@ -139,7 +147,7 @@ std::string check_loader(Accelerator& acc, bool faulty) {
   for (auto& batch : loader) seen.push_back(acc.gather_for_metrics(batch.target, loader));
   Tensor all = torch::cat(seen);
   if (faulty) all[0].fill_(-1);
-  return expect_equal(all.sort().values, torch::arange(n, on(acc, at::kLong)),
+  return expect_equal(std::get<0>(all.sort()), torch::arange(n, on(acc, at::kLong)),
                       "sorted gather_for_metrics of an epoch (each sample once, padding dropped)");
 }
 
@@ -184,22 +192,24 @@ std::string check_ddp(Accelerator& acc, bool faulty) {
   const bool exact = acc.mixed_precision() == xlaunch::MixedPrecision::No;
   const auto mine = model->named_parameters();
   const auto ref = reference->named_parameters();
-  for (size_t i = 0; i < mine.size(); ++i) {
+  std::string bad;
+  for (size_t i = 0; i < mine.size() && bad.empty(); ++i) {
     Tensor got = mine[i].value().grad() / factor;
     if (faulty && i == 0) got = got + 1;
     const Tensor want = ref[i].value().grad();
     if (!torch::allclose(got, want, exact ? 1e-4 : 5e-2, exact ? 1e-6 : 1e-2))
-      return "gradient of '" + mine[i].key() + "' " + mismatch(got, want) + " (the single-process reference)";
+      bad = "gradient of '" + mine[i].key() + "' " + mismatch(got, want) + " (the single-process reference)";
   }
-  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1));
+  // The Accelerator keeps the prepared optimizer: it must outlive it.
+  static torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1));
   auto& opt = acc.prepare(sgd);
   opt.step();
   std::vector<Tensor> flat;
   for (const auto& p : model->parameters()) flat.push_back(p.detach().flatten().to(at::kDouble));
   const Tensor all = acc.gather(torch::cat(flat).unsqueeze(0));
-  for (int r = 1; r < w; ++r)
-    if (!all[r].equal(all[0])) return "after a step, rank " + std::to_string(r) + "'s weights differ from rank 0's";
-  return "";
+  for (int r = 1; r < w && bad.empty(); ++r)
+    if (!all[r].equal(all[0])) bad = "after a step, rank " + std::to_string(r) + "'s weights differ from rank 0's";
+  return bad;
 }
 
 // An inf in one rank's gradient (the last rank's, at step 1) makes every rank skip that step and
@@ -213,6 +223,7 @@ std::string check_scaler(Accelerator& acc, bool faulty) {
   torch::optim::SGD sgd({wt}, torch::optim::SGDOptions(0.5));
   const bool want_skipped[] = {false, true, false, false};
   const double want_scale[] = {1024, 512, 512, 1024};
+  std::string bad;
   for (int step = 0; step < 4; ++step) {
     sgd.zero_grad();
     scaler.scale(wt.sum()).backward();
@@ -221,13 +232,13 @@ std::string check_scaler(Accelerator& acc, bool faulty) {
     scaler.step(sgd);
     scaler.update();
     const bool skipped = scaler.last_step_skipped() != (faulty && step == 1);
-    if (skipped != want_skipped[step] || scaler.get_scale() != want_scale[step])
-      return "step " + std::to_string(step) + (skipped ? " skipped" : " stepped") + " with scale " +
-             std::to_string(scaler.get_scale()) + "; expected " + (want_skipped[step] ? "skipped" : "stepped") +
-             " with scale " + std::to_string(want_scale[step]) + " (inf injected on rank " +
-             std::to_string(acc.num_processes() - 1) + " at step 1)";
+    if (bad.empty() && (skipped != want_skipped[step] || scaler.get_scale() != want_scale[step]))
+      bad = "step " + std::to_string(step) + (skipped ? " skipped" : " stepped") + " with scale " +
+            std::to_string(scaler.get_scale()) + "; expected " + (want_skipped[step] ? "skipped" : "stepped") +
+            " with scale " + std::to_string(want_scale[step]) + " (inf injected on rank " +
+            std::to_string(acc.num_processes() - 1) + " at step 1)";
   }
-  return expect_equal(wt.detach(), torch::full({4}, -1.5, on(acc)), "weights after 3 of 4 steps of lr 0.5");
+  return bad.empty() ? expect_equal(wt.detach(), torch::full({4}, -1.5, on(acc)), "weights after 3 of 4 steps of lr 0.5") : bad;
 }
 
 struct Check {
@@ -244,7 +255,7 @@ const std::vector<Check> kChecks = {
     {"sampler", "sampler sharding (DistributedSampler)", check_sampler},
     {"loader", "loader shards and gather_for_metrics", check_loader},
     {"ddp", "DDP gradients against one process", check_ddp},
-    {"scaler", "GradScaler skips a step with inf on one rank, on all ranks", check_scaler},
+    {"scaler", "GradScaler: an inf on one rank skips the step on every rank", check_scaler},
 };
 
 // "pass" or the failure, per check, in kChecks order: what each rank sends rank 0.

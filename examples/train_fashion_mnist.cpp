@@ -35,23 +35,28 @@ struct Options {
 };
 
 // conv 3x3 (no bias: BatchNorm's shift replaces it) -> BatchNorm -> ReLU.
-torch::nn::Sequential conv_block(int64_t in, int64_t out) {
-  return torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1).bias(false)),
-                               torch::nn::BatchNorm2d(out), torch::nn::ReLU());
-}
+struct ConvBlockImpl : torch::nn::Module {
+  ConvBlockImpl(int64_t in, int64_t out)
+      : conv(register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1).bias(false)))),
+        bn(register_module("bn", torch::nn::BatchNorm2d(out))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return torch::relu(bn(conv(x))); }
+  torch::nn::Conv2d conv;
+  torch::nn::BatchNorm2d bn;
+};
+TORCH_MODULE(ConvBlock);
 
 struct NetImpl : torch::nn::Module {
   NetImpl()
-      : features(register_module("features", torch::nn::Sequential(conv_block(1, 32), torch::nn::MaxPool2d(2),
-                                                                     conv_block(32, 64), torch::nn::MaxPool2d(2),
-                                                                     conv_block(64, 64), torch::nn::MaxPool2d(2)))),
-        classifier(register_module("classifier", torch::nn::Linear(64 * 3 * 3, 10))) {}
+      : features(register_module("features", torch::nn::Sequential(ConvBlock(1, kWidth1), torch::nn::MaxPool2d(2),
+                                                                     ConvBlock(kWidth1, kWidth2), torch::nn::MaxPool2d(2)))),
+        classifier(register_module("classifier", torch::nn::Linear(kWidth2 * 7 * 7, 10))) {}
 
   torch::Tensor forward(torch::Tensor x) {
     x = (x - 0.2860) / 0.3530;  // the training set's mean and standard deviation
     return classifier(features->forward(x).flatten(1));
   }
 
+  static constexpr int64_t kWidth1 = 16, kWidth2 = 32;
   torch::nn::Sequential features;
   torch::nn::Linear classifier;
 };
@@ -80,9 +85,9 @@ xlaunch::Loader make_loader(FashionMnist::Split split, const Options& o, bool tr
 }
 
 // Test accuracy over the whole test set, every sample counted once whatever the world size.
-double evaluate(xlaunch::Accelerator& acc, xlaunch::PreparedModel<Net>& model, xlaunch::Loader& test) {
+double evaluate(xlaunch::Accelerator& acc, Net& net, xlaunch::PreparedModel<Net>& model, xlaunch::Loader& test) {
   torch::NoGradGuard no_grad;
-  model->eval();
+  net->eval();
   int64_t correct = 0, seen = 0;
   for (auto& batch : test) {
     const auto hits = model(batch.data).argmax(1).eq(batch.target);
@@ -90,14 +95,15 @@ double evaluate(xlaunch::Accelerator& acc, xlaunch::PreparedModel<Net>& model, x
     correct += all.sum().item<int64_t>();
     seen += all.size(0);
   }
-  model->train();
+  net->train();
   return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1));
 }
 
 int train(const Options& o) {
   xlaunch::Accelerator acc;
   acc.set_seed(o.seed);
-  auto model = acc.prepare(Net());
+  Net net;  // shares the module with the prepared model: net->eval(), net->train()
+  auto model = acc.prepare(net);
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(o.lr));
   auto& opt = acc.prepare(adam);
   auto& train_loader = acc.prepare(make_loader(FashionMnist::Split::Train, o, true));
@@ -136,7 +142,7 @@ int train(const Options& o) {
     const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double train_loss = acc.reduce(loss_sum, xlaunch::ReduceOp::Avg).item<double>() / static_cast<double>(steps);
     bar.finish(done, train_loss);
-    const double accuracy = evaluate(acc, model, test_loader);
+    const double accuracy = evaluate(acc, net, model, test_loader);
     acc.save_state(o.checkpoint_dir);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char line[160];
