@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <fstream>
 
 namespace xlaunch::examples {
 namespace {
@@ -18,10 +20,32 @@ std::string duration(double seconds) {
   return buf;
 }
 
+// Whether output ends up on a terminal. Under mpirun a rank's stdout is always a pseudo-terminal
+// that mpirun copies to its own stdout, so isatty() alone says yes even for `xlaunch run ... >log`.
+// So when an ancestor is mpirun (or orterun), ask where mpirun's own stdout goes (Linux /proc).
+bool output_is_terminal(FILE* out) {
+  if (!isatty(fileno(out))) return false;
+  for (pid_t pid = getppid(); pid > 1;) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return true;
+    const size_t open = line.find('('), close = line.rfind(')');
+    const std::string comm = line.substr(open + 1, close - open - 1);
+    if (comm == "mpirun" || comm == "orterun" || comm == "mpiexec") {
+      char target[PATH_MAX];
+      const ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/fd/1").c_str(), target, sizeof target - 1);
+      const std::string where(target, n > 0 ? static_cast<size_t>(n) : 0);
+      return where.rfind("/dev/pts/", 0) == 0 || where.rfind("/dev/tty", 0) == 0;
+    }
+    pid = static_cast<pid_t>(std::atol(line.c_str() + close + 4));  // ") S ppid"
+  }
+  return true;
+}
+
 }  // namespace
 
 ProgressBar::ProgressBar(std::string label, int64_t total, bool enabled, FILE* out)
-    : ProgressBar(std::move(label), total, enabled, isatty(fileno(out)) != 0, out) {}
+    : ProgressBar(std::move(label), total, enabled, output_is_terminal(out), out) {}
 
 ProgressBar::ProgressBar(std::string label, int64_t total, bool enabled, bool interactive, FILE* out)
     : label_(std::move(label)), total_(std::max<int64_t>(total, 1)), enabled_(enabled), interactive_(interactive),

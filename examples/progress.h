@@ -23,7 +23,7 @@ namespace xlaunch::examples {
 class ProgressBar {
  public:
   // total: the samples of the whole epoch (all ranks). interactive: redraw in place; by default
-  // when stdout is a terminal.
+  // when the output reaches a terminal (under mpirun: when mpirun's does).
   ProgressBar(std::string label, int64_t total, bool enabled, FILE* out = stdout);
   ProgressBar(std::string label, int64_t total, bool enabled, bool interactive, FILE* out);
 
