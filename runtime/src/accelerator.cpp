@@ -19,6 +19,7 @@
 #include "xlaunch/mpi_communicator.h"
 #include "xlaunch/nccl_communicator.h"
 #include "xlaunch/process_state.h"
+#include "xlaunch/shm_communicator.h"
 
 namespace xlaunch {
 namespace {
@@ -140,6 +141,26 @@ std::shared_ptr<Communicator> Accelerator::communicator(const at::Device& device
   throw UsageError("no communicator for tensors on " + device.str() + "; xlaunch supports CPU and CUDA");
 }
 
+std::shared_ptr<Communicator> Accelerator::bucket_communicator(const at::Device& device) {
+  if (!device.is_cpu()) return communicator(device);
+  if (!cpu_bucket_comm_) {
+    cpu_bucket_comm_ = cpu_comm_;
+    if (options_.cpu_allreduce != "auto" && options_.cpu_allreduce != "mpi")
+      throw UsageError("cpu_allreduce '" + options_.cpu_allreduce + "' is not one of auto, mpi");
+    // Every rank on this machine (the local ranks are the world) and MPI underneath: shared memory.
+    if (options_.cpu_allreduce == "auto" && world_ > 1 && local_world_ == world_ &&
+        cpu_comm_ == MpiCommunicator::world()) {
+      try {
+        cpu_bucket_comm_ = std::make_shared<ShmCommunicator>(cpu_comm_);
+      } catch (const CommError& e) {
+        if (is_main_process())
+          std::cerr << "xlaunch: shared-memory gradient allreduce unavailable, using MPI: " << e.what() << std::endl;
+      }
+    }
+  }
+  return cpu_bucket_comm_;
+}
+
 void Accelerator::check_same_everywhere(const std::string& what, const std::string& mine) {
   // One cheap collective when everything agrees; the full descriptions only on a mismatch.
   at::Tensor h = at::empty({1}, at::kLong);
@@ -177,14 +198,19 @@ size_t Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
   }
   for (const auto& item : module->named_buffers()) state.push_back(item.value());
   if (params.empty()) throw UsageError("acc.prepare: the model has no trainable parameters");
-  auto reducer = std::make_unique<Reducer>(params, names, [this](const at::Device& d) { return communicator(d); },
-                                           options_.ddp);
+  // Agree on the model and the settings before building the buckets, whose allocation may itself
+  // be collective (shared memory).
   std::ostringstream settings;
   settings << "mixed_precision " << options_.mixed_precision << "\ngradient_accumulation_steps "
            << options_.gradient_accumulation_steps << "\nfind_unused_parameters "
-           << options_.ddp.find_unused_parameters << "\nbroadcast_buffers " << options_.broadcast_buffers << "\n";
+           << options_.ddp.find_unused_parameters << "\nbroadcast_buffers " << options_.broadcast_buffers
+           << "\nbucket_cap_mb " << options_.ddp.bucket_cap_mb << "\nfirst_bucket_bytes "
+           << options_.ddp.first_bucket_bytes << "\ncpu_allreduce " << options_.cpu_allreduce << "\n";
   check_same_everywhere("model", describe_params(*module));
-  check_same_everywhere("gradient buckets and settings", reducer->layout() + settings.str());
+  check_same_everywhere("settings", settings.str());
+  auto reducer = std::make_unique<Reducer>(
+      params, names, [this](const at::Device& d) { return bucket_communicator(d); }, options_.ddp);
+  check_same_everywhere("gradient buckets", reducer->layout());
   broadcast_coalesced(*communicator(device_), state);
   models_.push_back({std::move(module), std::move(reducer)});
   return models_.size() - 1;

@@ -20,6 +20,10 @@ std::shared_ptr<Work> completed_work() {
   return done;
 }
 
+at::Tensor Communicator::allocate(int64_t numel, const at::TensorOptions& options) {
+  return at::zeros({numel}, options);
+}
+
 at::Tensor Communicator::allgather(const at::Tensor& in) {
   const at::Tensor src = in.contiguous();
   std::vector<int64_t> shape{size()};

@@ -216,6 +216,12 @@ class EpochRun {
   std::vector<std::thread> threads_;
 };
 
+// The epoch in progress and its batches handed over, shared with that epoch's iterator.
+struct Progress {
+  int64_t epoch = -1;  // -1: no epoch begun since the last set_position
+  int64_t handed = 0;
+};
+
 }  // namespace detail
 
 // ---- the loader ----------------------------------------------------------------------------
@@ -229,6 +235,7 @@ struct Loader::State {
   int64_t next_epoch = 0;
   int64_t skip = 0;
   std::shared_ptr<ShardSpan> last_span = std::make_shared<ShardSpan>();
+  std::shared_ptr<detail::Progress> progress = std::make_shared<detail::Progress>();
 
   detail::EpochPlan plan(int64_t first, int64_t end) const {
     detail::EpochPlan p;
@@ -338,9 +345,10 @@ Loader::Iterator Loader::begin() {
   st.sampler.set_epoch(st.next_epoch++);
   const int64_t first = std::min(st.skip, st.num_batches());
   st.skip = 0;
+  *st.progress = detail::Progress{st.sampler.epoch(), first};
   auto run = std::make_unique<detail::EpochRun>(st.source, st.stage, st.plan(first, st.num_batches()),
                                                 st.workers, st.options.prefetch_factor);
-  return Iterator(std::move(run), st.last_span);
+  return Iterator(std::move(run), st.last_span, st.progress);
 }
 
 Loader Loader::with_place(int rank, int world_size, c10::Device device) const {
@@ -359,6 +367,17 @@ void Loader::skip_first_batches(int64_t n) {
   if (n < 0) throw UsageError("Loader::skip_first_batches: n is " + std::to_string(n) + "; it must be >= 0");
   state_->skip = n;
 }
+LoaderPosition Loader::position() const {
+  const detail::Progress& p = *state_->progress;
+  if (p.epoch >= 0 && p.handed < state_->num_batches()) return {p.epoch, p.handed};
+  return {state_->next_epoch, state_->skip};
+}
+void Loader::set_position(const LoaderPosition& pos) {
+  if (pos.epoch < 0) throw UsageError("Loader::set_position: epoch is " + std::to_string(pos.epoch) + "; it must be >= 0");
+  skip_first_batches(pos.batch);
+  state_->next_epoch = pos.epoch;
+  *state_->progress = detail::Progress{};
+}
 int64_t Loader::num_batches() const { return state_->num_batches(); }
 int64_t Loader::dataset_size() const { return state_->source->size; }
 int Loader::num_workers() const { return state_->workers; }
@@ -367,8 +386,9 @@ const DistributedSampler& Loader::sampler() const { return state_->sampler; }
 
 // ---- iteration -----------------------------------------------------------------------------
 
-Loader::Iterator::Iterator(std::unique_ptr<detail::EpochRun> run, std::shared_ptr<ShardSpan> last_span)
-    : run_(std::move(run)), last_span_(std::move(last_span)) {
+Loader::Iterator::Iterator(std::unique_ptr<detail::EpochRun> run, std::shared_ptr<ShardSpan> last_span,
+                           std::shared_ptr<detail::Progress> progress)
+    : run_(std::move(run)), last_span_(std::move(last_span)), progress_(std::move(progress)) {
   ++*this;
 }
 Loader::Iterator::Iterator() = default;
@@ -385,6 +405,7 @@ Loader::Iterator& Loader::Iterator::operator++() {
     Batch b;
     if (run_->next(b)) {
       *last_span_ = b.span;
+      progress_->handed = b.index + 1;
       current_ = std::move(b);
       return *this;
     }

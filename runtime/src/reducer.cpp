@@ -59,9 +59,8 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     const at::Tensor& first = params_[plan_[b].front()];
     int64_t total = 0;
     for (size_t i : plan_[b]) total += params_[i].numel();
-    bucket.buffer = at::empty({total}, first.options().requires_grad(false));
-    bucket.buffer.zero_();
     bucket.comm = comm_for(first.device());
+    bucket.buffer = bucket.comm->allocate(total, first.options().requires_grad(false));
     int64_t offset = 0;
     for (size_t pos = 0; pos < plan_[b].size(); ++pos) {
       const size_t i = plan_[b][pos];

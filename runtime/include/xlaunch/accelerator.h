@@ -21,6 +21,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -44,6 +45,9 @@ struct AcceleratorOptions {
   std::string gpu_ids = "all";           // GPUs of this machine; local rank i takes the i-th
   ReducerOptions ddp;                    // bucket_cap_mb, find_unused_parameters
   bool broadcast_buffers = true;         // rank 0's buffers before each training forward
+  // CPU gradient allreduce: "auto" uses shared memory when every rank is on this machine (see
+  // shm_communicator.h), else MPI; "mpi" always MPI.
+  std::string cpu_allreduce = "auto";
   // Intra-op threads per rank on CPU; 0: cores / local ranks when OMP_NUM_THREADS is unset.
   int num_threads = 0;
 
@@ -188,6 +192,11 @@ class Accelerator {
   // Checkpointing (runtime/src/checkpoint.cpp; format in docs/checkpointing.md): everything a run
   // needs to continue. save_state writes atomically (a crash leaves the previous checkpoint
   // loadable); load_state restores it, refusing a checkpoint of another model.
+  // Both are collective: call them on every rank, after preparing the same models, optimizers and
+  // loaders in the same order; rank 0 writes and reads the directory. After load_state, iterating
+  // a prepared loader continues at the batch after the last one handed over before the save.
+  // Another world size is allowed: everything is restored except a loader position within an
+  // epoch, which names other samples there, so that epoch restarts (load_state says so).
   void save_state(const std::string& dir);
   void load_state(const std::string& dir);
   // Optimizer steps taken through prepared optimizers (saved and restored with the state).
@@ -242,6 +251,11 @@ class Accelerator {
   void check_same_everywhere(const std::string& what, const std::string& mine);
   void broadcast_buffers(size_t model_id);
   void optimizer_step(PreparedOptimizer& opt, torch::optim::Optimizer& inner, bool& skipped);
+  // Checkpointing (checkpoint.cpp): files by relative path, and "key value" trainer state.
+  std::map<std::string, std::string> checkpoint_files(const std::vector<std::string>& rng_states);
+  void restore_checkpoint(const std::map<std::string, std::string>& files);
+  void restore_scaler(const std::map<std::string, std::string>& state);
+  void restore_loaders(const std::map<std::string, std::string>& state, int64_t saved_world);
 
   struct Model {
     std::shared_ptr<torch::nn::Module> module;
@@ -253,6 +267,8 @@ class Accelerator {
   at::Device device_{at::kCPU};
   std::shared_ptr<Communicator> cpu_comm_;
   std::shared_ptr<Communicator> cuda_comm_;
+  std::shared_ptr<Communicator> cpu_bucket_comm_;  // what reduces CPU gradient buckets
+  std::shared_ptr<Communicator> bucket_communicator(const at::Device& device);
   std::vector<Model> models_;
   std::vector<std::unique_ptr<PreparedOptimizer>> optimizers_;
   std::vector<std::unique_ptr<Loader>> loaders_;

@@ -44,6 +44,10 @@ class Communicator {
   virtual std::shared_ptr<Work> allgather_async(at::Tensor in, at::Tensor out) = 0;
   virtual std::shared_ptr<Work> barrier_async() = 0;
 
+  // A buffer that this communicator reduces best (e.g. in memory the other ranks can map).
+  // Collective when an implementation needs it: call on every rank in the same order.
+  virtual at::Tensor allocate(int64_t numel, const at::TensorOptions& options);
+
   void allreduce(const at::Tensor& t, ReduceOp op) { allreduce_async(t, op)->wait(); }
   void broadcast(const at::Tensor& t, int root) { broadcast_async(t, root)->wait(); }
   // Returns a tensor of shape [size(), in.sizes()...].

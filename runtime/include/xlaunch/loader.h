@@ -65,8 +65,16 @@ struct LoaderOptions {
   int world_size = 1;
 };
 
+// Where iteration stands, for checkpoints: the epoch, and the first of its batches still to be
+// handed over.
+struct LoaderPosition {
+  int64_t epoch = 0;
+  int64_t batch = 0;
+};
+
 namespace detail {
 class EpochRun;
+struct Progress;
 }
 
 class Loader {
@@ -96,9 +104,11 @@ class Loader {
 
    private:
     friend class Loader;
-    Iterator(std::unique_ptr<detail::EpochRun> run, std::shared_ptr<ShardSpan> last_span);
+    Iterator(std::unique_ptr<detail::EpochRun> run, std::shared_ptr<ShardSpan> last_span,
+             std::shared_ptr<detail::Progress> progress);
     std::unique_ptr<detail::EpochRun> run_;
     std::shared_ptr<ShardSpan> last_span_;
+    std::shared_ptr<detail::Progress> progress_;
     std::optional<Batch> current_;
   };
 
@@ -113,6 +123,14 @@ class Loader {
   // The next begin() starts at batch n (resuming mid-epoch from a checkpoint); later epochs
   // start at 0. n >= num_batches() gives an empty epoch.
   void skip_first_batches(int64_t n);
+
+  // Where the next batch comes from (what Accelerator::save_state records): during an epoch, that
+  // epoch and the count of its batches handed over so far (skipped ones included); once its last
+  // batch has been handed over, or before the first begin(), epoch() and the pending skip.
+  LoaderPosition position() const;
+  // Resumes there (Accelerator::load_state): the next begin() reads pos.epoch from batch
+  // pos.batch, whatever epoch was in progress.
+  void set_position(const LoaderPosition& pos);
 
   // The same dataset (shared, not copied) and options, for another place in the job: what
   // Accelerator::prepare(loader) returns for its rank, world size and device. The new loader

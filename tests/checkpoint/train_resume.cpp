@@ -1,0 +1,126 @@
+// Trains a small MLP with dropout through the Accelerator (prepared model, optimizer and shuffled
+// loader), stopping, saving, resuming and dying on command, so that resume_test.sh can compare a
+// run that stopped and resumed in a fresh process with one that ran straight through.
+//
+//   train_resume --epochs E --out PARAMS                    straight through; rank 0 writes the
+//                                                           final parameters' bytes to PARAMS
+//   ... --save DIR --stop-after-epochs N                    save_state after epoch N, then exit
+//   ... --save DIR --stop-after-batches K                   save_state after K batches of this run
+//   ... --resume DIR                                        load_state first
+//   ... --kill-at EVENT                                     SIGKILL rank 0 at a save_state event
+//                                                           (checkpoint.h: "wrote rank0/model_0.pt")
+//   ... --optimizer adam   --hidden H                       Adam instead of SGD with momentum;
+//                                                           another hidden width (another model)
+// Errors go to stderr and exit 1, like any program using the runtime.
+#include <torch/torch.h>
+
+#include <csignal>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "xlaunch/accelerator.h"
+#include "xlaunch/checkpoint.h"
+
+namespace {
+
+// Sample i: 8 features, a class in 0..3; every value a function of i alone.
+struct Synthetic : torch::data::datasets::Dataset<Synthetic> {
+  torch::data::Example<> get(size_t index) override {
+    const double i = static_cast<double>(index);
+    std::vector<float> x(8);
+    for (int k = 0; k < 8; ++k) x[k] = static_cast<float>(std::sin(0.37 * (i * 8 + k)) + 0.1 * std::cos(i + k));
+    const int64_t label = static_cast<int64_t>(index * 7 % 4);
+    return {torch::tensor(x), torch::scalar_tensor(label, torch::kLong)};
+  }
+  std::optional<size_t> size() const override { return 120; }
+};
+
+std::map<std::string, std::string> parse(int argc, char** argv) {
+  std::map<std::string, std::string> a;
+  for (int i = 1; i + 1 < argc; i += 2) a[argv[i]] = argv[i + 1];
+  return a;
+}
+
+std::string get(const std::map<std::string, std::string>& a, const std::string& k, const std::string& def = "") {
+  const auto it = a.find(k);
+  return it == a.end() ? def : it->second;
+}
+
+void write_params(const torch::nn::Module& m, const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  for (const auto& p : m.named_parameters()) {
+    const at::Tensor t = p.value().detach().contiguous();
+    out << p.key() << "\n";
+    out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+  }
+}
+
+int run(const std::map<std::string, std::string>& args) {
+  const int64_t epochs = std::stoll(get(args, "--epochs", "2"));
+  const int64_t hidden = std::stoll(get(args, "--hidden", "32"));
+  const std::string save = get(args, "--save"), resume = get(args, "--resume"), out = get(args, "--out");
+  const int64_t stop_epochs = std::stoll(get(args, "--stop-after-epochs", "0"));
+  const int64_t stop_batches = std::stoll(get(args, "--stop-after-batches", "0"));
+  const std::string kill_at = get(args, "--kill-at");
+  if (!kill_at.empty())
+    xlaunch::checkpoint::set_save_hook([kill_at](const std::string& event) {
+      if (event == kill_at) std::raise(SIGKILL);
+    });
+
+  xlaunch::Accelerator acc;
+  acc.set_seed(1234, /*device_specific=*/true);  // dropout masks differ per rank
+  torch::nn::Sequential net(torch::nn::Linear(8, hidden), torch::nn::ReLU(), torch::nn::Dropout(0.3),
+                            torch::nn::Linear(hidden, 4));
+  auto model = acc.prepare(net);
+  std::unique_ptr<torch::optim::Optimizer> inner;
+  if (get(args, "--optimizer", "sgd") == "adam")
+    inner = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-2));
+  else
+    inner = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  auto& opt = acc.prepare(*inner);
+  xlaunch::LoaderOptions lo;
+  lo.batch_size = 8;
+  lo.seed = 7;
+  lo.num_workers = 2;
+  auto& loader = acc.prepare(xlaunch::Loader(Synthetic(), lo));
+  if (!resume.empty()) acc.load_state(resume);
+
+  int64_t batches = 0;
+  for (int64_t epoch = loader.epoch(); epoch < epochs; ++epoch) {
+    net->train();
+    for (auto& batch : loader) {
+      auto g = acc.accumulate();
+      auto loss = torch::nn::functional::cross_entropy(model(batch.data), batch.target);
+      acc.backward(loss);
+      opt.step();
+      opt.zero_grad();
+      if (++batches == stop_batches) {
+        acc.save_state(save);
+        acc.print("saved ", save, " at epoch ", epoch, " batch ", batch.index + 1, " step ", acc.step());
+        return 0;
+      }
+    }
+    if (epoch + 1 == stop_epochs) {
+      acc.save_state(save);
+      acc.print("saved ", save, " after epoch ", epoch, " step ", acc.step());
+      return 0;
+    }
+  }
+  if (acc.is_main_process() && !out.empty()) write_params(*net, out);
+  acc.print("done: step ", acc.step());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 1;
+  }
+}
