@@ -12,8 +12,8 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <filesystem>
 
 #include "progress.h"
 #include "xlaunch/accelerator.h"
@@ -84,6 +84,15 @@ xlaunch::Loader make_loader(FashionMnist::Split split, const Options& o, bool tr
   return xlaunch::Loader(std::move(ds), lo);
 }
 
+// Cosine decay from lr to 0 over the run; `step` is the optimizer's (restored by load_state).
+double cosine_lr(double lr, int64_t step, int64_t total_steps) {
+  return 0.5 * lr * (1 + std::cos(M_PI * static_cast<double>(step) / static_cast<double>(std::max<int64_t>(total_steps, 1))));
+}
+
+void set_lr(torch::optim::Adam& adam, double lr) {
+  for (auto& group : adam.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+}
+
 // Test accuracy over the whole test set, every sample counted once whatever the world size.
 double evaluate(xlaunch::Accelerator& acc, Net& net, xlaunch::PreparedModel<Net>& model, xlaunch::Loader& test) {
   torch::NoGradGuard no_grad;
@@ -130,6 +139,7 @@ int train(const Options& o) {
     auto loss_sum = torch::zeros({}, torch::TensorOptions().device(acc.device()));
     int64_t steps = 0, done = 0;
     for (auto& batch : train_loader) {
+      set_lr(adam, cosine_lr(o.lr, acc.step(), o.epochs * train_loader.num_batches()));
       auto loss = torch::nn::functional::cross_entropy(model(batch.data), batch.target);
       acc.backward(loss);
       opt.step();
@@ -161,7 +171,7 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", o.epochs, "Epochs to train (in all, counting those of a resumed run)")->capture_default_str();
   app.add_option("--batch_size", o.batch_size, "Batch size per process; the global batch is this times the "
                                                "number of processes")->capture_default_str();
-  app.add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();
+  app.add_option("--lr", o.lr, "Adam learning rate at the start (cosine decay to 0 at the end)")->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the weights and of the shuffling")->capture_default_str();
   app.add_option("--data_dir", o.data_dir, "Fashion-MNIST directory (Debian package dataset-fashion-mnist)")
       ->capture_default_str();
