@@ -10,6 +10,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
@@ -56,14 +57,15 @@ struct Batch {
   at::Tensor x, y;
 };
 
-// Rank r's batch of step s: the same on every process that asks.
+// Rank r's batch of step s: the same on every process (and thread) that asks. A generator of its
+// own, so ranks running as threads do not race on the global one.
 inline Batch mlp_batch(int rank, int step, int batch = 8, int in = 20) {
-  torch::manual_seed(1000 + 97 * step + rank);
-  return {at::randn({batch, in}), at::randint(0, 10, {batch}, at::kLong)};
+  auto gen = at::detail::createCPUGenerator(1000 + 97 * step + rank);
+  return {at::randn({batch, in}, gen), at::randint(0, 10, {batch}, gen, at::kLong)};
 }
 inline Batch conv_batch(int rank, int step, int batch = 6) {
-  torch::manual_seed(5000 + 97 * step + rank);
-  return {at::randn({batch, 1, 8, 8}), at::randint(0, 10, {batch}, at::kLong)};
+  auto gen = at::detail::createCPUGenerator(5000 + 97 * step + rank);
+  return {at::randn({batch, 1, 8, 8}, gen), at::randint(0, 10, {batch}, gen, at::kLong)};
 }
 inline Batch concat(const std::vector<Batch>& parts) {
   std::vector<at::Tensor> xs, ys;

@@ -97,8 +97,13 @@ TEST(Ddp, BuffersAreBroadcastFromRankZeroBeforeEachTrainingForward) {
   EXPECT_TRUE(after[1].equal(both[0]));
 }
 
-TEST(Ddp, SgdMomentumStepsMatchOneProcess) {
-  Accelerator acc(cpu_options());
+class SgdSteps : public ::testing::TestWithParam<std::string> {};
+
+// Shared-memory ("auto") and MPI gradient allreduce give the same training.
+TEST_P(SgdSteps, SgdMomentumStepsMatchOneProcess) {
+  auto options = cpu_options();
+  options.cpu_allreduce = GetParam();
+  Accelerator acc(options);
   torch::manual_seed(3);
   xt::Mlp mlp, reference;
   xt::copy_state(*reference, *mlp);
@@ -118,6 +123,8 @@ TEST(Ddp, SgdMomentumStepsMatchOneProcess) {
   }
   expect_same_params(*mlp, *reference);
 }
+
+INSTANTIATE_TEST_SUITE_P(Ddp, SgdSteps, ::testing::Values("mpi", "auto"));
 
 TEST(Ddp, GradientAccumulationSyncsOnlyOnTheLastMicroStep) {
   auto options = cpu_options();
@@ -220,14 +227,20 @@ TEST(Ddp, MismatchedModelsFailOnEveryRankNamingTheParameter) {
   EXPECT_EQ(acc.reduce(at::ones({1})).item<float>(), 2.0f);
 }
 
-TEST(Ddp, FirstBucketAllreduceStartsBeforeBackwardEnds) {
+class Overlap : public ::testing::TestWithParam<std::string> {};
+
+// For the MPI and the shared-memory gradient allreduce alike.
+TEST_P(Overlap, FirstBucketAllreduceStartsBeforeBackwardEnds) {
   auto options = cpu_options();
+  options.cpu_allreduce = GetParam();
   options.ddp.first_bucket_bytes = 1;  // fc3's bias alone: ready at the very start of backward
   options.ddp.bucket_cap_mb = 0.001;
   Accelerator acc(options);
   xt::Mlp mlp;
   auto model = acc.prepare(mlp);
-  auto comm = xlaunch::MpiCommunicator::world();
+  auto comm = std::dynamic_pointer_cast<xlaunch::ThreadedCommunicator>(acc.bucket_communicator(acc.device()));
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(comm->name(), GetParam() == "mpi" ? "mpi" : "shm");
   std::atomic<int> allreduces_started{0};
   comm->set_start_observer([&](const char* kind, uint64_t) {
     if (std::string(kind) == "allreduce") ++allreduces_started;
@@ -249,6 +262,8 @@ TEST(Ddp, FirstBucketAllreduceStartsBeforeBackwardEnds) {
   EXPECT_GE(acc.reducer(0).buckets().size(), 3u);
   EXPECT_TRUE(overlapped) << "no allreduce had started while backward was still computing fc1";
 }
+
+INSTANTIATE_TEST_SUITE_P(Ddp, Overlap, ::testing::Values("mpi", "auto"));
 
 TEST(Ddp, AcceleratorCollectives) {
   Accelerator acc(cpu_options());

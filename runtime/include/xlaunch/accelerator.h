@@ -236,6 +236,9 @@ class Accelerator {
 
   // The communicator that reduces tensors on `device` (MPI for CPU, NCCL for CUDA).
   std::shared_ptr<Communicator> communicator(const at::Device& device);
+  // The communicator that reduces gradient buckets on `device`: on CPU, shared memory when every
+  // rank is on this machine (cpu_allreduce "auto"), else the MPI one.
+  std::shared_ptr<Communicator> bucket_communicator(const at::Device& device);
   Reducer& reducer(size_t model_id) { return *models_.at(model_id).reducer; }
 
  private:
@@ -268,7 +271,6 @@ class Accelerator {
   std::shared_ptr<Communicator> cpu_comm_;
   std::shared_ptr<Communicator> cuda_comm_;
   std::shared_ptr<Communicator> cpu_bucket_comm_;  // what reduces CPU gradient buckets
-  std::shared_ptr<Communicator> bucket_communicator(const at::Device& device);
   std::vector<Model> models_;
   std::vector<std::unique_ptr<PreparedOptimizer>> optimizers_;
   std::vector<std::unique_ptr<Loader>> loaders_;
