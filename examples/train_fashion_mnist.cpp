@@ -24,7 +24,7 @@ namespace {
 using xlaunch::FashionMnist;
 
 struct Options {
-  int epochs = 3;  // about 91% test accuracy (docs/examples.md)
+  int epochs = 3;  // about 90% test accuracy (docs/examples.md)
   int64_t batch_size = 64;  // per rank: the global batch is batch_size * processes
   double lr = 2e-3;
   uint64_t seed = 42;
