@@ -1,0 +1,98 @@
+// The examples and `xlaunch test` end to end: the real xlaunch, mpirun and ranks, on the CPU.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <regex>
+
+#include "process.h"
+
+using xlaunch::test::run;
+
+namespace {
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+int count(const std::string& s, const std::string& part) {
+  int n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+
+// Each test has its own config home and temporary directory, and a 2-process CPU config.
+class ExamplesE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/xlaunch_examples_e2e.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    env_ = {"XDG_CONFIG_HOME=" + dir_ + "/config", "XLAUNCH_CONFIG_FILE", "TMPDIR=" + dir_};
+    config_ = dir_ + "/two_cpu.yaml";
+    std::ofstream(config_) << "distributed_type: MULTI_CPU\nnum_processes: 2\n";
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
+
+  std::string dir_, config_;
+  std::vector<std::string> env_;
+};
+
+const std::regex kSummary(R"(\nepoch=(\d+) train_loss=(\d+\.\d{4}) test_acc=(\d\.\d{4}) samples_per_s=(\d+\.\d) seconds=(\d+\.\d)\n)");
+
+}  // namespace
+
+// One short epoch on 2 ranks: the summary line's exact format, an accuracy far above chance (10%),
+// progress lines from rank 0 only; then --resume continues at epoch 2 from the checkpoint.
+TEST_F(ExamplesE2E, TrainFashionMnistShortRunAndResume) {
+  const std::string ckpt = dir_ + "/ckpt";
+  const std::vector<std::string> train = {XLAUNCH_BIN, "run", "--config_file", config_, TRAIN_FASHION_MNIST_BIN,
+                                          "--limit_train", "6000", "--checkpoint_dir", ckpt};
+  auto args = train;
+  args.insert(args.end(), {"--epochs", "1"});
+  const auto r = run(args, env_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, kSummary)) << r.output;
+  EXPECT_EQ(m[1], "1");
+  EXPECT_GT(std::stod(m[3]), 0.70) << r.output;
+  EXPECT_EQ(count(r.output, "\nepoch=1 "), 1) << r.output;  // rank 0 only
+  // Not a terminal: plain progress lines, one per tenth of the epoch, then the final one.
+  EXPECT_TRUE(has(r.output, "epoch 1/1 [########################] 100% 6000/6000")) << r.output;
+  EXPECT_GE(count(r.output, "epoch 1/1 ["), 5) << r.output;
+  EXPECT_EQ(count(r.output, "\r"), 0) << r.output;
+
+  args = train;
+  args.insert(args.end(), {"--epochs", "2", "--resume"});
+  const auto resumed = run(args, env_);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_TRUE(has(resumed.output, "resumed from " + ckpt + " at epoch 2")) << resumed.output;
+  EXPECT_FALSE(has(resumed.output, "\nepoch=1 ")) << resumed.output;
+  ASSERT_TRUE(std::regex_search(resumed.output, m, kSummary)) << resumed.output;
+  EXPECT_EQ(m[1], "2");
+  EXPECT_GT(std::stod(m[3]), 0.70) << resumed.output;
+}
+
+TEST_F(ExamplesE2E, SelfTestPassesOnTwoCpuProcesses) {
+  const auto r = run({XLAUNCH_BIN, "test", "--config_file", config_}, env_);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "xlaunch test: 2 processes, device cpu, communicator mpi")) << r.output;
+  EXPECT_EQ(count(r.output, "  PASS  "), 8) << r.output;
+  EXPECT_EQ(count(r.output, "FAIL"), 0) << r.output;
+  EXPECT_TRUE(has(r.output, "PASS  DDP gradients against one process\n")) << r.output;
+  EXPECT_TRUE(has(r.output, "\nxlaunch test: all 8 checks passed on 2 processes\n")) << r.output;
+}
+
+// A rank that reports a wrong allreduce result fails that check, named with the rank; the others pass.
+TEST_F(ExamplesE2E, SelfTestNamesTheFailedCheckAndRank) {
+  const auto r = run({XLAUNCH_BIN, "test", "--config_file", config_, "--", "--fault", "allreduce@1"}, env_);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "  FAIL  allreduce (sum, mean, max)\n      rank 1: sum of rank+1: got [4, 4, 4, 4, 4, 4, ...] expected [3, 3, 3, 3, 3, 3, ...]\n")) << r.output;
+  EXPECT_EQ(count(r.output, "  PASS  "), 7) << r.output;
+  EXPECT_TRUE(has(r.output, "\nxlaunch test: FAILED: allreduce (sum, mean, max) on rank 1\n")) << r.output;
+}
+
+TEST_F(ExamplesE2E, SelfTestBinaryMissingIsAUsageError) {
+  const auto r = run({XLAUNCH_BIN, "test", "--config_file", config_, "--selftest_bin", dir_ + "/nothing"}, env_);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "'" + dir_ + "/nothing' not found")) << r.output;
+}
