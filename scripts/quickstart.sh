@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's main job: installs what is missing, builds, writes a default config when there is
-# none (non-interactively, like `accelerate config default`), and runs the example on 2 ranks.
+# none (non-interactively, like `accelerate config default`), and trains the Fashion-MNIST example
+# on 2 ranks. Extra arguments go to the example (e.g. --epochs 1).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$REPO/build}"
@@ -11,4 +12,6 @@ CONFIG="${XLAUNCH_CONFIG_FILE:-${XDG_CONFIG_HOME:-$HOME/.config}/xlaunch/default
 if [ ! -f "$CONFIG" ]; then
   "$XLAUNCH" config default --num_processes 2 --config_file "$CONFIG"
 fi
-"$XLAUNCH" run --config_file "$CONFIG" -n 2 "$BUILD_DIR/examples/hello_allreduce"
+# Fashion-MNIST (Debian's dataset-fashion-mnist), a small CNN, 3 epochs on 2 ranks: about 90% test
+# accuracy in a minute or two on 2 cores. Checkpoints go to ./checkpoints/fashion_mnist.
+"$XLAUNCH" run --config_file "$CONFIG" -n 2 "$BUILD_DIR/examples/train_fashion_mnist" --epochs 3 "$@"

@@ -81,6 +81,7 @@ class PreparedModel {
     ForwardScope scope(*acc_, id_);
     return module_->forward(std::forward<Args>(args)...);
   }
+  auto operator->() { return &*module_; }
   auto operator->() const { return &*module_; }
   const M& module() const { return module_; }
 
