@@ -129,7 +129,8 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Communicator> fallback) : fallb
 ShmCommunicator::~ShmCommunicator() {
   stop();
   for (auto& s : segments_)
-    for (char* m : s.maps) munmap(m, s.bytes);
+    for (int r = 0; r < static_cast<int>(s.maps.size()); ++r)
+      if (r != rank()) munmap(s.maps[r], s.bytes);  // our own mapping goes with the last tensor on it
   if (ctl_) munmap(ctl_, sizeof(Control));
 }
 
@@ -198,7 +199,10 @@ at::Tensor ShmCommunicator::allocate(int64_t numel, const at::TensorOptions& opt
   }
   char* mine = seg.maps[rank()];
   segments_.push_back(seg);
-  at::Tensor t = at::from_blob(mine, {numel}, [](void*) {}, options);
+  // Gradients alias this memory and may outlive the communicator: the mapping is released with the
+  // last tensor that uses it.
+  const size_t bytes = seg.bytes;
+  at::Tensor t = at::from_blob(mine, {numel}, [bytes](void* p) { munmap(p, bytes); }, options);
   t.zero_();
   return t;
 }

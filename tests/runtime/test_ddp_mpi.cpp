@@ -358,3 +358,18 @@ TEST(Ddp, Bf16ForwardRunsUnderAutocastThroughThePreparedModel) {
   at::Tensor g = acc.gather(mlp->fc1->weight.grad().unsqueeze(0));
   EXPECT_TRUE(g[0].equal(g[1]));
 }
+
+TEST(Ddp, GradientsOutliveTheAccelerator) {
+  xt::Mlp mlp;
+  at::Tensor expected;
+  {
+    Accelerator acc(cpu_options());  // shared-memory buckets under mpirun on one machine
+    auto model = acc.prepare(mlp);
+    const auto mine = xt::mlp_batch(acc.process_index(), 0);
+    acc.backward(xt::loss_of(model(mine.x), mine.y));
+    expected = mlp->fc1->weight.grad().clone();
+  }
+  // The bucket memory the gradients alias stays valid after the Accelerator is gone.
+  EXPECT_TRUE(mlp->fc1->weight.grad().equal(expected));
+  mlp->fc1->weight.mutable_grad().reset();
+}
