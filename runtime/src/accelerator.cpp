@@ -82,17 +82,13 @@ void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tens
 
 AcceleratorOptions AcceleratorOptions::from_env() {
   AcceleratorOptions o;
-  try {
-    o.mixed_precision = env::get_string(env::kMixedPrecision);
-    o.gradient_accumulation_steps = static_cast<int>(env::get_int(env::kGradAccumSteps));
-    o.cpu = env::get_bool(env::kUseCpu);
-    o.gpu_ids = env::get_string(env::kGpuIds);
-    o.ddp.bucket_cap_mb = env::get_float(env::kBucketCapMb);
-    o.ddp.find_unused_parameters = env::get_bool(env::kFindUnusedParameters);
-    o.broadcast_buffers = env::get_bool(env::kBroadcastBuffers);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  o.mixed_precision = env::get_string(env::kMixedPrecision);
+  o.gradient_accumulation_steps = static_cast<int>(env::get_int(env::kGradAccumSteps));
+  o.cpu = env::get_bool(env::kUseCpu);
+  o.gpu_ids = env::get_string(env::kGpuIds);
+  o.ddp.bucket_cap_mb = env::get_float(env::kBucketCapMb);
+  o.ddp.find_unused_parameters = env::get_bool(env::kFindUnusedParameters);
+  o.broadcast_buffers = env::get_bool(env::kBroadcastBuffers);
   return o;
 }
 

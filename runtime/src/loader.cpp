@@ -24,29 +24,17 @@ int num_workers_from_env() {
   char* end = nullptr;
   const long v = std::strtol(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0' || v < 0 || v > 1024)
-    throw UsageError(env::bad_value(env::kNumWorkers, s, "a worker count (0..1024) or 'auto'").what());
+    throw env::bad_value(env::kNumWorkers, s, "a worker count (0..1024) or 'auto'");
   return static_cast<int>(v);
 }
 
 int prefetch_factor_from_env() {
-  long v = 0;
-  try {
-    v = env::get_int(env::kPrefetchFactor);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  if (v < 1 || v > 1024)
-    throw UsageError(env::bad_value(env::kPrefetchFactor, std::to_string(v), "in 1..1024").what());
+  const long v = env::get_int(env::kPrefetchFactor);
+  if (v < 1 || v > 1024) throw env::bad_value(env::kPrefetchFactor, std::to_string(v), "in 1..1024");
   return static_cast<int>(v);
 }
 
-bool pin_memory_from_env() {
-  try {
-    return env::get_bool(env::kPinMemory);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-}
+bool pin_memory_from_env() { return env::get_bool(env::kPinMemory); }
 
 // ---- the CPU stage ---------------------------------------------------------------------------
 

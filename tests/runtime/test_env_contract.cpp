@@ -1,5 +1,5 @@
 // docs/env-vars.md lists exactly the variables declared in env_vars.h, with their defaults, and
-// the typed readers reject malformed values with a message naming the variable.
+// the typed readers reject malformed values with a UsageError naming the variable.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -41,14 +41,14 @@ TEST(EnvContract, TypedReaders) {
   try {
     env::get_int(env::kGradAccumSteps);
     FAIL();
-  } catch (const std::invalid_argument& e) {
+  } catch (const xlaunch::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("XLAUNCH_GRADIENT_ACCUMULATION_STEPS='four' is not an integer"),
               std::string::npos);
   }
   unsetenv("XLAUNCH_GRADIENT_ACCUMULATION_STEPS");
   EXPECT_EQ(env::get_int(env::kGradAccumSteps), 1);
   setenv("XLAUNCH_BROADCAST_BUFFERS", "maybe", 1);
-  EXPECT_THROW(env::get_bool(env::kBroadcastBuffers), std::invalid_argument);
+  EXPECT_THROW(env::get_bool(env::kBroadcastBuffers), xlaunch::UsageError);
   setenv("XLAUNCH_BROADCAST_BUFFERS", "0", 1);
   EXPECT_FALSE(env::get_bool(env::kBroadcastBuffers));
   unsetenv("XLAUNCH_BROADCAST_BUFFERS");

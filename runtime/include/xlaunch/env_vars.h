@@ -3,11 +3,13 @@
 // the runtime reads its settings only from them, never from the YAML file.
 //
 // Header-only and free of torch and MPI, so the launcher can include it without linking either.
+// A malformed value is the user's mistake: the readers throw xlaunch::UsageError naming it.
 #pragma once
 
 #include <cstdlib>
-#include <stdexcept>
 #include <string>
+
+#include "xlaunch/error.h"
 
 namespace xlaunch::env {
 
@@ -54,8 +56,8 @@ inline std::string raw(const Var& v) {
   return s ? std::string(s) : std::string(v.default_value);
 }
 
-inline std::invalid_argument bad_value(const Var& v, const std::string& value, const char* expected) {
-  return std::invalid_argument(std::string(v.name) + "='" + value + "' is not " + expected + " (" +
+inline UsageError bad_value(const Var& v, const std::string& value, const char* expected) {
+  return UsageError(std::string(v.name) + "='" + value + "' is not " + expected + " (" +
                                v.meaning + "); unset it or fix the launcher config");
 }
 
