@@ -6,12 +6,33 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 namespace xlaunch {
 namespace {
 class DoneWork final : public Work {
  public:
   void wait() override {}
+};
+
+// Completes when every part has; the first error is rethrown after all parts were waited for.
+class AllWork final : public Work {
+ public:
+  explicit AllWork(std::vector<std::shared_ptr<Work>> parts) : parts_(std::move(parts)) {}
+  void wait() override {
+    std::exception_ptr first;
+    for (auto& w : parts_) {
+      try {
+        w->wait();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
+  }
+
+ private:
+  std::vector<std::shared_ptr<Work>> parts_;
 };
 }  // namespace
 
@@ -23,6 +44,16 @@ std::shared_ptr<Work> completed_work() {
 at::Tensor Communicator::allocate(int64_t numel, const at::TensorOptions& options) {
   return at::zeros({numel}, options);
 }
+
+std::shared_ptr<Work> Communicator::allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op) {
+  std::vector<std::shared_ptr<Work>> works;
+  for (auto& t : ts) works.push_back(allreduce_async(t, op));
+  return std::make_shared<AllWork>(std::move(works));
+}
+
+bool Communicator::shares_memory(const at::Tensor&) const { return false; }
+
+SharedPool* Communicator::reserve_shared_pool(size_t) { return nullptr; }
 
 at::Tensor Communicator::allgather(const at::Tensor& in) {
   const at::Tensor src = in.contiguous();

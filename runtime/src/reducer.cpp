@@ -7,10 +7,12 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "xlaunch/check.h"
 #include "xlaunch/error.h"
+#include "xlaunch/grad_capture.h"
 
 namespace xlaunch {
 
@@ -20,6 +22,9 @@ struct Reducer::Bucket {
   std::shared_ptr<Communicator> comm;
   std::shared_ptr<Work> work;
   size_t pending = 0;
+  // The communicator reduces the members' gradients where they lie (shared memory): a gradient in
+  // its pool is not copied into the bucket.
+  bool zero_copy = false;
 };
 
 namespace {
@@ -74,11 +79,46 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
       if (grad.defined()) bucket.views[pos].copy_(grad);
       grad = bucket.views[pos];
     }
+    bucket.zero_copy = bucket.comm->shares_memory(bucket.buffer);
   }
+  reserve_pools();
   install_hooks();
 }
 
+void Reducer::reserve_pools() {
+  // One pool per communicator that reduces in place, sized for its buckets' gradients plus room
+  // for autograd's gradient-sized temporaries. Collective: every rank walks the same buckets.
+  std::vector<std::shared_ptr<Communicator>> comms;
+  for (const auto& bucket : buckets_)
+    if (bucket.zero_copy && std::find(comms.begin(), comms.end(), bucket.comm) == comms.end())
+      comms.push_back(bucket.comm);
+  for (const auto& comm : comms) {
+    size_t bytes = 0;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      if (buckets_[b].comm != comm) continue;
+      bytes += buckets_[b].buffer.nbytes();
+      for (size_t i : plan_[b])
+        if (params_[i].numel() > 0) capture_sizes_.push_back(params_[i].nbytes());
+    }
+    if (SharedPool* pool = comm->reserve_shared_pool(bytes + bytes / 4 + (size_t{1} << 20))) pools_.push_back(pool);
+  }
+  if (pools_.empty()) capture_sizes_.clear();
+}
+
+bool Reducer::in_place_ok(const Bucket& bucket, size_t pos, const at::Tensor& grad) const {
+  if (grad.is_same(bucket.views[pos])) return true;
+  if (!bucket.zero_copy || !bucket.comm->shares_memory(grad)) return false;
+  // Not inside any bucket: another parameter's slot is no place for this gradient.
+  const char* p = static_cast<const char*>(grad.data_ptr());
+  for (const auto& other : buckets_) {
+    const char* base = static_cast<const char*>(other.buffer.data_ptr());
+    if (p + grad.nbytes() > base && p < base + other.buffer.nbytes()) return false;
+  }
+  return true;
+}
+
 Reducer::~Reducer() {
+  capture_.reset();
   for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
 }
 
@@ -105,6 +145,8 @@ void Reducer::prepare_for_backward(bool sync) {
   next_launch_ = 0;
   std::fill(ready_.begin(), ready_.end(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].pending = plan_[b].size();
+  // Fresh gradients of this backward are allocated in the shared pool (see grad_capture.h).
+  if (!capture_sizes_.empty()) capture_ = std::make_unique<GradCapture>(capture_sizes_, pools_);
 }
 
 void Reducer::on_grad_ready(size_t i) {
@@ -121,8 +163,9 @@ void Reducer::on_grad_ready(size_t i) {
                      "(backward through the same graph twice, or a reentrant backward); " +
                      "run one backward per step through acc.backward(loss)");
   at::Tensor& grad = params_[i].mutable_grad();
-  if (!grad.is_same(bucket.views[pos])) {
-    // Autograd made a fresh gradient (grads were reset to none): move it into the bucket.
+  if (!in_place_ok(bucket, pos, grad)) {
+    // A gradient the communicator cannot reach where it is (autograd made it outside the shared
+    // pool, or there is none): move it into the bucket.
     bucket.views[pos].copy_(grad);
     grad = bucket.views[pos];
   }
@@ -133,13 +176,20 @@ void Reducer::on_grad_ready(size_t i) {
 void Reducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_launch_];
-    bucket.work = bucket.comm->allreduce_async(bucket.buffer, ReduceOp::Avg);
+    if (bucket.zero_copy) {
+      std::vector<at::Tensor> grads;
+      for (size_t i : plan_[next_launch_]) grads.push_back(params_[i].grad());
+      bucket.work = bucket.comm->allreduce_coalesced_async(std::move(grads), ReduceOp::Avg);
+    } else {
+      bucket.work = bucket.comm->allreduce_async(bucket.buffer, ReduceOp::Avg);
+    }
     if (on_launch_) on_launch_(next_launch_);
     ++next_launch_;
   }
 }
 
 void Reducer::finalize_backward() {
+  capture_.reset();  // backward is over: allocations go to the CPU allocator again
   std::vector<size_t> unused;
   {
     std::lock_guard<std::mutex> lk(mu_);

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "models.h"
@@ -372,4 +373,54 @@ TEST(Ddp, GradientsOutliveTheAccelerator) {
   // The bucket memory the gradients alias stays valid after the Accelerator is gone.
   EXPECT_TRUE(mlp->fc1->weight.grad().equal(expected));
   mlp->fc1->weight.mutable_grad().reset();
+}
+
+// zero_grad resets gradients to none; the next backward's fresh gradients are born in the shared
+// pool and reduced there (no copy into the bucket), with the same result as one process.
+TEST(Ddp, FreshGradientsAreReducedWhereAutogradPutThem) {
+  Accelerator acc(cpu_options());
+  torch::manual_seed(5);
+  xt::Mlp mlp, reference;
+  xt::copy_state(*reference, *mlp);
+  auto model = acc.prepare(mlp);
+  auto comm = acc.bucket_communicator(acc.device());
+  ASSERT_EQ(comm->name(), "shm");
+  torch::optim::SGD sgd(mlp->parameters(), torch::optim::SGDOptions(0.1));
+  auto& opt = acc.prepare(sgd);
+  std::map<std::string, const void*> bucket_slot;
+  for (const auto& p : mlp->named_parameters()) bucket_slot[p.key()] = p.value().grad().data_ptr();
+  opt.zero_grad();  // set_to_none
+  const auto mine = xt::mlp_batch(acc.process_index(), 0);
+  acc.backward(xt::loss_of(model(mine.x), mine.y));
+  const auto all = xt::concat({xt::mlp_batch(0, 0), xt::mlp_batch(1, 0)});
+  xt::loss_of(reference(all.x), all.y).backward();
+  expect_same_grads(*mlp, *reference);
+  for (const auto& p : mlp->named_parameters()) {
+    EXPECT_NE(p.value().grad().data_ptr(), bucket_slot[p.key()]) << p.key() << " was copied into its bucket";
+    EXPECT_TRUE(comm->shares_memory(p.value().grad())) << p.key();
+  }
+  // Accumulating into pool gradients (no set_to_none) stays in place and stays correct.
+  const auto second = xt::mlp_batch(acc.process_index(), 1);
+  const void* before = mlp->fc1->weight.grad().data_ptr();
+  acc.backward(xt::loss_of(model(second.x), second.y));
+  EXPECT_EQ(mlp->fc1->weight.grad().data_ptr(), before);
+  const auto all2 = xt::concat({xt::mlp_batch(0, 1), xt::mlp_batch(1, 1)});
+  xt::loss_of(reference(all2.x), all2.y).backward();
+  expect_same_grads(*mlp, *reference);
+}
+
+TEST(Ddp, PoolGradientsOutliveTheAccelerator) {
+  xt::Mlp mlp;
+  at::Tensor expected;
+  {
+    Accelerator acc(cpu_options());
+    auto model = acc.prepare(mlp);
+    for (auto& p : mlp->parameters()) p.mutable_grad().reset();
+    const auto mine = xt::mlp_batch(acc.process_index(), 0);
+    acc.backward(xt::loss_of(model(mine.x), mine.y));
+    ASSERT_TRUE(acc.bucket_communicator(acc.device())->shares_memory(mlp->fc1->weight.grad()));
+    expected = mlp->fc1->weight.grad().clone();
+  }
+  EXPECT_TRUE(mlp->fc1->weight.grad().equal(expected));
+  for (auto& p : mlp->parameters()) p.mutable_grad().reset();  // frees the last pool blocks
 }

@@ -19,6 +19,8 @@
 
 namespace xlaunch {
 
+class SharedPool;
+
 enum class ReduceOp { Sum, Avg, Max };
 
 class Work {
@@ -47,6 +49,18 @@ class Communicator {
   // A buffer that this communicator reduces best (e.g. in memory the other ranks can map).
   // Collective when an implementation needs it: call on every rank in the same order.
   virtual at::Tensor allocate(int64_t numel, const at::TensorOptions& options);
+
+  // In place over several tensors as one collective: the same count, sizes and dtypes on every
+  // rank, in the same order. Default: one allreduce_async per tensor.
+  virtual std::shared_ptr<Work> allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op);
+
+  // Zero-copy reduction, for transports whose ranks can read each other's memory (the defaults
+  // say "not supported"). shares_memory: whether t lives in such memory, so that collectives
+  // reduce it where it is; every rank must agree on that for the tensors of one collective.
+  virtual bool shares_memory(const at::Tensor& t) const;
+  // Collective: a pool of `bytes` of such memory for this rank's gradients (see grad_capture.h),
+  // owned by the communicator; or nullptr, identically on every rank, when there is none.
+  virtual SharedPool* reserve_shared_pool(size_t bytes);
 
   void allreduce(const at::Tensor& t, ReduceOp op) { allreduce_async(t, op)->wait(); }
   void broadcast(const at::Tensor& t, int root) { broadcast_async(t, root)->wait(); }

@@ -3,9 +3,8 @@
 // The bucket-ready protocol, per synced backward:
 //  1. prepare_for_backward() arms the reducer (sync or local accumulation).
 //  2. Autograd accumulates a parameter's gradient, then our post-hook on its AccumulateGrad node
-//     runs: the gradient is made to live in its bucket (param.grad becomes a view into the
-//     bucket's flat buffer; a fresh gradient produced by autograd is copied in once), and the
-//     parameter is marked ready.
+//     runs: the gradient is made to live where the communicator can reduce it (see Memory below),
+//     and the parameter is marked ready.
 //  3. When every parameter of a bucket is ready, and every earlier bucket has been started, the
 //     bucket's allreduce (average) starts at once on the communicator (MPI: its communication
 //     thread; NCCL: its stream) while backward keeps computing. Buckets start in index order on
@@ -15,8 +14,16 @@
 //     all of them, and then reports unused parameters as an error unless find_unused_parameters.
 // After it returns, each param.grad holds the gradient averaged over all ranks.
 //
-// Memory: gradients are views into the buckets, so the only per-step copy is the one autograd's
-// fresh gradient needs to land in the bucket (none when grads are zeroed in place between steps).
+// Memory: every bucket is one flat buffer, allocated by the communicator (shared memory for CPU
+// ranks on one machine), and param.grad starts as a view into it. When zero_grad resets gradients
+// to none, autograd allocates fresh ones:
+//  - shared-memory communicator: during backward those allocations are served from a shared pool
+//    the other ranks have mapped (grad_capture.h), and each bucket's gradients are reduced in place
+//    there, as one coalesced allreduce: no copy at all. A gradient that missed the pool (full, or
+//    made outside backward) is copied into its bucket slot instead.
+//  - MPI and NCCL: the fresh gradient is copied into its bucket slot once, param.grad becomes that
+//    view again, and the flat bucket is reduced. With zero_grad(set_to_none=false) gradients stay
+//    views and autograd accumulates into them: no copy.
 // During local accumulation (no sync) nothing is communicated and gradients accumulate in place.
 #pragma once
 
@@ -36,6 +43,9 @@ struct Node;
 }
 
 namespace xlaunch {
+
+class GradCapture;
+class SharedPool;
 
 struct ReducerOptions {
   double bucket_cap_mb = 25.0;
@@ -74,6 +84,9 @@ class Reducer {
   void on_grad_ready(size_t param);
   void launch_ready_buckets();
   void install_hooks();
+  void reserve_pools();
+  // Whether the bucket's communicator can reduce `grad` (of the member at `pos`) where it lies.
+  bool in_place_ok(const Bucket& bucket, size_t pos, const at::Tensor& grad) const;
 
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;
@@ -84,6 +97,9 @@ class Reducer {
   std::vector<char> ready_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<uintptr_t> hook_keys_;
+  std::vector<SharedPool*> pools_;       // owned by the communicators
+  std::vector<size_t> capture_sizes_;    // gradient byte sizes served from pools_ during backward
+  std::unique_ptr<GradCapture> capture_;  // alive from prepare_for_backward to finalize_backward
 
   std::mutex mu_;  // hooks may run on several autograd threads (one per CUDA device)
   bool armed_ = false;

@@ -2,19 +2,23 @@
 //
 // Why: on a CPU machine the ranks share the memory bus, and MPI's allreduce copies every byte
 // through its own buffers several times while busy-polling a core that backward needs. Here the
-// gradient buckets themselves live in POSIX shared memory that every rank maps, so an allreduce
-// is: (1) a barrier (every rank's bucket is final); (2) rank r reduces its 1/world slice across
-// all ranks' buckets and writes the result into every rank's bucket; (3) a barrier (every slice is
-// written). No staging copies; the waits spin briefly, then sleep on a futex, so a waiting rank
-// gives its core back to the others.
+// gradients themselves live in POSIX shared memory that every rank maps (the reducer's buckets,
+// from allocate(), and the gradient pool, from reserve_shared_pool(), where autograd writes fresh
+// gradients; see grad_capture.h), so an allreduce of a list of tensors is:
+//  1. each rank publishes where its tensors are (segment, offset) in a table in shared memory;
+//  2. a barrier (every rank's tensors are final, and their places are known);
+//  3. rank r reduces its 1/world slice of the tensors' concatenated elements, reading every rank's
+//     copy where it lies and writing the result into every rank's copy;
+//  4. a barrier (every slice is written everywhere).
+// No staging copies; each element is read and written once per rank that holds it. The waits spin
+// briefly, then sleep on a futex, so a waiting rank gives its core back to the others.
 //
-// Only buffers from allocate() take the shared path (the reducer allocates its buckets there);
-// anything else, and broadcast/allgather/barrier, is forwarded to the MPI communicator, whose
-// collectives are issued in the same program order on every rank.
+// Only tensors in that memory take the shared path; anything else, and broadcast/allgather/barrier,
+// is forwarded to the MPI communicator, whose collectives are issued in the same program order on
+// every rank.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <vector>
 
@@ -34,10 +38,17 @@ class ShmCommunicator final : public ThreadedCommunicator {
   std::string name() const override { return "shm"; }
 
   // Collective (every rank, same order, same sizes): a tensor in shared memory that every rank
-  // maps. Throws CommError when /dev/shm has no room.
+  // maps. When /dev/shm has no room on some rank, every rank gets plain memory instead (and the
+  // tensor is then reduced through MPI), with a warning from rank 0.
   at::Tensor allocate(int64_t numel, const at::TensorOptions& options) override;
+  // Collective: a pool in shared memory for this rank's gradients; nullptr on every rank when
+  // /dev/shm has no room on some rank. The pool's blocks stay valid after the communicator is gone.
+  SharedPool* reserve_shared_pool(size_t bytes) override;
+  // CPU float or double, contiguous, and inside allocate()'s or the pool's memory (or empty).
+  bool shares_memory(const at::Tensor& t) const override;
 
   std::shared_ptr<Work> allreduce_async(at::Tensor t, ReduceOp op) override;
+  std::shared_ptr<Work> allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op) override;
   std::shared_ptr<Work> broadcast_async(at::Tensor t, int root) override { return fallback_->broadcast_async(t, root); }
   std::shared_ptr<Work> allgather_async(at::Tensor in, at::Tensor out) override {
     return fallback_->allgather_async(in, out);
@@ -52,17 +63,28 @@ class ShmCommunicator final : public ThreadedCommunicator {
 
  private:
   struct Control;
+  struct Place {  // where a rank's tensor lies: segment index (-1: empty tensor) and byte offset
+    int64_t segment;
+    int64_t offset;
+  };
   struct Segment {
     size_t bytes = 0;
-    std::vector<char*> maps;  // every rank's mapping of its buffer, by rank
+    std::vector<char*> maps;       // every rank's mapping of its buffer, by rank
+    SharedPool* pool = nullptr;    // set when this rank's buffer is the gradient pool
   };
   void barrier(int which);
   bool any_failed(bool failed_here);  // over every rank, through the MPI communicator
-  const Segment* find(const at::Tensor& t) const;
+  // Collective: one segment per rank, mapped by every rank; false on every rank if any failed
+  // (rank 0 then warns: "xlaunch: <consequence>: <why>").
+  bool map_segments(size_t bytes, Segment& seg, const char* consequence);
+  bool locate(const at::Tensor& t, Place& where) const;
+  void run_coalesced(const std::vector<at::Tensor>& ts, ReduceOp op);
+  Place* places_of(int rank) const;
 
   std::shared_ptr<Communicator> fallback_;
   std::string prefix_;
   Control* ctl_ = nullptr;
+  size_t ctl_bytes_ = 0;
   std::vector<Segment> segments_;
 };
 

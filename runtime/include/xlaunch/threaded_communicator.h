@@ -38,8 +38,10 @@ class ThreadedCommunicator : public Communicator {
   virtual void run_allgather(const at::Tensor& in, at::Tensor& out) = 0;
   virtual void run_barrier() = 0;
 
- private:
+  // Runs op on the communication thread after everything issued before it.
   std::shared_ptr<Work> enqueue(const char* kind, std::function<void()> op);
+
+ private:
   void loop();
 
   struct Item;
