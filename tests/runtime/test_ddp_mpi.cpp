@@ -41,6 +41,16 @@ void expect_same_grads(torch::nn::Module& got, torch::nn::Module& want, double t
   }
 }
 
+// One synced backward of rank r's MLP batch `step` on 2 ranks, and the one-process reference's
+// backward on both ranks' batches.
+template <typename Model>
+void backward_both(Accelerator& acc, Model& model, xt::Mlp& reference, int step) {
+  const auto mine = xt::mlp_batch(acc.process_index(), step);
+  acc.backward(xt::loss_of(model(mine.x), mine.y));
+  const auto all = xt::concat({xt::mlp_batch(0, step), xt::mlp_batch(1, step)});
+  xt::loss_of(reference(all.x), all.y).backward();
+}
+
 void expect_same_params(torch::nn::Module& got, torch::nn::Module& want, double tol = 1e-5) {
   auto ref = want.named_parameters();
   for (const auto& item : got.named_parameters())
@@ -57,10 +67,7 @@ TEST(Ddp, MlpGradientsEqualOneProcessOnTheConcatenatedBatch) {
   at::Tensor w = acc.gather(mlp->fc1->weight.unsqueeze(0));
   EXPECT_TRUE(w[0].equal(w[1])) << "prepare did not broadcast rank 0's parameters";
   xt::copy_state(*reference, *mlp);
-  const auto mine = xt::mlp_batch(acc.process_index(), 0);
-  acc.backward(xt::loss_of(model(mine.x), mine.y));
-  const auto all = xt::concat({xt::mlp_batch(0, 0), xt::mlp_batch(1, 0)});
-  xt::loss_of(reference(all.x), all.y).backward();
+  backward_both(acc, model, reference, 0);
   expect_same_grads(*mlp, *reference);
 }
 
@@ -390,22 +397,16 @@ TEST(Ddp, FreshGradientsAreReducedWhereAutogradPutThem) {
   std::map<std::string, const void*> bucket_slot;
   for (const auto& p : mlp->named_parameters()) bucket_slot[p.key()] = p.value().grad().data_ptr();
   opt.zero_grad();  // set_to_none
-  const auto mine = xt::mlp_batch(acc.process_index(), 0);
-  acc.backward(xt::loss_of(model(mine.x), mine.y));
-  const auto all = xt::concat({xt::mlp_batch(0, 0), xt::mlp_batch(1, 0)});
-  xt::loss_of(reference(all.x), all.y).backward();
+  backward_both(acc, model, reference, 0);
   expect_same_grads(*mlp, *reference);
   for (const auto& p : mlp->named_parameters()) {
     EXPECT_NE(p.value().grad().data_ptr(), bucket_slot[p.key()]) << p.key() << " was copied into its bucket";
     EXPECT_TRUE(comm->shares_memory(p.value().grad())) << p.key();
   }
   // Accumulating into pool gradients (no set_to_none) stays in place and stays correct.
-  const auto second = xt::mlp_batch(acc.process_index(), 1);
   const void* before = mlp->fc1->weight.grad().data_ptr();
-  acc.backward(xt::loss_of(model(second.x), second.y));
+  backward_both(acc, model, reference, 1);
   EXPECT_EQ(mlp->fc1->weight.grad().data_ptr(), before);
-  const auto all2 = xt::concat({xt::mlp_batch(0, 1), xt::mlp_batch(1, 1)});
-  xt::loss_of(reference(all2.x), all2.y).backward();
   expect_same_grads(*mlp, *reference);
 }
 
