@@ -94,15 +94,18 @@ void Reducer::reserve_pools() {
       comms.push_back(bucket.comm);
   for (const auto& comm : comms) {
     size_t bytes = 0;
+    std::vector<size_t> sizes;
     for (size_t b = 0; b < buckets_.size(); ++b) {
       if (buckets_[b].comm != comm) continue;
       bytes += buckets_[b].buffer.nbytes();
       for (size_t i : plan_[b])
-        if (params_[i].numel() > 0) capture_sizes_.push_back(params_[i].nbytes());
+        if (params_[i].numel() > 0) sizes.push_back(params_[i].nbytes());
     }
-    if (SharedPool* pool = comm->reserve_shared_pool(bytes + bytes / 4 + (size_t{1} << 20))) pools_.push_back(pool);
+    SharedPool* pool = comm->reserve_shared_pool(bytes + bytes / 4 + (size_t{1} << 20));
+    if (!pool) continue;
+    pools_.push_back(pool);
+    capture_sizes_.insert(capture_sizes_.end(), sizes.begin(), sizes.end());
   }
-  if (pools_.empty()) capture_sizes_.clear();
 }
 
 bool Reducer::in_place_ok(const Bucket& bucket, size_t pos, const at::Tensor& grad) const {
@@ -118,7 +121,6 @@ bool Reducer::in_place_ok(const Bucket& bucket, size_t pos, const at::Tensor& gr
 }
 
 Reducer::~Reducer() {
-  capture_.reset();
   for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
 }
 

@@ -309,30 +309,33 @@ std::shared_ptr<Work> ShmCommunicator::allreduce_async(at::Tensor t, ReduceOp op
 std::shared_ptr<Work> ShmCommunicator::allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op) {
   for (const auto& t : ts) check_cpu_collective_tensor(t, "allreduce");
   if (size() == 1) return completed_work();
+  std::vector<Place> places(ts.size());
   bool shared = !ts.empty();
-  for (const auto& t : ts) shared = shared && t.scalar_type() == ts.front().scalar_type() && shares_memory(t);
-  if (!shared) {
-    if (ts.size() == 1) return fallback_->allreduce_async(ts.front(), op);
-    return fallback_->allreduce_coalesced_async(std::move(ts), op);
-  }
+  for (size_t k = 0; k < ts.size() && shared; ++k)
+    shared = ts[k].scalar_type() == ts.front().scalar_type() && locate(ts[k], places[k]);
+  if (!shared) return fallback_->allreduce_coalesced_async(std::move(ts), op);
   // The work holds the tensors, so their memory stays put until every rank has read it.
-  return enqueue("allreduce", [this, ts = std::move(ts), op] { run_coalesced(ts, op); });
+  return enqueue("allreduce", [this, ts = std::move(ts), places = std::move(places), op] {
+    run_coalesced(ts, places, op);
+  });
 }
 
-void ShmCommunicator::run_allreduce(at::Tensor& t, ReduceOp op) { run_coalesced({t}, op); }
+void ShmCommunicator::run_allreduce(at::Tensor& t, ReduceOp op) {
+  std::vector<Place> places(1);
+  XLAUNCH_ASSERT(locate(t, places[0]), "shm allreduce of a tensor in shared memory");
+  run_coalesced({t}, places, op);
+}
 
-void ShmCommunicator::run_coalesced(const std::vector<at::Tensor>& ts, ReduceOp op) {
+void ShmCommunicator::run_coalesced(const std::vector<at::Tensor>& ts, const std::vector<Place>& places, ReduceOp op) {
   const bool is_float = ts.front().scalar_type() == at::kFloat;
   const int64_t elem = ts.front().element_size();
   Place* mine = places_of(rank());
   std::vector<char*> ptrs(size());
   for (size_t first = 0; first < ts.size(); first += kMaxPlaces) {
     const size_t count = std::min(kMaxPlaces, ts.size() - first);
+    std::copy_n(places.begin() + first, count, mine);
     int64_t total = 0;
-    for (size_t k = 0; k < count; ++k) {
-      XLAUNCH_ASSERT(locate(ts[first + k], mine[k]), "shm allreduce of a tensor in shared memory");
-      total += ts[first + k].numel();
-    }
+    for (size_t k = 0; k < count; ++k) total += ts[first + k].numel();
     barrier(kAllreduceBarrier);  // every rank's tensors are final and their places published
     // This rank's slice of the concatenated elements, walked tensor by tensor.
     const int64_t begin = total * rank() / size(), end = total * (rank() + 1) / size();

@@ -44,7 +44,6 @@ class SharedPool {
   c10::DataPtr allocate(size_t n);
   // Whether [p, p + n) lies inside this pool's region.
   bool contains(const void* p, size_t n) const;
-  size_t capacity() const { return bytes_; }
   size_t in_use() const;  // bytes in live blocks
 
  private:

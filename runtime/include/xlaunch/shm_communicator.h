@@ -78,7 +78,8 @@ class ShmCommunicator final : public ThreadedCommunicator {
   // (rank 0 then warns: "xlaunch: <consequence>: <why>").
   bool map_segments(size_t bytes, Segment& seg, const char* consequence);
   bool locate(const at::Tensor& t, Place& where) const;
-  void run_coalesced(const std::vector<at::Tensor>& ts, ReduceOp op);
+  // On the communication thread; places[k]: where ts[k] lies here (from locate()).
+  void run_coalesced(const std::vector<at::Tensor>& ts, const std::vector<Place>& places, ReduceOp op);
   Place* places_of(int rank) const;
 
   std::shared_ptr<Communicator> fallback_;
