@@ -11,7 +11,7 @@
 #include <exception>
 #include <iostream>
 
-#include "xlaunch/check.h"
+#include "check.h"
 #include "xlaunch/env_vars.h"
 
 namespace xlaunch {

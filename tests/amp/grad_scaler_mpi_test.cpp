@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "skip_scenario.h"
-#include "xlaunch/mpi_communicator.h"
+#include "comm/mpi_communicator.h"
 
 namespace {
 

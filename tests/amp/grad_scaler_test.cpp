@@ -12,7 +12,7 @@
 
 #include "skip_scenario.h"
 #include "xlaunch/error.h"
-#include "xlaunch/inprocess_communicator.h"
+#include "comm/inprocess_communicator.h"
 
 namespace {
 

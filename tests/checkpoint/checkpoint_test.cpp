@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "../data/test_datasets.h"
-#include "xlaunch/checkpoint.h"
+#include "state/checkpoint_dir.h"
 #include "xlaunch/error.h"
 #include "xlaunch/loader.h"
 

@@ -22,7 +22,7 @@
 #include <string>
 
 #include "xlaunch/accelerator.h"
-#include "xlaunch/checkpoint.h"
+#include "state/checkpoint_dir.h"
 
 namespace {
 
@@ -92,7 +92,7 @@ int run(const std::map<std::string, std::string>& args) {
   for (int64_t epoch = loader.epoch(); epoch < epochs; ++epoch) {
     net->train();
     for (auto& batch : loader) {
-      auto g = acc.accumulate();
+      acc.accumulate();
       auto loss = torch::nn::functional::cross_entropy(model(batch.data), batch.target);
       acc.backward(loss);
       opt.step();

@@ -4,7 +4,7 @@
 
 #include "test_datasets.h"
 #include "xlaunch/metrics.h"
-#include "xlaunch/mpi_communicator.h"
+#include "comm/mpi_communicator.h"
 #include "xlaunch/process_state.h"
 
 namespace {

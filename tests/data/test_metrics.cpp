@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "test_datasets.h"
-#include "xlaunch/inprocess_communicator.h"
+#include "comm/inprocess_communicator.h"
 #include "xlaunch/metrics.h"
 
 namespace {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "xlaunch/bucket_plan.h"
+#include "ddp/bucket_plan.h"
 
 using xlaunch::assign_buckets;
 using xlaunch::BucketCaps;

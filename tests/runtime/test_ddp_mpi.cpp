@@ -18,7 +18,9 @@
 #include "models.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
-#include "xlaunch/mpi_communicator.h"
+#include "comm/mpi_communicator.h"
+#include "comm/shared_memory.h"
+#include "comm/shm_communicator.h"
 
 using xlaunch::Accelerator;
 using xlaunch::AcceleratorOptions;
@@ -146,7 +148,7 @@ TEST(Ddp, GradientAccumulationSyncsOnlyOnTheLastMicroStep) {
   torch::optim::SGD ref_sgd(reference->parameters(), torch::optim::SGDOptions(0.1));
   auto& opt = acc.prepare(sgd);
   for (int micro = 0; micro < 4; ++micro) {
-    auto guard = acc.accumulate();
+    acc.accumulate();
     const auto mine = xt::mlp_batch(acc.process_index(), micro);
     acc.backward(xt::loss_of(model(mine.x), mine.y));
     const auto all = xt::concat({xt::mlp_batch(0, micro), xt::mlp_batch(1, micro)});
@@ -246,11 +248,14 @@ TEST_P(Overlap, FirstBucketAllreduceStartsBeforeBackwardEnds) {
   Accelerator acc(options);
   xt::Mlp mlp;
   auto model = acc.prepare(mlp);
-  auto comm = std::dynamic_pointer_cast<xlaunch::ThreadedCommunicator>(acc.bucket_communicator(acc.device()));
-  ASSERT_NE(comm, nullptr);
+  auto comm = acc.bucket_communicator(acc.device());
   EXPECT_EQ(comm->name(), GetParam() == "mpi" ? "mpi" : "shm");
+  auto* threaded = dynamic_cast<xlaunch::ThreadedCommunicator*>(comm.get());
+  auto* shm = dynamic_cast<xlaunch::ShmCommunicator*>(comm.get());
+  ASSERT_TRUE(threaded || shm);
+  xlaunch::CommThread& thread = threaded ? threaded->comm_thread() : shm->comm_thread();
   std::atomic<int> allreduces_started{0};
-  comm->set_start_observer([&](const char* kind, uint64_t) {
+  thread.set_start_observer([&](const char* kind, uint64_t) {
     if (std::string(kind) == "allreduce") ++allreduces_started;
   });
   // fc1's weight gets its gradient last. Hold backward there until the communication thread has
@@ -265,7 +270,7 @@ TEST_P(Overlap, FirstBucketAllreduceStartsBeforeBackwardEnds) {
   });
   const auto mine = xt::mlp_batch(acc.process_index(), 0);
   acc.backward(xt::loss_of(model(mine.x), mine.y));
-  comm->set_start_observer(nullptr);
+  thread.set_start_observer(nullptr);
   mlp->fc1->weight.remove_hook(hook);
   EXPECT_GE(acc.reducer(0).buckets().size(), 3u);
   EXPECT_TRUE(overlapped) << "no allreduce had started while backward was still computing fc1";
@@ -401,7 +406,7 @@ TEST(Ddp, FreshGradientsAreReducedWhereAutogradPutThem) {
   expect_same_grads(*mlp, *reference);
   for (const auto& p : mlp->named_parameters()) {
     EXPECT_NE(p.value().grad().data_ptr(), bucket_slot[p.key()]) << p.key() << " was copied into its bucket";
-    EXPECT_TRUE(comm->shares_memory(p.value().grad())) << p.key();
+    EXPECT_TRUE(comm->shared_memory()->holds(p.value().grad())) << p.key();
   }
   // Accumulating into pool gradients (no set_to_none) stays in place and stays correct.
   const void* before = mlp->fc1->weight.grad().data_ptr();
@@ -419,7 +424,7 @@ TEST(Ddp, PoolGradientsOutliveTheAccelerator) {
     for (auto& p : mlp->parameters()) p.mutable_grad().reset();
     const auto mine = xt::mlp_batch(acc.process_index(), 0);
     acc.backward(xt::loss_of(model(mine.x), mine.y));
-    ASSERT_TRUE(acc.bucket_communicator(acc.device())->shares_memory(mlp->fc1->weight.grad()));
+    ASSERT_TRUE(acc.bucket_communicator(acc.device())->shared_memory()->holds(mlp->fc1->weight.grad()));
     expected = mlp->fc1->weight.grad().clone();
   }
   EXPECT_TRUE(mlp->fc1->weight.grad().equal(expected));

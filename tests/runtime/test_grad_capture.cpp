@@ -12,7 +12,7 @@
 
 #include <thread>
 
-#include "xlaunch/grad_capture.h"
+#include "ddp/grad_capture.h"
 
 using xlaunch::GradCapture;
 using xlaunch::SharedPool;

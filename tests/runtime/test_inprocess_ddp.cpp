@@ -10,7 +10,7 @@
 #include "models.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
-#include "xlaunch/inprocess_communicator.h"
+#include "comm/inprocess_communicator.h"
 
 using xlaunch::InProcessCommunicator;
 using xlaunch::InProcessGroup;

@@ -5,7 +5,7 @@
 #include <ATen/ops/full.h>
 
 #include "xlaunch/error.h"
-#include "xlaunch/mpi_communicator.h"
+#include "comm/mpi_communicator.h"
 
 using xlaunch::MpiCommunicator;
 using xlaunch::ReduceOp;

@@ -6,8 +6,8 @@
 
 #include "models.h"
 #include "xlaunch/accelerator.h"
-#include "xlaunch/mpi_communicator.h"
-#include "xlaunch/nccl_communicator.h"
+#include "comm/mpi_communicator.h"
+#include "comm/nccl_communicator.h"
 
 namespace {
 void skip_without_gpu() {

@@ -9,9 +9,9 @@
 #include <ATen/ops/from_blob.h>
 
 #include "xlaunch/error.h"
-#include "xlaunch/grad_capture.h"
-#include "xlaunch/mpi_communicator.h"
-#include "xlaunch/shm_communicator.h"
+#include "ddp/grad_capture.h"
+#include "comm/mpi_communicator.h"
+#include "comm/shm_communicator.h"
 
 using xlaunch::ReduceOp;
 using xlaunch::SharedPool;
@@ -45,7 +45,7 @@ class Shm : public ::testing::Test {
 TEST_F(Shm, BucketAllreduceSumAvgMax) {
   for (auto dtype : {at::kFloat, at::kDouble}) {
     at::Tensor t = comm->allocate(1001, at::TensorOptions().dtype(dtype));
-    ASSERT_TRUE(comm->shares_memory(t));
+    ASSERT_TRUE(comm->holds(t));
     t.copy_(values(1001, 0, r, dtype));
     comm->allreduce(t, ReduceOp::Sum);
     EXPECT_TRUE(t.equal(values(1001, 0, 0, dtype) * 2 + 1)) << at::toString(dtype);
@@ -61,7 +61,7 @@ TEST_F(Shm, BucketAllreduceSumAvgMax) {
 // Each rank's tensors lie in different places (pool or bucket, rank-dependent), some are empty,
 // and there are more of them than one round of the place table holds.
 TEST_F(Shm, CoalescedAllreduceReducesTensorsWhereTheyLie) {
-  SharedPool* pool = comm->reserve_shared_pool(8 << 20);
+  SharedPool* pool = comm->reserve_pool(8 << 20);
   ASSERT_NE(pool, nullptr);
   at::Tensor bucket = comm->allocate(4000, at::TensorOptions().dtype(at::kFloat));
   std::vector<at::Tensor> ts;
@@ -73,7 +73,7 @@ TEST_F(Shm, CoalescedAllreduceReducesTensorsWhereTheyLie) {
     at::Tensor t = in_bucket ? bucket.narrow(0, bucket_used, n) : pool_tensor(pool, n, at::kFloat);
     if (in_bucket) bucket_used += n;
     t.copy_(values(n, k, r, at::kFloat));
-    ASSERT_TRUE(comm->shares_memory(t)) << k;
+    ASSERT_TRUE(comm->holds(t)) << k;
     ts.push_back(t);
   }
   comm->allreduce_coalesced_async(ts, ReduceOp::Avg)->wait();
@@ -83,19 +83,19 @@ TEST_F(Shm, CoalescedAllreduceReducesTensorsWhereTheyLie) {
 
 TEST_F(Shm, TensorsOutsideSharedMemoryGoThroughMpi) {
   at::Tensor plain = values(500, 3, r, at::kDouble);
-  EXPECT_FALSE(comm->shares_memory(plain));
+  EXPECT_FALSE(comm->holds(plain));
   std::vector<at::Tensor> ts{plain, values(7, 4, r, at::kDouble)};
   comm->allreduce_coalesced_async(ts, ReduceOp::Sum)->wait();
   EXPECT_TRUE(ts[0].equal(values(500, 3, 0, at::kDouble) * 2 + 1));
   EXPECT_TRUE(ts[1].equal(values(7, 4, 0, at::kDouble) * 2 + 1));
   at::Tensor ints = at::full({4}, static_cast<int64_t>(r + 1), at::kLong);
-  EXPECT_FALSE(comm->shares_memory(ints));
+  EXPECT_FALSE(comm->holds(ints));
   comm->allreduce(ints, ReduceOp::Sum);
   EXPECT_TRUE(ints.eq(3).all().item<bool>());
 }
 
 TEST_F(Shm, PoolBlocksOutliveTheCommunicator) {
-  SharedPool* pool = comm->reserve_shared_pool(1 << 16);
+  SharedPool* pool = comm->reserve_pool(1 << 16);
   ASSERT_NE(pool, nullptr);
   at::Tensor t = pool_tensor(pool, 100, at::kFloat);
   t.copy_(values(100, 0, r, at::kFloat));
