@@ -21,6 +21,7 @@
 #include "comm/nccl_communicator.h"
 #include "xlaunch/process_state.h"
 #include "comm/shm_communicator.h"
+#include "watch/watchdog.h"
 
 namespace xlaunch {
 namespace {
@@ -259,7 +260,7 @@ void PreparedOptimizer::step() {
   skipped_ = false;
   if (!acc_->sync_gradients()) return;
   acc_->optimizer_step(*this, *inner_, skipped_);
-  if (!skipped_) ++acc_->step_;
+  if (!skipped_) watch::set_step(++acc_->step_);
 }
 
 void PreparedOptimizer::zero_grad(bool set_to_none) {

@@ -43,7 +43,7 @@ TEST(ConfigDefaults, EmptyMappingGivesDefaultsAndListsEveryKeyAsDefaulted) {
   EXPECT_EQ(l.config.mixed_precision, MixedPrecision::No);
   EXPECT_EQ(l.config.mpi.bind_to, "none");
   EXPECT_EQ(l.config.ddp.bucket_cap_mb, 25.0);
-  EXPECT_EQ(l.config.timeout_s, 1800);
+  EXPECT_EQ(l.config.timeout_s, 600);
   EXPECT_EQ(l.defaulted, schema_keys());
 }
 

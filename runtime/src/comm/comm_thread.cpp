@@ -1,6 +1,10 @@
 #include "comm/comm_thread.h"
 
+#include <c10/util/Exception.h>
+
 #include <future>
+
+#include "watch/watchdog.h"
 
 namespace xlaunch {
 
@@ -22,6 +26,33 @@ class FutureWork final : public Work {
 };
 }  // namespace
 
+CollectiveInfo CollectiveInfo::of(const char* op, const at::Tensor& t) {
+  return t.defined() ? CollectiveInfo{op, t.scalar_type(), t.numel()} : CollectiveInfo{op};
+}
+
+CollectiveInfo CollectiveInfo::of(const char* op, const std::vector<at::Tensor>& ts) {
+  CollectiveInfo info{op};
+  if (!ts.empty()) info.dtype = ts.front().scalar_type();
+  for (const auto& t : ts) info.numel += t.numel();
+  return info;
+}
+
+const char* dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kLong: return "int64";
+    case at::kInt: return "int32";
+    case at::kShort: return "int16";
+    case at::kChar: return "int8";
+    case at::kByte: return "uint8";
+    case at::kBool: return "bool";
+    default: return c10::toString(t);
+  }
+}
+
 void CommThread::start() { thread_ = std::thread([this] { loop(); }); }
 
 void CommThread::stop() {
@@ -39,14 +70,15 @@ void CommThread::set_start_observer(std::function<void(const char*, uint64_t)> f
   observer_ = std::move(fn);
 }
 
-std::shared_ptr<Work> CommThread::enqueue(const char* kind, std::function<void()> op) {
+std::shared_ptr<Work> CommThread::enqueue(const CollectiveInfo& info, std::function<void()> op) {
   auto item = std::make_shared<Item>();
-  item->kind = kind;
+  item->kind = info.op;
   item->op = std::move(op);
   auto fut = item->done.get_future().share();
   {
     std::lock_guard<std::mutex> lk(mu_);
-    item->seq = issued_++;
+    // Numbered under the lock: the log's order is the queue's.
+    item->seq = watch::issued(info.op, dtype_name(info.dtype), info.numel, static_cast<int>(c10::elementSize(info.dtype)));
     queue_.push_back(item);
   }
   cv_.notify_one();
@@ -66,10 +98,13 @@ void CommThread::loop() {
       observer = observer_;
     }
     try {
+      watch::started(item->seq);
       if (observer) observer(item->kind, item->seq);
       item->op();
+      watch::finished(item->seq, true);
       item->done.set_value();
     } catch (...) {
+      watch::finished(item->seq, false);
       item->done.set_exception(std::current_exception());
     }
   }

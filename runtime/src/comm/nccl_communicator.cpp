@@ -7,8 +7,12 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <cstring>
+#include <deque>
+#include <mutex>
 
+#include "comm/comm_thread.h"
 #include "cuda_check.h"
+#include "watch/watchdog.h"
 #include "xlaunch/error.h"
 
 namespace xlaunch {
@@ -61,8 +65,10 @@ class NcclCommunicator final : public Communicator {
     std::memcpy(&id, bytes.data_ptr(), sizeof id);
     c10::cuda::CUDAGuard guard(device_);
     XLAUNCH_CHECK_NCCL(ncclCommInitRank(&comm_, size_, id, rank_));
+    poller_ = watch::add_poller([this](bool ending) { return poll(ending); });
   }
   ~NcclCommunicator() override {
+    watch::remove_poller(poller_);
     if (comm_) ncclCommDestroy(comm_);
   }
 
@@ -72,14 +78,14 @@ class NcclCommunicator final : public Communicator {
 
   std::shared_ptr<Work> allreduce_async(at::Tensor t, ReduceOp op) override {
     check(t, "allreduce");
-    return enqueue({t}, [&] {
+    return enqueue("allreduce", {t}, [&] {
       XLAUNCH_CHECK_NCCL(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()),
                                        nccl_op(op), comm_, stream_.stream()));
     });
   }
   std::shared_ptr<Work> broadcast_async(at::Tensor t, int root) override {
     check(t, "broadcast");
-    return enqueue({t}, [&] {
+    return enqueue("broadcast", {t}, [&] {
       XLAUNCH_CHECK_NCCL(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), root,
                                        comm_, stream_.stream()));
     });
@@ -89,7 +95,7 @@ class NcclCommunicator final : public Communicator {
     check(out, "allgather");
     if (out.numel() != in.numel() * size_ || out.scalar_type() != in.scalar_type())
       throw UsageError("allgather: the output must hold world_size * input elements of the input's dtype");
-    return enqueue({in, out}, [&] {
+    return enqueue("allgather", {in, out}, [&] {
       XLAUNCH_CHECK_NCCL(ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in.scalar_type()),
                                        comm_, stream_.stream()));
     });
@@ -108,8 +114,14 @@ class NcclCommunicator final : public Communicator {
     if (!t.is_contiguous()) throw UsageError(std::string(what) + ": the tensor must be contiguous");
   }
 
+  // Logged as issued and running when it is queued on the stream (with debug on, after every rank
+  // has issued the same collective); finished when poll() sees its event complete.
   template <typename F>
-  std::shared_ptr<Work> enqueue(std::initializer_list<at::Tensor> tensors, F&& call) {
+  std::shared_ptr<Work> enqueue(const char* op, std::initializer_list<at::Tensor> tensors, F&& call) {
+    const at::Tensor& first = *tensors.begin();
+    const uint64_t seq = watch::issued(op, dtype_name(first.scalar_type()), first.numel(),
+                                       static_cast<int>(first.element_size()));
+    watch::started(seq);
     c10::cuda::CUDAGuard guard(device_);
     at::cuda::CUDAStream compute = at::cuda::getCurrentCUDAStream(device_);
     at::cuda::CUDAEvent inputs_ready;
@@ -120,13 +132,44 @@ class NcclCommunicator final : public Communicator {
       c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
     auto done = std::make_shared<at::cuda::CUDAEvent>();
     done->record(stream_);
+    {
+      std::lock_guard<std::mutex> lk(pending_mu_);
+      pending_.emplace_back(seq, done);
+    }
     return std::make_shared<NcclWork>(std::move(done), device_);
+  }
+
+  // On the watchdog's thread (watch::add_poller): marks finished collectives, reports an
+  // asynchronous NCCL error, and aborts the communicator when the watchdog ends the job, so that
+  // no kernel keeps waiting for a peer that is gone.
+  std::string poll(bool ending) {
+    if (ending) {
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+      return "";
+    }
+    c10::cuda::CUDAGuard guard(device_);
+    {
+      std::lock_guard<std::mutex> lk(pending_mu_);
+      while (!pending_.empty() && pending_.front().second->query()) {
+        watch::finished(pending_.front().first, true);
+        pending_.pop_front();
+      }
+    }
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress)
+      return "NCCL failed on rank " + std::to_string(rank_) + " (cuda:" + std::to_string(device_) +
+             "): " + ncclGetErrorString(state) + " (ncclCommGetAsyncError)";
+    return "";
   }
 
   int rank_, size_;
   c10::DeviceIndex device_;
   at::cuda::CUDAStream stream_;
   ncclComm_t comm_ = nullptr;
+  std::mutex pending_mu_;
+  std::deque<std::pair<uint64_t, std::shared_ptr<at::cuda::CUDAEvent>>> pending_;  // oldest first
+  int poller_ = -1;
 };
 
 }  // namespace

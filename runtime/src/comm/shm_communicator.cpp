@@ -187,7 +187,8 @@ std::shared_ptr<Work> ShmCommunicator::allreduce_coalesced_async(std::vector<at:
     shared = ts[k].scalar_type() == ts.front().scalar_type() && locate(ts[k], places[k]);
   if (!shared) return fallback_->allreduce_coalesced_async(std::move(ts), op);
   // The work holds the tensors, so their memory stays put until every rank has read it.
-  return thread_.enqueue("allreduce", [this, ts = std::move(ts), places = std::move(places), op] {
+  const CollectiveInfo info = CollectiveInfo::of("allreduce", ts);
+  return thread_.enqueue(info, [this, ts = std::move(ts), places = std::move(places), op] {
     run_coalesced(ts, places, op);
   });
 }

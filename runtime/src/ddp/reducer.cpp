@@ -13,6 +13,7 @@
 #include "check.h"
 #include "comm/shared_memory.h"
 #include "ddp/bucket_plan.h"
+#include "watch/watchdog.h"
 #include "xlaunch/error.h"
 #include "ddp/grad_capture.h"
 
@@ -181,6 +182,7 @@ void Reducer::on_grad_ready(size_t i) {
 void Reducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_launch_];
+    const watch::BucketScope logged_as(static_cast<int>(next_launch_));
     if (bucket.zero_copy) {
       std::vector<at::Tensor> grads;
       for (size_t i : plan_[next_launch_]) grads.push_back(params_[i].grad());

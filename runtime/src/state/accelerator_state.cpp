@@ -18,6 +18,7 @@
 #include "comm/agree.h"
 #include "state/checkpoint_dir.h"
 #include "state/torch_state.h"
+#include "watch/watchdog.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/env_vars.h"
 #include "xlaunch/error.h"
@@ -287,6 +288,7 @@ void CheckpointIO::restore(Accelerator& a, const Files& files) {
     }
   }
   a.step_ = get_int(state, "step");
+  watch::set_step(a.step_);
   a.micro_step_ = get_int(state, "micro_step");
   restore_scaler(a, state);
   restore_loaders(a, state, saved_world);

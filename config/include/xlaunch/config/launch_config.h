@@ -62,7 +62,7 @@ struct LaunchConfig {
   LoaderSection loader;
   std::string log_dir;  // empty: no per-rank logs
   int max_restarts = 0;
-  int timeout_s = 1800;
+  int timeout_s = 600;
 };
 
 // Ranks started on each machine: num_processes / num_machines.
