@@ -1,5 +1,5 @@
 // Training steps per second of the benchmark MLP (784-H-H-10, ReLU, SGD momentum 0.9, cross
-// entropy, per-rank batch B), the same work as ../shared/peers/torch_ddp_mlp.py.
+// entropy, per-rank batch B), the same work as peers/torch_ddp_mlp.py.
 //   --mode ddp    xlaunch data-parallel (gradients averaged across ranks, overlapped)
 //   --mode local  the same step with no gradient sync: the compute-only bound of the machine
 // Prints on rank 0: xlaunch-<mode> world=W steps_per_s=X samples_per_s=Y
