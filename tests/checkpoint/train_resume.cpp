@@ -1,6 +1,6 @@
 // Trains a small MLP with dropout through the Accelerator (prepared model, optimizer and shuffled
-// loader), stopping, saving, resuming and dying on command, so that resume_test.sh can compare a
-// run that stopped and resumed in a fresh process with one that ran straight through.
+// loader), stopping, saving, resuming and dying on command, so that checkpoint_resume_test.sh can
+// compare a run that stopped and resumed in a fresh process with one that ran straight through.
 //
 //   train_resume --epochs E --out PARAMS                    straight through; rank 0 writes the
 //                                                           final parameters' bytes to PARAMS

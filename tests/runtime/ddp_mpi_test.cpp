@@ -27,6 +27,8 @@ using xlaunch::AcceleratorOptions;
 
 namespace {
 
+using namespace xlaunch::test;
+
 AcceleratorOptions cpu_options() {
   AcceleratorOptions o;
   o.cpu = true;
@@ -39,24 +41,24 @@ void expect_same_grads(torch::nn::Module& got, torch::nn::Module& want, double t
   auto ref = want.named_parameters();
   for (const auto& item : got.named_parameters()) {
     ASSERT_TRUE(item.value().grad().defined()) << item.key();
-    EXPECT_LT(xt::rel_err(item.value().grad(), ref[item.key()].grad()), tol) << item.key();
+    EXPECT_LT(rel_err(item.value().grad(), ref[item.key()].grad()), tol) << item.key();
   }
 }
 
 // One synced backward of rank r's MLP batch `step` on 2 ranks, and the one-process reference's
 // backward on both ranks' batches.
 template <typename Model>
-void backward_both(Accelerator& acc, Model& model, xt::Mlp& reference, int step) {
-  const auto mine = xt::mlp_batch(acc.process_index(), step);
-  acc.backward(xt::loss_of(model(mine.x), mine.y));
-  const auto all = xt::concat({xt::mlp_batch(0, step), xt::mlp_batch(1, step)});
-  xt::loss_of(reference(all.x), all.y).backward();
+void backward_both(Accelerator& acc, Model& model, Mlp& reference, int step) {
+  const auto mine = mlp_batch(acc.process_index(), step);
+  acc.backward(loss_of(model(mine.x), mine.y));
+  const auto all = concat({mlp_batch(0, step), mlp_batch(1, step)});
+  loss_of(reference(all.x), all.y).backward();
 }
 
 void expect_same_params(torch::nn::Module& got, torch::nn::Module& want, double tol = 1e-5) {
   auto ref = want.named_parameters();
   for (const auto& item : got.named_parameters())
-    EXPECT_LT(xt::rel_err(item.value(), ref[item.key()]), tol) << item.key();
+    EXPECT_LT(rel_err(item.value(), ref[item.key()]), tol) << item.key();
 }
 
 }  // namespace
@@ -64,11 +66,11 @@ void expect_same_params(torch::nn::Module& got, torch::nn::Module& want, double 
 TEST(Ddp, MlpGradientsEqualOneProcessOnTheConcatenatedBatch) {
   Accelerator acc(cpu_options());
   torch::manual_seed(acc.process_index());  // different initial weights: prepare must broadcast rank 0's
-  xt::Mlp mlp, reference;
+  Mlp mlp, reference;
   auto model = acc.prepare(mlp);
   at::Tensor w = acc.gather(mlp->fc1->weight.unsqueeze(0));
   EXPECT_TRUE(w[0].equal(w[1])) << "prepare did not broadcast rank 0's parameters";
-  xt::copy_state(*reference, *mlp);
+  copy_state(*reference, *mlp);
   backward_both(acc, model, reference, 0);
   expect_same_grads(*mlp, *reference);
 }
@@ -76,17 +78,17 @@ TEST(Ddp, MlpGradientsEqualOneProcessOnTheConcatenatedBatch) {
 TEST(Ddp, ConvBatchNormGradientsEqualOneProcess) {
   Accelerator acc(cpu_options());
   torch::manual_seed(7);
-  xt::ConvNet net, reference;
-  xt::copy_state(*reference, *net);
+  ConvNet net, reference;
+  copy_state(*reference, *net);
   auto model = acc.prepare(net);
-  const auto mine = xt::conv_batch(acc.process_index(), 0);
-  acc.backward(xt::loss_of(model(mine.x), mine.y));
+  const auto mine = conv_batch(acc.process_index(), 0);
+  acc.backward(loss_of(model(mine.x), mine.y));
   // BatchNorm normalises with each rank's own batch statistics (as PyTorch's DDP without
   // SyncBatchNorm), so one process does the same work as two micro-batches whose mean loss is
   // the concatenated batch's.
   for (int r = 0; r < 2; ++r) {
-    const auto b = xt::conv_batch(r, 0);
-    (xt::loss_of(reference(b.x), b.y) / 2).backward();
+    const auto b = conv_batch(r, 0);
+    (loss_of(reference(b.x), b.y) / 2).backward();
   }
   expect_same_grads(*net, *reference);
 }
@@ -94,9 +96,9 @@ TEST(Ddp, ConvBatchNormGradientsEqualOneProcess) {
 TEST(Ddp, BuffersAreBroadcastFromRankZeroBeforeEachTrainingForward) {
   Accelerator acc(cpu_options());
   torch::manual_seed(7);
-  xt::ConvNet net;
+  ConvNet net;
   auto model = acc.prepare(net);
-  const auto mine = xt::conv_batch(acc.process_index(), 0);
+  const auto mine = conv_batch(acc.process_index(), 0);
   model(mine.x);  // each rank updates its running statistics with its own batch
   at::Tensor stats = net->b1->running_mean.clone();
   at::Tensor both = acc.gather(stats.unsqueeze(0));
@@ -115,19 +117,19 @@ TEST_P(SgdSteps, SgdMomentumStepsMatchOneProcess) {
   options.cpu_allreduce = GetParam();
   Accelerator acc(options);
   torch::manual_seed(3);
-  xt::Mlp mlp, reference;
-  xt::copy_state(*reference, *mlp);
+  Mlp mlp, reference;
+  copy_state(*reference, *mlp);
   auto model = acc.prepare(mlp);
   torch::optim::SGD sgd(mlp->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   torch::optim::SGD ref_sgd(reference->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   auto& opt = acc.prepare(sgd);
   for (int step = 0; step < 8; ++step) {
-    const auto mine = xt::mlp_batch(acc.process_index(), step);
-    acc.backward(xt::loss_of(model(mine.x), mine.y));
+    const auto mine = mlp_batch(acc.process_index(), step);
+    acc.backward(loss_of(model(mine.x), mine.y));
     opt.step();
     opt.zero_grad();
-    const auto all = xt::concat({xt::mlp_batch(0, step), xt::mlp_batch(1, step)});
-    xt::loss_of(reference(all.x), all.y).backward();
+    const auto all = concat({mlp_batch(0, step), mlp_batch(1, step)});
+    loss_of(reference(all.x), all.y).backward();
     ref_sgd.step();
     ref_sgd.zero_grad();
   }
@@ -141,18 +143,18 @@ TEST(Ddp, GradientAccumulationSyncsOnlyOnTheLastMicroStep) {
   options.gradient_accumulation_steps = 2;
   Accelerator acc(options);
   torch::manual_seed(3);
-  xt::Mlp mlp, reference;
-  xt::copy_state(*reference, *mlp);
+  Mlp mlp, reference;
+  copy_state(*reference, *mlp);
   auto model = acc.prepare(mlp);
   torch::optim::SGD sgd(mlp->parameters(), torch::optim::SGDOptions(0.1));
   torch::optim::SGD ref_sgd(reference->parameters(), torch::optim::SGDOptions(0.1));
   auto& opt = acc.prepare(sgd);
   for (int micro = 0; micro < 4; ++micro) {
     acc.accumulate();
-    const auto mine = xt::mlp_batch(acc.process_index(), micro);
-    acc.backward(xt::loss_of(model(mine.x), mine.y));
-    const auto all = xt::concat({xt::mlp_batch(0, micro), xt::mlp_batch(1, micro)});
-    (xt::loss_of(reference(all.x), all.y) / 2).backward();
+    const auto mine = mlp_batch(acc.process_index(), micro);
+    acc.backward(loss_of(model(mine.x), mine.y));
+    const auto all = concat({mlp_batch(0, micro), mlp_batch(1, micro)});
+    (loss_of(reference(all.x), all.y) / 2).backward();
     at::Tensor g = acc.gather(mlp->fc1->weight.grad().unsqueeze(0));
     if (micro % 2 == 0) {
       EXPECT_FALSE(acc.sync_gradients());
@@ -173,27 +175,27 @@ TEST(Ddp, GradientAccumulationSyncsOnlyOnTheLastMicroStep) {
 TEST(Ddp, NoSyncGuardAccumulatesLocally) {
   Accelerator acc(cpu_options());
   torch::manual_seed(3);
-  xt::Mlp mlp;
+  Mlp mlp;
   auto model = acc.prepare(mlp);
-  const auto mine = xt::mlp_batch(acc.process_index(), 0);
+  const auto mine = mlp_batch(acc.process_index(), 0);
   {
     auto guard = acc.no_sync();
-    acc.backward(xt::loss_of(model(mine.x), mine.y));
+    acc.backward(loss_of(model(mine.x), mine.y));
   }
   at::Tensor g = acc.gather(mlp->fc3->bias.grad().unsqueeze(0));
   EXPECT_FALSE(g[0].equal(g[1]));
-  acc.backward(xt::loss_of(model(mine.x), mine.y));
+  acc.backward(loss_of(model(mine.x), mine.y));
   g = acc.gather(mlp->fc3->bias.grad().unsqueeze(0));
   EXPECT_TRUE(g[0].equal(g[1]));
 }
 
 TEST(Ddp, UnusedParameterIsAClearErrorOnEveryRank) {
   Accelerator acc(cpu_options());
-  xt::Mlp mlp(20, 32, 10, /*with_unused=*/true);
+  Mlp mlp(20, 32, 10, /*with_unused=*/true);
   auto model = acc.prepare(mlp);
-  const auto mine = xt::mlp_batch(acc.process_index(), 0);
+  const auto mine = mlp_batch(acc.process_index(), 0);
   try {
-    acc.backward(xt::loss_of(model(mine.x), mine.y));
+    acc.backward(loss_of(model(mine.x), mine.y));
     FAIL() << "an unused parameter must be reported";
   } catch (const xlaunch::UsageError& e) {
     const std::string msg = e.what();
@@ -210,22 +212,22 @@ TEST(Ddp, FindUnusedParametersReducesThemAsZeros) {
   options.ddp.find_unused_parameters = true;
   Accelerator acc(options);
   torch::manual_seed(3);
-  xt::Mlp mlp(20, 32, 10, true), reference(20, 32, 10, true);
-  xt::copy_state(*reference, *mlp);
+  Mlp mlp(20, 32, 10, true), reference(20, 32, 10, true);
+  copy_state(*reference, *mlp);
   auto model = acc.prepare(mlp);
-  const auto mine = xt::mlp_batch(acc.process_index(), 0);
-  acc.backward(xt::loss_of(model(mine.x), mine.y));
-  const auto all = xt::concat({xt::mlp_batch(0, 0), xt::mlp_batch(1, 0)});
-  xt::loss_of(reference(all.x), all.y).backward();
+  const auto mine = mlp_batch(acc.process_index(), 0);
+  acc.backward(loss_of(model(mine.x), mine.y));
+  const auto all = concat({mlp_batch(0, 0), mlp_batch(1, 0)});
+  loss_of(reference(all.x), all.y).backward();
   for (auto* name : {"fc1.weight", "fc2.bias", "fc3.weight"})
-    EXPECT_LT(xt::rel_err(mlp->named_parameters()[name].grad(), reference->named_parameters()[name].grad()), 1e-5);
+    EXPECT_LT(rel_err(mlp->named_parameters()[name].grad(), reference->named_parameters()[name].grad()), 1e-5);
   EXPECT_TRUE(mlp->unused->weight.grad().eq(0).all().item<bool>());
 }
 
 TEST(Ddp, MismatchedModelsFailOnEveryRankNamingTheParameter) {
   Accelerator acc(cpu_options());
   const int hidden = acc.process_index() == 0 ? 32 : 16;
-  xt::Mlp mlp(20, hidden, 10);
+  Mlp mlp(20, hidden, 10);
   try {
     acc.prepare(mlp);
     FAIL() << "mismatched models must be refused";
@@ -246,7 +248,7 @@ TEST_P(Overlap, FirstBucketAllreduceStartsBeforeBackwardEnds) {
   options.ddp.first_bucket_bytes = 1;  // fc3's bias alone: ready at the very start of backward
   options.ddp.bucket_cap_mb = 0.001;
   Accelerator acc(options);
-  xt::Mlp mlp;
+  Mlp mlp;
   auto model = acc.prepare(mlp);
   auto comm = acc.bucket_communicator(acc.device());
   EXPECT_EQ(comm->name(), GetParam() == "mpi" ? "mpi" : "shm");
@@ -268,8 +270,8 @@ TEST_P(Overlap, FirstBucketAllreduceStartsBeforeBackwardEnds) {
     overlapped = allreduces_started.load() > 0;
     return g;
   });
-  const auto mine = xt::mlp_batch(acc.process_index(), 0);
-  acc.backward(xt::loss_of(model(mine.x), mine.y));
+  const auto mine = mlp_batch(acc.process_index(), 0);
+  acc.backward(loss_of(model(mine.x), mine.y));
   thread.set_start_observer(nullptr);
   mlp->fc1->weight.remove_hook(hook);
   EXPECT_GE(acc.reducer(0).buckets().size(), 3u);
@@ -299,14 +301,14 @@ TEST(Ddp, AcceleratorCollectives) {
 TEST(Ddp, ClipGradNormUsesTheSyncedGradients) {
   Accelerator acc(cpu_options());
   torch::manual_seed(3);
-  xt::Mlp mlp, reference;
-  xt::copy_state(*reference, *mlp);
+  Mlp mlp, reference;
+  copy_state(*reference, *mlp);
   auto model = acc.prepare(mlp);
-  const auto mine = xt::mlp_batch(acc.process_index(), 0);
-  acc.backward(xt::loss_of(model(mine.x), mine.y));
+  const auto mine = mlp_batch(acc.process_index(), 0);
+  acc.backward(loss_of(model(mine.x), mine.y));
   const double norm = acc.clip_grad_norm_(0.01);
-  const auto all = xt::concat({xt::mlp_batch(0, 0), xt::mlp_batch(1, 0)});
-  xt::loss_of(reference(all.x), all.y).backward();
+  const auto all = concat({mlp_batch(0, 0), mlp_batch(1, 0)});
+  loss_of(reference(all.x), all.y).backward();
   double sq = 0;
   for (auto& p : reference->parameters()) sq += p.grad().pow(2).sum().item<double>();
   EXPECT_NEAR(norm, std::sqrt(sq), 1e-4 * std::sqrt(sq));
@@ -322,7 +324,7 @@ TEST(Ddp, Fp16SkipsTheSameStepOnEveryRankWhenOneRankOverflows) {
   Accelerator acc(options);
   ASSERT_NE(acc.scaler(), nullptr);
   torch::manual_seed(3);
-  xt::Mlp mlp;
+  Mlp mlp;
   auto model = acc.prepare(mlp);
   torch::optim::SGD sgd(mlp->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   auto& opt = acc.prepare(sgd);
@@ -337,8 +339,8 @@ TEST(Ddp, Fp16SkipsTheSameStepOnEveryRankWhenOneRankOverflows) {
   for (step = 0; step < 6; ++step) {
     const double scale_before = acc.scaler()->get_scale();
     at::Tensor before = mlp->fc1->weight.detach().clone();
-    const auto mine = xt::mlp_batch(acc.process_index(), step);
-    acc.backward(xt::loss_of(model(mine.x), mine.y));
+    const auto mine = mlp_batch(acc.process_index(), step);
+    acc.backward(loss_of(model(mine.x), mine.y));
     opt.step();
     opt.zero_grad();
     const bool bad = step == 2 || step == 4;
@@ -360,26 +362,26 @@ TEST(Ddp, Bf16ForwardRunsUnderAutocastThroughThePreparedModel) {
   Accelerator acc(options);
   EXPECT_EQ(acc.scaler(), nullptr);
   torch::manual_seed(3);
-  xt::Mlp mlp;
+  Mlp mlp;
   auto model = acc.prepare(mlp);
-  const auto mine = xt::mlp_batch(acc.process_index(), 0);
+  const auto mine = mlp_batch(acc.process_index(), 0);
   at::Tensor out = model(mine.x);
   EXPECT_EQ(out.scalar_type(), at::kBFloat16);
   EXPECT_EQ(mlp->forward(mine.x).scalar_type(), at::kFloat);  // outside the prepared call: fp32
-  acc.backward(xt::loss_of(out.to(at::kFloat), mine.y));
+  acc.backward(loss_of(out.to(at::kFloat), mine.y));
   EXPECT_EQ(mlp->fc1->weight.grad().scalar_type(), at::kFloat);
   at::Tensor g = acc.gather(mlp->fc1->weight.grad().unsqueeze(0));
   EXPECT_TRUE(g[0].equal(g[1]));
 }
 
 TEST(Ddp, GradientsOutliveTheAccelerator) {
-  xt::Mlp mlp;
+  Mlp mlp;
   at::Tensor expected;
   {
     Accelerator acc(cpu_options());  // shared-memory buckets under mpirun on one machine
     auto model = acc.prepare(mlp);
-    const auto mine = xt::mlp_batch(acc.process_index(), 0);
-    acc.backward(xt::loss_of(model(mine.x), mine.y));
+    const auto mine = mlp_batch(acc.process_index(), 0);
+    acc.backward(loss_of(model(mine.x), mine.y));
     expected = mlp->fc1->weight.grad().clone();
   }
   // The bucket memory the gradients alias stays valid after the Accelerator is gone.
@@ -392,8 +394,8 @@ TEST(Ddp, GradientsOutliveTheAccelerator) {
 TEST(Ddp, FreshGradientsAreReducedWhereAutogradPutThem) {
   Accelerator acc(cpu_options());
   torch::manual_seed(5);
-  xt::Mlp mlp, reference;
-  xt::copy_state(*reference, *mlp);
+  Mlp mlp, reference;
+  copy_state(*reference, *mlp);
   auto model = acc.prepare(mlp);
   auto comm = acc.bucket_communicator(acc.device());
   ASSERT_EQ(comm->name(), "shm");
@@ -416,14 +418,14 @@ TEST(Ddp, FreshGradientsAreReducedWhereAutogradPutThem) {
 }
 
 TEST(Ddp, PoolGradientsOutliveTheAccelerator) {
-  xt::Mlp mlp;
+  Mlp mlp;
   at::Tensor expected;
   {
     Accelerator acc(cpu_options());
     auto model = acc.prepare(mlp);
     for (auto& p : mlp->parameters()) p.mutable_grad().reset();
-    const auto mine = xt::mlp_batch(acc.process_index(), 0);
-    acc.backward(xt::loss_of(model(mine.x), mine.y));
+    const auto mine = mlp_batch(acc.process_index(), 0);
+    acc.backward(loss_of(model(mine.x), mine.y));
     ASSERT_TRUE(acc.bucket_communicator(acc.device())->shared_memory()->holds(mlp->fc1->weight.grad()));
     expected = mlp->fc1->weight.grad().clone();
   }

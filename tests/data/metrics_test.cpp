@@ -15,8 +15,7 @@
 
 namespace {
 
-using testdata::IndexDataset;
-using testdata::options;
+using namespace xlaunch::test;
 
 std::vector<int64_t> to_vector(const at::Tensor& t) {
   const at::Tensor c = t.to(at::kLong).contiguous();
@@ -72,7 +71,7 @@ TEST(Metrics, GatherForMetricsIsExactWhenTheWorldDoesNotDivideTheDataset) {
       SCOPED_TRACE("world=" + std::to_string(world) + " batch=" + std::to_string(batch));
       const int64_t n = 10;
       xlaunch::Loader single(IndexDataset(n), options(batch * world, 0));
-      const std::string expected = text(testdata::targets_of(testdata::run_epoch(single)));
+      const std::string expected = text(targets_of(run_epoch(single)));
       const auto per_batch = on_ranks(world, [&](xlaunch::Communicator& comm) {
         xlaunch::Loader loader(IndexDataset(n), options(batch, 2, comm.rank(), comm.size()));
         std::vector<int64_t> all;

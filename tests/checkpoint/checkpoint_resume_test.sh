@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Exact resume across processes, under mpirun -np 2 (see train_resume.cpp):
-#   usage: resume_test.sh TRAIN_BIN MPIEXEC [MPIEXEC_FLAGS...]
+#   usage: checkpoint_resume_test.sh TRAIN_BIN MPIEXEC [MPIEXEC_FLAGS...]
 # Each case stops a job (cleanly, or by SIGKILL in the middle of save_state), resumes it in a fresh
 # job, and compares the final parameters byte for byte with a job that trained straight through.
 set -u

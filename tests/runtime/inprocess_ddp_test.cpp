@@ -17,6 +17,9 @@ using xlaunch::InProcessGroup;
 using xlaunch::ReduceOp;
 
 namespace {
+
+using namespace xlaunch::test;
+
 // Runs fn(rank) on `n` threads, one communicator each; rethrows the first failure.
 void run_ranks(int n, const std::function<void(std::shared_ptr<InProcessCommunicator>)>& fn) {
   auto group = std::make_shared<InProcessGroup>(n);
@@ -83,34 +86,34 @@ TEST(InProcess, InjectedFailureSurfacesAsCommError) {
 
 TEST(InProcess, ReducerAveragesGradientsLikeOneProcess) {
   torch::manual_seed(11);
-  xt::Mlp init;
-  std::vector<xt::Mlp> models(2);
+  Mlp init;
+  std::vector<Mlp> models(2);
   run_ranks(2, [&](std::shared_ptr<InProcessCommunicator> c) {
     xlaunch::AcceleratorOptions o;
     o.cpu = true;
     o.ddp.first_bucket_bytes = 64;
     o.ddp.bucket_cap_mb = 0.002;
     xlaunch::Accelerator acc(o, c);
-    xt::Mlp mlp;
-    xt::copy_state(*mlp, *init);
+    Mlp mlp;
+    copy_state(*mlp, *init);
     auto model = acc.prepare(mlp);
     EXPECT_GE(acc.reducer(0).buckets().size(), 3u);
     std::vector<size_t> launched;
     acc.reducer(0).set_launch_observer([&](size_t b) { launched.push_back(b); });
-    const auto mine = xt::mlp_batch(c->rank(), 0);
-    acc.backward(xt::loss_of(model(mine.x), mine.y));
+    const auto mine = mlp_batch(c->rank(), 0);
+    acc.backward(loss_of(model(mine.x), mine.y));
     // Buckets start in index order on every rank.
     for (size_t k = 0; k < launched.size(); ++k) EXPECT_EQ(launched[k], k);
     models[c->rank()] = mlp;
   });
-  xt::Mlp reference;
-  xt::copy_state(*reference, *init);
-  const auto all = xt::concat({xt::mlp_batch(0, 0), xt::mlp_batch(1, 0)});
-  xt::loss_of(reference(all.x), all.y).backward();
+  Mlp reference;
+  copy_state(*reference, *init);
+  const auto all = concat({mlp_batch(0, 0), mlp_batch(1, 0)});
+  loss_of(reference(all.x), all.y).backward();
   auto ref = reference->named_parameters();
   for (int r = 0; r < 2; ++r)
     for (const auto& item : models[r]->named_parameters())
-      EXPECT_LT(xt::rel_err(item.value().grad(), ref[item.key()].grad()), 1e-5) << r << " " << item.key();
+      EXPECT_LT(rel_err(item.value().grad(), ref[item.key()].grad()), 1e-5) << r << " " << item.key();
 }
 
 TEST(InProcess, PlainLossBackwardOnAPreparedModelIsRefused) {
@@ -118,11 +121,11 @@ TEST(InProcess, PlainLossBackwardOnAPreparedModelIsRefused) {
     xlaunch::AcceleratorOptions o;
     o.cpu = true;
     xlaunch::Accelerator acc(o, c);
-    xt::Mlp mlp;
+    Mlp mlp;
     auto model = acc.prepare(mlp);
-    const auto b = xt::mlp_batch(0, 0);
+    const auto b = mlp_batch(0, 0);
     try {
-      xt::loss_of(model(b.x), b.y).backward();
+      loss_of(model(b.x), b.y).backward();
       FAIL();
     } catch (const std::exception& e) {
       EXPECT_NE(std::string(e.what()).find("acc.backward(loss)"), std::string::npos) << e.what();

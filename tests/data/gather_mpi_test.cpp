@@ -17,13 +17,13 @@ TEST(GatherMpi, GatheredResultsEqualOneProcess) {
   const int64_t batch = 3;
   for (int64_t epoch = 0; epoch < 2; ++epoch) {
     SCOPED_TRACE("epoch " + std::to_string(epoch));
-    xlaunch::Loader single(testdata::IndexDataset(n), testdata::options(batch * comm->size(), 0));
+    xlaunch::Loader single(xlaunch::test::IndexDataset(n), xlaunch::test::options(batch * comm->size(), 0));
     single.set_epoch(epoch);
     std::vector<float> expected;  // "predictions": the data's first column, 10 * index
     for (auto& b : single)
       for (int64_t r = 0; r < b.size(); ++r) expected.push_back(b.data[r][0].item<float>());
-    xlaunch::Loader loader(testdata::IndexDataset(n),
-                           testdata::options(batch, 2, comm->rank(), comm->size()));
+    xlaunch::Loader loader(xlaunch::test::IndexDataset(n),
+                           xlaunch::test::options(batch, 2, comm->rank(), comm->size()));
     loader.set_epoch(epoch);
     std::vector<float> gathered;
     for (auto& b : loader) {

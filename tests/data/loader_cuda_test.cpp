@@ -13,8 +13,7 @@
 
 namespace {
 
-using testdata::IndexDataset;
-using testdata::options;
+using namespace xlaunch::test;
 
 #define SKIP_WITHOUT_GPU()                                                                        \
   do {                                                                                            \
@@ -46,7 +45,7 @@ void expect_device_batches_match_cpu(bool pin_memory, int workers) {
   o.pin_memory = pin_memory;
   xlaunch::Loader gpu(IndexDataset(300), o);
   for (int epoch = 0; epoch < 2; ++epoch) {
-    const auto expected = testdata::run_epoch(cpu);
+    const auto expected = run_epoch(cpu);
     size_t k = 0;
     for (auto& b : gpu) {
       ASSERT_TRUE(b.data.is_cuda());
@@ -81,7 +80,7 @@ TEST(LoaderCuda, HandOverOrdersANonDefaultCurrentStream) {
   c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool(false, 0));
   auto o = options(64, 2);
   o.device = c10::Device(c10::kCUDA, 0);
-  xlaunch::Loader gpu(testdata::IndexDataset(4096), o);
+  xlaunch::Loader gpu(IndexDataset(4096), o);
   double sum = 0;
   for (auto& b : gpu) sum += b.target.sum().item<double>();  // reads on the guarded stream
   EXPECT_EQ(sum, 4095.0 * 4096.0 / 2.0);

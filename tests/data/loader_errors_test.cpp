@@ -12,13 +12,12 @@
 
 namespace {
 
-using testdata::IndexDataset;
-using testdata::options;
+using namespace xlaunch::test;
 using xlaunch::Loader;
 
 TEST(LoaderErrors, WorkerExceptionCarriesTheSampleIndex) {
-  testdata::start_aten_threads();
-  const int threads_before = testdata::thread_count();
+  start_aten_threads();
+  const int threads_before = thread_count();
   for (int workers : {0, 1, 4}) {
     SCOPED_TRACE("workers=" + std::to_string(workers));
     auto o = options(8, workers);
@@ -39,7 +38,7 @@ TEST(LoaderErrors, WorkerExceptionCarriesTheSampleIndex) {
       EXPECT_NE(what.find("batch 4 of epoch 0"), std::string::npos) << what;
     }
     EXPECT_EQ(delivered, 4) << "the batches before the failing one arrive, in order";
-    EXPECT_EQ(testdata::settled_thread_count(threads_before), threads_before);
+    EXPECT_EQ(settled_thread_count(threads_before), threads_before);
   }
 }
 
@@ -49,7 +48,7 @@ TEST(LoaderErrors, BatchDatasetFailureIsTracedToTheSample) {
   o.shuffle = false;
   Loader loader(IndexDataset(100, /*fail_at=*/21).map(torch::data::transforms::Stack<>()), o);
   try {
-    testdata::run_epoch(loader);
+    run_epoch(loader);
     FAIL() << "the epoch ended without the sample's error";
   } catch (const xlaunch::SampleError& e) {
     EXPECT_EQ(e.index(), 21) << e.what();
@@ -58,26 +57,26 @@ TEST(LoaderErrors, BatchDatasetFailureIsTracedToTheSample) {
 }
 
 TEST(LoaderErrors, BreakingOutEarlyJoinsTheWorkers) {
-  testdata::start_aten_threads();
-  const int threads_before = testdata::thread_count();
+  start_aten_threads();
+  const int threads_before = thread_count();
   Loader loader(IndexDataset(100000, -1, std::chrono::microseconds(200)), options(16, 4));
   const auto t0 = std::chrono::steady_clock::now();
   int n = 0;
   for (auto& b : loader) {
     (void)b;
     if (++n == 2) {
-      EXPECT_GT(testdata::thread_count(), threads_before) << "workers should be running";
+      EXPECT_GT(thread_count(), threads_before) << "workers should be running";
       break;
     }
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_EQ(testdata::settled_thread_count(threads_before), threads_before) << testdata::thread_names();
+  EXPECT_EQ(settled_thread_count(threads_before), threads_before) << thread_names();
   EXPECT_LT(s, 5.0) << "leaving the epoch waited for the rest of it";
 }
 
 TEST(LoaderErrors, DestroyingTheLoaderMidEpochIsSafe) {
-  testdata::start_aten_threads();
-  const int threads_before = testdata::thread_count();
+  start_aten_threads();
+  const int threads_before = thread_count();
   {
     auto loader = std::make_unique<Loader>(IndexDataset(100000, -1, std::chrono::microseconds(100)),
                                            options(16, 3));
@@ -87,12 +86,12 @@ TEST(LoaderErrors, DestroyingTheLoaderMidEpochIsSafe) {
     ++it;
     EXPECT_EQ(it->index, 2);
   }
-  EXPECT_EQ(testdata::settled_thread_count(threads_before), threads_before);
+  EXPECT_EQ(settled_thread_count(threads_before), threads_before);
   {
     Loader loader(IndexDataset(100000, -1, std::chrono::microseconds(100)), options(16, 3));
     auto it = loader.begin();
   }
-  EXPECT_EQ(testdata::settled_thread_count(threads_before), threads_before);
+  EXPECT_EQ(settled_thread_count(threads_before), threads_before);
 }
 
 struct RaggedDataset : torch::data::datasets::Dataset<RaggedDataset> {
@@ -105,7 +104,7 @@ struct RaggedDataset : torch::data::datasets::Dataset<RaggedDataset> {
 TEST(LoaderErrors, SamplesOfDifferentShapesAreAUsageError) {
   Loader loader(RaggedDataset(), options(4, 2));
   try {
-    testdata::run_epoch(loader);
+    run_epoch(loader);
     FAIL() << "no error for ragged samples";
   } catch (const xlaunch::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("same shape"), std::string::npos) << e.what();

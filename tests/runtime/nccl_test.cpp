@@ -10,6 +10,9 @@
 #include "comm/nccl_communicator.h"
 
 namespace {
+
+using namespace xlaunch::test;
+
 void skip_without_gpu() {
   if (!XLAUNCH_HAVE_NCCL) GTEST_SKIP() << "this build has no NCCL (XLAUNCH_WITH_NCCL)";
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here (torch::cuda::is_available() is false)";
@@ -47,17 +50,17 @@ TEST(Nccl, DdpGradientsOnTheGpuEqualOneProcess) {
   xlaunch::Accelerator acc(o);
   ASSERT_TRUE(acc.device().is_cuda());
   torch::manual_seed(3);
-  xt::Mlp mlp, reference;
-  xt::copy_state(*reference, *mlp);
+  Mlp mlp, reference;
+  copy_state(*reference, *mlp);
   auto model = acc.prepare(mlp);
   reference->to(acc.device());
-  const auto mine = xt::mlp_batch(acc.process_index(), 0);
-  acc.backward(xt::loss_of(model(mine.x.to(acc.device())), mine.y.to(acc.device())));
-  std::vector<xt::Batch> parts;
-  for (int r = 0; r < acc.num_processes(); ++r) parts.push_back(xt::mlp_batch(r, 0));
-  const auto all = xt::concat(parts);
-  xt::loss_of(reference(all.x.to(acc.device())), all.y.to(acc.device())).backward();
+  const auto mine = mlp_batch(acc.process_index(), 0);
+  acc.backward(loss_of(model(mine.x.to(acc.device())), mine.y.to(acc.device())));
+  std::vector<Batch> parts;
+  for (int r = 0; r < acc.num_processes(); ++r) parts.push_back(mlp_batch(r, 0));
+  const auto all = concat(parts);
+  loss_of(reference(all.x.to(acc.device())), all.y.to(acc.device())).backward();
   auto ref = reference->named_parameters();
   for (const auto& item : mlp->named_parameters())
-    EXPECT_LT(xt::rel_err(item.value().grad().cpu(), ref[item.key()].grad().cpu()), 1e-4) << item.key();
+    EXPECT_LT(rel_err(item.value().grad().cpu(), ref[item.key()].grad().cpu()), 1e-4) << item.key();
 }

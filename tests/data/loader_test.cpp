@@ -11,9 +11,7 @@
 
 namespace {
 
-using testdata::IndexDataset;
-using testdata::options;
-using testdata::run_epoch;
+using namespace xlaunch::test;
 using xlaunch::Batch;
 using xlaunch::Loader;
 
@@ -64,7 +62,7 @@ TEST(Loader, SameBatchesForZeroOneAndFourWorkers) {
 
 TEST(Loader, RowDatasetGivesTheSameBatches) {
   Loader torch_ds(IndexDataset(50), options(7, 2));
-  Loader rows(std::make_shared<testdata::IndexRows>(50), options(7, 2));
+  Loader rows(std::make_shared<IndexRows>(50), options(7, 2));
   expect_same(run_epoch(rows), run_epoch(torch_ds));
 }
 
@@ -114,12 +112,12 @@ TEST(Loader, BatchCountsWithEvenBatchesAndDropLast) {
 TEST(Loader, NewEpochChangesTheOrderAndSetEpochReplays) {
   Loader loader(IndexDataset(64), options(8, 2));
   EXPECT_EQ(loader.epoch(), 0);
-  const auto e0 = testdata::targets_of(run_epoch(loader));
+  const auto e0 = targets_of(run_epoch(loader));
   EXPECT_EQ(loader.epoch(), 1);
-  const auto e1 = testdata::targets_of(run_epoch(loader));
+  const auto e1 = targets_of(run_epoch(loader));
   EXPECT_NE(e0, e1);
   loader.set_epoch(0);
-  EXPECT_EQ(testdata::targets_of(run_epoch(loader)), e0);
+  EXPECT_EQ(targets_of(run_epoch(loader)), e0);
 }
 
 TEST(Loader, SkipFirstBatchesResumesMidEpoch) {
