@@ -10,6 +10,7 @@
 #include <map>
 
 #include "launch_error.h"
+#include "overrides.h"
 #include "rank_wrapper.h"
 #include "subcommand.h"
 #include "xlaunch/config/config_error.h"
@@ -67,12 +68,15 @@ int main(int argc, char** argv) {
   Invocation inv;
   inv.self_exe = self_exe(argv[0]);
   for (const Subcommand& s : registered_subcommands())
-    if (s.takes_command && !args.empty() && args[0] == s.name) inv.command = split_command(*subs[s.name], args, 1);
+    if (s.takes_command && !args.empty() && subs[s.name]->check_name(args[0]))
+      inv.command = split_command(*subs[s.name], args, 1);
 
+  const std::vector<std::string> words = args;
   std::reverse(args.begin(), args.end());  // CLI11 takes them last first
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
+    if (refuse_accelerate_option(app, e, words)) return 2;
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }

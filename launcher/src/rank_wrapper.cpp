@@ -13,6 +13,7 @@
 #include <string>
 
 #include "rank_status.h"
+#include "xlaunch/env_vars.h"
 
 namespace xlaunch::launcher {
 
@@ -38,6 +39,13 @@ int64_t now_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+// --num_cpu_threads_per_process reaches the program as OMP_NUM_THREADS, as with Accelerate: it sizes
+// LibTorch's intra-op pool in any program, and the runtime leaves a set OMP_NUM_THREADS alone.
+void export_cpu_threads() {
+  const char* n = std::getenv(env::kNumCpuThreads.name);
+  if (n && std::atoi(n) > 0) setenv("OMP_NUM_THREADS", n, 1);
+}
+
 }  // namespace
 
 int rank_wrapper_main(int argc, char** argv) {
@@ -56,6 +64,7 @@ int rank_wrapper_main(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   for (int sig : kForwarded) sigaction(sig, &sa, nullptr);
 
+  export_cpu_threads();
   const pid_t pid = fork();
   if (pid < 0) {
     std::perror("xlaunch __rank: fork");

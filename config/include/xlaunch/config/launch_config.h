@@ -57,6 +57,7 @@ struct LaunchConfig {
   int gradient_accumulation_steps = 1;
   bool use_cpu = false;
   bool debug = false;
+  int num_cpu_threads_per_process = 0;  // intra-op threads of each rank; 0: the runtime decides
   MpiSection mpi;
   DdpSection ddp;
   LoaderSection loader;
