@@ -7,13 +7,18 @@
 // Mixed precision comes from the config (XLAUNCH_MIXED_PRECISION), with no code here. After each
 // epoch: exact test accuracy over all 10000 test images (gather_for_metrics drops the padding
 // that evened out the shards), one summary line, and a checkpoint (save_state); --resume
-// continues from it. Only the main process prints. Options and results: docs/examples.md.
+// continues from it (--resume auto: when there is one, which is what a restarted job needs; see
+// docs/failures.md). Only the main process prints. Options and results: docs/examples.md.
 #include <torch/torch.h>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "progress.h"
 #include "xlaunch/accelerator.h"
@@ -30,9 +35,17 @@ struct Options {
   uint64_t seed = 42;
   std::string data_dir = FashionMnist::kDefaultRoot;
   std::string checkpoint_dir = "checkpoints/fashion_mnist";
-  bool resume = false;
+  std::string resume;        // "" (set by --resume alone): always; "auto": when a checkpoint exists
+  bool resume_given = false;
   int64_t limit_train = 0;  // 0: all 60000 training images
+  int fail_at_epoch = 0;    // > 0: rank fail_rank exits with code 3 at the start of this epoch, first attempt only
+  int fail_rank = 1;
 };
+
+// A checkpoint save_state left: the directory (or the previous one an interrupted save kept).
+bool have_checkpoint(const std::string& dir) {
+  return access((dir + "/MANIFEST").c_str(), F_OK) == 0 || access((dir + ".old/MANIFEST").c_str(), F_OK) == 0;
+}
 
 // conv 3x3 (no bias: BatchNorm's shift replaces it) -> BatchNorm -> ReLU.
 struct ConvBlockImpl : torch::nn::Module {
@@ -119,7 +132,7 @@ int train(const Options& o) {
   auto& test_loader = acc.prepare(make_loader(FashionMnist::Split::Test, o, false));
 
   int start_epoch = 0;
-  if (o.resume) {
+  if (o.resume_given && (o.resume != "auto" || have_checkpoint(o.checkpoint_dir))) {
     acc.load_state(o.checkpoint_dir);
     start_epoch = static_cast<int>(train_loader.epoch());  // restored with the sampler's state
     acc.print("resumed from ", o.checkpoint_dir, " at epoch ", start_epoch + 1, " (step ", acc.step(), ")");
@@ -130,7 +143,14 @@ int train(const Options& o) {
             acc.options().mixed_precision, "), global batch ", o.batch_size * world, ", ", epoch_samples,
             " training samples");
 
+  const char* restarts = std::getenv("XLAUNCH_RESTART_COUNT");
+  const bool first_attempt = !restarts || std::string(restarts) == "0";
   for (int epoch = start_epoch; epoch < o.epochs; ++epoch) {
+    if (epoch + 1 == o.fail_at_epoch && first_attempt && acc.process_index() == o.fail_rank) {
+      std::fprintf(stderr, "train_fashion_mnist: rank %d fails on purpose at the start of epoch %d (--fail_at_epoch)\n",
+                   o.fail_rank, o.fail_at_epoch);
+      std::exit(3);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     char label[32];
     std::snprintf(label, sizeof label, "epoch %d/%d", epoch + 1, o.epochs);
@@ -176,9 +196,20 @@ int main(int argc, char** argv) {
   app.add_option("--data_dir", o.data_dir, "Fashion-MNIST directory (Debian package dataset-fashion-mnist)")
       ->capture_default_str();
   app.add_option("--checkpoint_dir", o.checkpoint_dir, "Where save_state writes after each epoch")->capture_default_str();
-  app.add_flag("--resume", o.resume, "Continue from the checkpoint in --checkpoint_dir");
+  auto* resume = app.add_option("--resume", o.resume,
+                                "Continue from the checkpoint in --checkpoint_dir; `--resume auto`: only when one "
+                                "exists (the same command line then serves a first run and every restart)")
+                     ->expected(0, 1);
   app.add_option("--limit_train", o.limit_train, "Train on the first N images only (0: all 60000)")->capture_default_str();
+  app.add_option("--fail_at_epoch", o.fail_at_epoch, "Try restarts: rank --fail_rank exits with code 3 at the start "
+                                                     "of this epoch, on the first attempt only (0: never)");
+  app.add_option("--fail_rank", o.fail_rank, "The rank that --fail_at_epoch stops")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  o.resume_given = resume->count() > 0;
+  if (o.resume_given && !o.resume.empty() && o.resume != "auto") {
+    std::fprintf(stderr, "train_fashion_mnist: --resume takes no value or 'auto', not '%s'\n", o.resume.c_str());
+    return 2;
+  }
   try {
     return train(o);
   } catch (const std::exception& e) {

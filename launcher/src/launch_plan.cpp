@@ -41,6 +41,7 @@ std::string value_of(const env::Var& v, const LaunchConfig& c, const Environment
   if (name == env::kLogDir.name) return c.log_dir;
   if (name == env::kRunId.name) return e.run_id;
   if (name == env::kRestartCount.name) return std::to_string(e.restart_count);
+  if (name == env::kStatusDir.name) return e.status_dir;
   if (name == env::kConfigFile.name) return e.config_file;
   throw std::logic_error("launch plan: no value for " + name + " (declared in env_vars.h, unknown to the launcher)");
 }

@@ -1,6 +1,8 @@
 #include "rank_status.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 namespace xlaunch::launcher {
 
@@ -47,7 +50,29 @@ std::string describe(const RankStatus& s) {
   return "was killed by signal " + std::to_string(s.code) + (abbrev ? " (SIG" + std::string(abbrev) + ")" : "");
 }
 
-JobOutcome summarize_job(int wait_status, const std::vector<RankStatus>& ranks, int num_processes) {
+std::optional<JobVerdict> read_verdict(const std::string& dir) {
+  const std::string path = dir + "/verdict";
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::string text;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_size < 65536) {
+    text.resize(static_cast<size_t>(st.st_size));
+    if (read(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) text.clear();
+  }
+  close(fd);
+  std::istringstream in(text);
+  JobVerdict v;
+  if (!(in >> v.exit_code >> v.rank)) return std::nullopt;
+  in.ignore(1);
+  std::getline(in, v.message);
+  if (v.message.empty()) return std::nullopt;
+  return v;
+}
+
+JobOutcome summarize_job(int wait_status, const std::vector<RankStatus>& ranks, int num_processes,
+                         const std::optional<JobVerdict>& verdict) {
+  if (verdict) return {verdict->exit_code, verdict->rank, verdict->message};
   std::vector<RankStatus> failed;
   for (const auto& r : ranks)
     if (r.signaled || r.code != 0) failed.push_back(r);
@@ -59,6 +84,7 @@ JobOutcome summarize_job(int wait_status, const std::vector<RankStatus>& ranks, 
   if (!failed.empty()) {
     const RankStatus& first = failed.front();
     o.exit_code = first.signaled ? 128 + first.code : first.code;
+    o.rank = first.rank;
     o.message = "rank " + std::to_string(first.rank) + " " + describe(first);
     for (size_t i = 1; i < failed.size(); ++i)
       o.message += (i == 1 ? "; after that, " : ", ") + std::string("rank ") + std::to_string(failed[i].rank) +

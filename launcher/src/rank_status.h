@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,13 +29,28 @@ std::vector<RankStatus> read_rank_statuses(const std::string& dir);
 // "exited with code 3", "was killed by signal 9 (SIGKILL)".
 std::string describe(const RankStatus& s);
 
+// The watchdog's verdict (runtime/src/watch/verdict.h), when a rank reached one: D/verdict holds
+// "<exit code> <rank>\n<message>\n".
+struct JobVerdict {
+  int exit_code = 1;
+  int rank = -1;
+  std::string message;
+};
+
+// D/verdict, if there is one, it is a regular file owned by this user, and it parses.
+std::optional<JobVerdict> read_verdict(const std::string& dir);
+
 struct JobOutcome {
   int exit_code = 0;    // what `xlaunch run` returns
+  int rank = -1;        // the rank at fault, when one is known
   std::string message;  // empty on success
 };
 
 // Pure. mpirun_wait_status: waitpid's status for mpirun; num_processes: ranks expected.
-// A failed rank decides the exit code (its code, or 128 + signal); without one, mpirun's does.
-JobOutcome summarize_job(int mpirun_wait_status, const std::vector<RankStatus>& ranks, int num_processes);
+// A verdict decides (a stuck job: 124; a rank that left early or a mismatch: 1; a rank that failed
+// while others waited: its code); else a failed rank decides the exit code (its code, or 128 +
+// signal); without one, mpirun's does.
+JobOutcome summarize_job(int mpirun_wait_status, const std::vector<RankStatus>& ranks, int num_processes,
+                         const std::optional<JobVerdict>& verdict = std::nullopt);
 
 }  // namespace xlaunch::launcher

@@ -133,12 +133,13 @@ TEST(LaunchPlan, ExportsEveryContractVariableOnceWithItsValue) {
   EXPECT_EQ(env["XLAUNCH_RUN_ID"], "RUN");
   EXPECT_EQ(env["XLAUNCH_RESTART_COUNT"], "2");
   EXPECT_EQ(env["XLAUNCH_CONFIG_FILE"], "/cfg.yaml");
+  EXPECT_EQ(env["XLAUNCH_STATUS_DIR"], "/tmp/st");
   EXPECT_EQ(env["XLAUNCH_GPU_IDS"], "all");
   // Defaults of the config agree with the defaults the contract declares for the runtime.
   const auto d = exported_env(LaunchConfig{}, machine(false, 2));
   for (const auto& [name, value] : d) {
     for (const auto* v : xlaunch::env::kAll) {
-      if (name == v->name && name != "XLAUNCH_RUN_ID" && name != "XLAUNCH_CONFIG_FILE") {
+      if (name == v->name && name != "XLAUNCH_RUN_ID" && name != "XLAUNCH_CONFIG_FILE" && name != "XLAUNCH_STATUS_DIR") {
         EXPECT_EQ(value, v->default_value) << name;
       }
     }

@@ -57,10 +57,9 @@ std::string describe(const CollectiveRecord& r) {
 Verdict stuck_verdict(const CollectiveRecord& open, const std::vector<const Board*>& boards, int64_t waited_ns,
                       int64_t now_ns) {
   const uint64_t seq = open.seq.load();
-  std::vector<int> entered, missing;
-  std::string unseen;
+  std::vector<int> entered, missing, unseen;
   for (int r = 0; r < static_cast<int>(boards.size()); ++r) {
-    if (!boards[r]) unseen += std::string(unseen.empty() ? "" : ",") + std::to_string(r);
+    if (!boards[r]) unseen.push_back(r);
     else if (boards[r]->issued.load() > seq) entered.push_back(r);
     else missing.push_back(r);
   }
@@ -79,13 +78,15 @@ Verdict stuck_verdict(const CollectiveRecord& open, const std::vector<const Boar
                    last_of(*boards[missing[i]], now_ns) + ")";
   }
   if (!unseen.empty())
-    v.message += "; ranks " + unseen + ": no progress board visible from this machine (other machines need a shared log_dir)";
+    v.message += (unseen.size() == 1 ? "; rank " : "; ranks ") + rank_list(unseen) +
+                 ": no progress board visible from this machine (other machines need a shared log_dir)";
   return v;
 }
 
 Verdict left_verdict(int me, const CollectiveRecord& open, int gone, const Board& theirs, int64_t now_ns) {
   Verdict v;
   v.rank = gone;
+  v.exit_code = theirs.exit_status.load() == 0 ? 1 : theirs.exit_status.load();  // the job fails with its code
   v.message = "rank " + std::to_string(gone) + " " + exit_text(theirs) + " and left the job while rank " +
               std::to_string(me) + " waited for it in " + describe(open) + " (" + last_of(theirs, now_ns) +
               "); every rank must issue the same collectives: a rank that stops early must stop all of them";

@@ -1,0 +1,152 @@
+// The watchdog's verdicts from literal boards, and the boards' files: created fresh, never through
+// a link, never read when someone else's.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include "watch/board.h"
+#include "watch/verdict.h"
+#include "xlaunch/error.h"
+
+using namespace xlaunch::watch;
+
+namespace {
+
+constexpr int64_t kS = 1000000000;
+constexpr int64_t kNow = 1000 * kS;
+
+struct Boards {
+  std::vector<std::unique_ptr<Board>> owned;
+  std::vector<const Board*> view;
+  explicit Boards(int world) {
+    for (int r = 0; r < world; ++r) {
+      owned.push_back(std::make_unique<Board>());
+      owned.back()->rank = r;
+      for (auto& rec : owned.back()->ring) rec.seq.store(~uint64_t{0});
+      view.push_back(owned.back().get());
+    }
+  }
+  // Rank r issues collective `seq` at time t (seconds), finished `done` seconds later (0: open).
+  CollectiveRecord& log(int r, uint64_t seq, const char* op, int64_t numel, int bucket, int64_t t, int64_t done) {
+    Board& b = *owned[r];
+    CollectiveRecord& rec = b.slot(seq);
+    rec.seq = seq;
+    std::strcpy(rec.op, op);
+    std::strcpy(rec.dtype, "float32");
+    rec.numel = numel;
+    rec.elem_bytes = 4;
+    rec.bucket = bucket;
+    rec.issued_ns = t * kS;
+    rec.start_ns = t * kS;
+    rec.end_ns = done ? (t + done) * kS : 0;
+    rec.state = int32_t(done ? CollState::Done : CollState::Running);
+    b.issued = std::max<uint64_t>(b.issued, seq + 1);
+    return rec;
+  }
+};
+
+TEST(Verdict, StuckNamesTheCollectiveWhoEnteredAndWhoNeverDid) {
+  Boards b(4);
+  for (int r : {0, 1, 2, 3}) b.log(r, 456, "allreduce", 262144, 1, 398, 1);
+  CollectiveRecord* open = nullptr;
+  for (int r : {0, 2, 3}) open = &b.log(r, 457, "allreduce", 262144, 2, 400, 0);
+  b.owned[1]->step = 112;
+  const Verdict v = stuck_verdict(*open, b.view, 600 * kS, kNow);
+  EXPECT_EQ(v.exit_code, 124);
+  EXPECT_EQ(v.rank, 1);
+  EXPECT_EQ(v.message,
+            "job stuck: allreduce #457 (bucket 2, 1.0 MiB float32) waited 600 s: ranks 0,2,3 entered, rank 1 never did "
+            "(its last: allreduce #456 at step 112, 601 s ago)");
+}
+
+TEST(Verdict, StuckWithEveryRankInsideAndRanksNotVisible) {
+  Boards b(3);
+  const CollectiveRecord& open = b.log(0, 0, "barrier", 0, -1, 990, 0);
+  b.log(1, 0, "barrier", 0, -1, 990, 0);
+  std::vector<const Board*> all = {b.view[0], b.view[1], b.view[2]};
+  b.log(2, 0, "barrier", 0, -1, 990, 0);
+  EXPECT_EQ(stuck_verdict(open, all, 10 * kS, kNow).message,
+            "job stuck: barrier #0 (0 B float32) waited 10 s: every rank entered it and none finished it");
+  all[2] = nullptr;
+  EXPECT_EQ(stuck_verdict(open, all, 10 * kS, kNow).message,
+            "job stuck: barrier #0 (0 B float32) waited 10 s: ranks 0,1 entered it and none finished it; rank 2: no "
+            "progress board visible from this machine (other machines need a shared log_dir)");
+}
+
+TEST(Verdict, ARankThatLeftIsNamedWithItsCode) {
+  Boards b(2);
+  b.log(1, 56, "allreduce", 3200, 0, 995, 1);
+  b.owned[1]->step = 20;
+  b.owned[1]->exit_status = 0;
+  const CollectiveRecord& open = b.log(0, 57, "allreduce", 3200, 0, 999, 0);
+  Verdict v = left_verdict(0, open, 1, *b.view[1], kNow);
+  EXPECT_EQ(v.exit_code, 1);
+  EXPECT_EQ(v.rank, 1);
+  EXPECT_EQ(v.message,
+            "rank 1 finished (exit code 0) and left the job while rank 0 waited for it in allreduce #57 (bucket 0, 12.5 "
+            "KiB float32) (its last: allreduce #56 at step 20, 4 s ago); every rank must issue the same collectives: a "
+            "rank that stops early must stop all of them");
+  b.owned[1]->exit_status = 3;
+  v = left_verdict(0, open, 1, *b.view[1], kNow);
+  EXPECT_EQ(v.exit_code, 3);
+  EXPECT_NE(v.message.find("rank 1 failed (exit code 3) and left the job"), std::string::npos) << v.message;
+}
+
+TEST(Verdict, MismatchNamesBothSidesAndTheRankThatDiffersFromRankZero) {
+  Boards b(3);
+  const CollectiveRecord& r0 = b.log(0, 12, "allreduce", 1024, 0, 999, 0);
+  CollectiveRecord& r1 = b.log(1, 12, "broadcast", 10, -1, 999, 0);
+  std::strcpy(r1.dtype, "int64");
+  EXPECT_TRUE(same_collective(r0, b.log(2, 12, "allreduce", 1024, 0, 999, 0)));
+  EXPECT_FALSE(same_collective(r0, r1));
+  const std::string text =
+      "collective mismatch at #12: rank 0 is in allreduce #12 of [1024] float32, rank 1 in broadcast #12 of [10] int64; "
+      "every rank must issue the same collectives in the same order";
+  EXPECT_EQ(mismatch_verdict(0, r0, 1, r1).message, text);
+  EXPECT_EQ(mismatch_verdict(1, r1, 0, r0).message, text);
+  EXPECT_EQ(mismatch_verdict(0, r0, 1, r1).rank, 1);
+  EXPECT_EQ(mismatch_verdict(1, r1, 0, r0).rank, 1);
+  EXPECT_EQ(mismatch_verdict(2, r0, 1, r1).rank, 1);  // rank 2 agrees with rank 0, so rank 1 differs
+}
+
+class BoardFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/xlaunch_board_test.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+  std::string dir_;
+};
+
+TEST_F(BoardFiles, CreatedFreshPrivateAndReadableByPeers) {
+  Board* mine = create_board(dir_, 0, 2);
+  mine->issued = 7;
+  struct stat st {};
+  ASSERT_EQ(stat(board_path(dir_, 0).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const Board* seen = open_peer_board(dir_, 0);
+  ASSERT_NE(seen, nullptr);
+  EXPECT_EQ(seen->issued.load(), 7u);
+  EXPECT_EQ(open_peer_board(dir_, 1), nullptr);  // not there yet
+  EXPECT_THROW(create_board(dir_, 0, 2), xlaunch::CommError);  // an existing file is never reused
+}
+
+TEST_F(BoardFiles, NeverWritesThroughALinkNorReadsOne) {
+  const std::string victim = dir_ + "/victim";
+  std::ofstream(victim) << "keep me\n";
+  ASSERT_EQ(symlink(victim.c_str(), board_path(dir_, 1).c_str()), 0);
+  EXPECT_THROW(create_board(dir_, 1, 2), xlaunch::CommError);
+  EXPECT_EQ(open_peer_board(dir_, 1), nullptr);
+  std::ifstream in(victim);
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "keep me");
+}
+
+}  // namespace
