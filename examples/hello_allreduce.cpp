@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "xlaunch/mpi_communicator.h"
+#include "xlaunch/accelerator.h"
 #include "xlaunch/process_state.h"
 
 int main() {
@@ -14,7 +14,8 @@ int main() {
               place.world_size, place.local_rank, place.local_world_size, ps.host().c_str(),
               place.source.c_str());
   std::fflush(stdout);
-  auto comm = xlaunch::MpiCommunicator::world();
+  xlaunch::Accelerator acc;
+  auto comm = acc.communicator(at::kCPU);
   at::Tensor t = at::full({4}, static_cast<double>(place.rank + 1), at::kDouble);
   comm->allreduce(t, xlaunch::ReduceOp::Sum);
   const double expected = place.world_size * (place.world_size + 1) / 2.0;

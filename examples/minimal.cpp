@@ -12,7 +12,7 @@ int main() {
                                                  torch::nn::Linear(128, 10)));
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   auto& opt = acc.prepare(sgd);
-  xlaunch::LoaderOptions lo;
+  auto lo = xlaunch::LoaderOptions::from_env();
   lo.batch_size = 64;  // per process
   auto& loader = acc.prepare(xlaunch::Loader(xlaunch::FashionMnist(xlaunch::FashionMnist::Split::Train), lo));
   for (int epoch = 0; epoch < 2; ++epoch) {

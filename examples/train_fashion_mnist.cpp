@@ -75,7 +75,7 @@ class Head : public torch::data::datasets::Dataset<Head> {
 };
 
 xlaunch::Loader make_loader(FashionMnist::Split split, const Options& o, bool train) {
-  xlaunch::LoaderOptions lo;
+  auto lo = xlaunch::LoaderOptions::from_env();
   lo.batch_size = train ? o.batch_size : 256;
   lo.shuffle = train;
   lo.seed = o.seed;

@@ -112,6 +112,10 @@ void read_map(const YAML::Node& map, const std::string& section, LoadedConfig& o
     if (auto prev = seen.find(leaf); prev != seen.end())
       detail::fail(ctx, "it a second time (first on line " + std::to_string(prev->second) + ")", "each key once");
     seen[leaf] = line;
+    auto f = std::find_if(fields().begin(), fields().end(),
+                          [&](const detail::Field& x) { return x.key == key; });
+    // Null is how Accelerate writes "not set": the key keeps its default and is listed as defaulted.
+    if (f != fields().end() && it->second.IsNull()) continue;
     out.lines[key] = line;
 
     if (section.empty() && std::find(detail::sections().begin(), detail::sections().end(), leaf) !=
@@ -121,8 +125,6 @@ void read_map(const YAML::Node& map, const std::string& section, LoadedConfig& o
       read_map(it->second, leaf, out);
       continue;
     }
-    auto f = std::find_if(fields().begin(), fields().end(),
-                          [&](const detail::Field& x) { return x.key == key; });
     if (f != fields().end()) {
       f->read(it->second, out.config, ctx);
       continue;
@@ -173,6 +175,8 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
   check(c.loader.prefetch_factor >= 1, "loader.prefetch_factor", q(c.loader.prefetch_factor), "an integer >= 1");
   check(c.loader.num_workers >= 0 || c.loader.num_workers == LoaderSection::kAutoWorkers, "loader.num_workers",
         q(c.loader.num_workers), "'auto' or an integer >= 0");
+  check(c.num_cpu_threads_per_process >= 0, "num_cpu_threads_per_process", q(c.num_cpu_threads_per_process),
+        "an integer >= 1, or 0 to let the runtime decide");
   check(c.max_restarts >= 0, "max_restarts", q(c.max_restarts), "an integer >= 0");
   check(c.timeout_s >= 1, "timeout_s", q(c.timeout_s), "an integer >= 1 (seconds)");
 

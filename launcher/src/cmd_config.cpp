@@ -51,13 +51,15 @@ void ask_questions(Prompter& p, LaunchConfig& c, const LaunchConfig& proposed, i
   c.distributed_type = type == "NO" ? DistributedType::No
                        : type == "MULTI_CPU" ? DistributedType::MultiCpu : DistributedType::MultiGpu;
   if (c.distributed_type != DistributedType::No) {
-    c.num_machines = p.integer("How many machines will the job use?", 1, 1, 4096);
+    c.num_machines = p.integer("How many machines will the job use?", proposed.num_machines, 1, 4096);
     if (c.num_machines > 1) {
-      c.machine_rank = p.integer("What is the rank of this machine?", 0, 0, c.num_machines - 1);
-      c.main_process_ip = p.text("What is the IP address or host name of the machine of rank 0?", "",
+      c.machine_rank = p.integer("What is the rank of this machine?", std::min(proposed.machine_rank, c.num_machines - 1),
+                                 0, c.num_machines - 1);
+      c.main_process_ip = p.text("What is the IP address or host name of the machine of rank 0?", proposed.main_process_ip,
                                  [](const std::string& a) { return a.empty() ? "is empty: an address is needed" : ""; });
-      c.main_process_port = p.integer("Which port should the main process use? (0: pick a free one)", 0, 0, 65535);
-      c.mpi.hostfile = p.text("Which Open MPI hostfile lists the machines (lines of 'host slots=N')?", "",
+      c.main_process_port =
+          p.integer("Which port should the main process use? (0: pick a free one)", proposed.main_process_port, 0, 65535);
+      c.mpi.hostfile = p.text("Which Open MPI hostfile lists the machines (lines of 'host slots=N')?", proposed.mpi.hostfile,
                               [](const std::string& a) {
                                 return a.empty() ? "is empty: mpirun needs the list of machines"
                                        : file_exists(a) ? "" : "does not exist";
@@ -66,7 +68,9 @@ void ask_questions(Prompter& p, LaunchConfig& c, const LaunchConfig& proposed, i
     const int per_machine = c.distributed_type == DistributedType::MultiGpu ? std::max(gpus, 1)
                             : proposed.distributed_type == DistributedType::MultiCpu ? proposed.num_processes : 2;
     const int machines = c.num_machines;
-    c.num_processes = p.integer("How many processes in total, over all machines?", per_machine * machines, 1, 65535,
+    const bool as_proposed = c.distributed_type == proposed.distributed_type && machines == proposed.num_machines;
+    c.num_processes = p.integer("How many processes in total, over all machines?",
+                                as_proposed ? proposed.num_processes : per_machine * machines, 1, 65535,
                                 [machines](const std::string& a) {
                                   return std::atoi(a.c_str()) % machines == 0
                                              ? ""
@@ -74,18 +78,34 @@ void ask_questions(Prompter& p, LaunchConfig& c, const LaunchConfig& proposed, i
                                 });
   }
   if (c.distributed_type == DistributedType::MultiGpu) {
-    const std::string ids = p.text("Which GPUs of this machine should be used? ('all', or ids such as 0,1)", "all",
+    const std::string ids = p.text("Which GPUs of this machine should be used? ('all', or ids such as 0,1)",
+                                   config::gpu_ids_string(proposed.gpu_ids),
                                    [](const std::string& a) { return schema_check("gpu_ids", a); });
     c.gpu_ids = config::parse_config("gpu_ids: " + ids + "\n", "answer").config.gpu_ids;
   }
   if (c.distributed_type == DistributedType::MultiCpu) c.use_cpu = true;
   if (c.distributed_type == DistributedType::No && gpus > 0)
-    c.use_cpu = p.yes_no("Train on the CPU only, although this machine has a GPU?", false);
-  const std::string mp = p.choice("Mixed precision?", {"no", "fp16", "bf16"}, "no");
+    c.use_cpu = p.yes_no("Train on the CPU only, although this machine has a GPU?", proposed.use_cpu);
+  const std::string mp = p.choice("Mixed precision?", {"no", "fp16", "bf16"}, config::to_string(proposed.mixed_precision));
   c.mixed_precision = mp == "fp16"   ? config::MixedPrecision::Fp16
                       : mp == "bf16" ? config::MixedPrecision::Bf16 : config::MixedPrecision::No;
-  c.gradient_accumulation_steps = p.integer("How many gradient accumulation steps?", 1, 1, 1 << 20);
-  c.debug = p.yes_no("Turn on debug checks (slower)?", false);
+  c.gradient_accumulation_steps =
+      p.integer("How many gradient accumulation steps?", proposed.gradient_accumulation_steps, 1, 1 << 20);
+  c.debug = p.yes_no("Turn on debug checks (slower)?", proposed.debug);
+}
+
+// The answers proposed: before the first xlaunch config, Accelerate's default config when there is a
+// usable one (an Accelerate user's settings carry over); else what suits this machine.
+LaunchConfig starting_defaults(bool first_config, int gpus, int cores) {
+  try {
+    if (const auto accelerate = first_config ? find_accelerate_config(std::nullopt) : std::nullopt) {
+      std::cout << "Starting from Accelerate's config " << accelerate->location.path << "\n";
+      return accelerate->loaded->config;
+    }
+  } catch (const config::ConfigError& e) {
+    std::cout << "Not starting from Accelerate's config: " << e.what() << "\n";
+  }
+  return machine_defaults(gpus, cores);
 }
 
 int interactive(const ConfigOptions& o) {
@@ -98,12 +118,14 @@ int interactive(const ConfigOptions& o) {
             << "Press Enter to take the default in brackets.\n";
   Prompter p(std::cin, std::cout);
   try {
-    if (file_exists(path) && !p.yes_no(path + " exists. Replace it?", false)) {
+    const bool exists = file_exists(path);
+    if (exists && !p.yes_no(path + " exists. Replace it?", false)) {
       std::cout << "Left " << path << " unchanged.\n";
       return 0;
     }
+    const LaunchConfig proposed = starting_defaults(!exists, gpus, cores);
     LaunchConfig c;
-    ask_questions(p, c, machine_defaults(gpus, cores), gpus);
+    ask_questions(p, c, proposed, gpus);
     config::validate(c, gpus);
     config::save_config(c, path);
   } catch (const Aborted&) {

@@ -27,7 +27,7 @@ std::string compiler() {
 }
 
 void print_config(const std::string& cli_value) {
-  const auto loc = config::resolve_config_path(cli_value, config::real_env);
+  const auto loc = locate_config(cli_value);
   if (loc.path.empty() || !file_exists(loc.path)) {
     std::cout << "config file: none" << (loc.path.empty() ? "" : " (no file at " + loc.path + ")")
               << "; `xlaunch run` uses built-in defaults\n";

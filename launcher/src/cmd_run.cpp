@@ -189,6 +189,7 @@ int run_job(const RunOptions& o, const Invocation& inv) {
   const EffectiveConfig e = effective_config(o, gpu_count);
   const config::LaunchConfig& c = e.config;
   print_config_line(e.in_use, e.from_cli);
+  warn_ignored_accelerate_options(o.overrides);
   check_launchable(c);
   std::vector<std::string> command = inv.command;
   command[0] = resolve_train_binary(command[0], path_env());
@@ -214,12 +215,15 @@ int run_job(const RunOptions& o, const Invocation& inv) {
 
 Runner setup_run(CLI::App* cmd) {
   auto o = std::make_shared<RunOptions>();
+  cmd->alias("launch");  // as Accelerate users type it: `accelerate launch`
   add_override_options(cmd, o->overrides);
+  add_ignored_accelerate_options(cmd, o->overrides);
   cmd->add_option("--config_file", o->config_file, "Config file (default: $XLAUNCH_CONFIG_FILE, else "
-                                                    "${XDG_CONFIG_HOME:-~/.config}/xlaunch/default_config.yaml)");
+                                                    "${XDG_CONFIG_HOME:-~/.config}/xlaunch/default_config.yaml, "
+                                                    "else Accelerate's default_config.yaml)");
   cmd->add_flag("--dry_run", o->dry_run, "Print the exact command and environment, then exit");
   cmd->add_flag("--verbose", o->verbose, "Print the command before running it");
-  cmd->footer("Usage: xlaunch run [options] train_bin [args...]\n"
+  cmd->footer("Usage: xlaunch run (or launch) [options] train_bin [args...]\n"
               "Everything from train_bin on is passed to it unchanged (or put it after --).");
   return [o](const Invocation& inv) { return run_job(*o, inv); };
 }

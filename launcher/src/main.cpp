@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launch_error.h"
+#include "overrides.h"
 #include "rank_wrapper.h"
 #include "subcommand.h"
 #include "xlaunch/config/config_error.h"
@@ -72,12 +73,15 @@ int main(int argc, char** argv) {
   Invocation inv;
   inv.self_exe = self_exe(argv[0]);
   for (const Added& a : added)
-    if (a.sub->takes_command && !args.empty() && args[0] == a.sub->name) inv.command = split_command(*a.cmd, args, 1);
+    if (a.sub->takes_command && !args.empty() && a.cmd->check_name(args[0]))
+      inv.command = split_command(*a.cmd, args, 1);
 
+  const std::vector<std::string> words = args;
   std::reverse(args.begin(), args.end());  // CLI11 takes them last first
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
+    if (refuse_accelerate_option(app, e, words)) return 2;
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }

@@ -13,6 +13,7 @@
 #include "launch_error.h"
 #include "rank_status.h"
 #include "spawn.h"
+#include "xlaunch/env_vars.h"
 
 namespace xlaunch::launcher {
 
@@ -22,6 +23,13 @@ int64_t now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// --num_cpu_threads_per_process reaches the program as OMP_NUM_THREADS, as with Accelerate: it sizes
+// LibTorch's intra-op pool in any program, and the runtime leaves a set OMP_NUM_THREADS alone.
+void export_cpu_threads() {
+  const char* n = std::getenv(env::kNumCpuThreads.name);
+  if (n && std::atoi(n) > 0) setenv("OMP_NUM_THREADS", n, 1);
 }
 
 SpawnOptions rank_spawn_options() {
@@ -53,6 +61,7 @@ int rank_wrapper_main(int argc, char** argv) {
     std::fprintf(stderr, "xlaunch __rank: usage: xlaunch __rank --status_dir DIR -- train_bin [args...]\n");
     return 2;
   }
+  export_cpu_threads();
   int status = 0;
   try {
     status = spawn_and_wait(std::vector<std::string>(argv + i + 1, argv + argc), rank_spawn_options());

@@ -12,14 +12,16 @@
 #include <thread>
 
 #include "xlaunch/autocast.h"
-#include "xlaunch/check.h"
+#include "check.h"
 #include "xlaunch/metrics.h"
 #include "xlaunch/env_vars.h"
 #include "xlaunch/error.h"
-#include "xlaunch/mpi_communicator.h"
-#include "xlaunch/nccl_communicator.h"
+#include "comm/agree.h"
+#include "comm/mpi_communicator.h"
+#include "comm/nccl_communicator.h"
 #include "xlaunch/process_state.h"
-#include "xlaunch/shm_communicator.h"
+#include "comm/shm_communicator.h"
+#include "watch/watchdog.h"
 
 namespace xlaunch {
 namespace {
@@ -158,27 +160,22 @@ std::shared_ptr<Communicator> Accelerator::bucket_communicator(const at::Device&
 }
 
 void Accelerator::check_same_everywhere(const std::string& what, const std::string& mine) {
-  // One cheap collective when everything agrees; the full descriptions only on a mismatch.
-  at::Tensor h = at::empty({1}, at::kLong);
-  h.fill_(static_cast<int64_t>(std::hash<std::string>{}(mine) & 0x7fffffffffffffffLL));
-  at::Tensor all = cpu_comm_->allgather(h);
-  if (all.eq(all[0]).all().item<bool>()) return;
-  const auto descriptions = cpu_comm_->allgather_strings(mine);
-  const auto ref = lines(descriptions[0]);
-  std::ostringstream os;
-  os << "acc.prepare: the ranks do not hold the same " << what << ", so their collectives would not match. ";
-  for (int r = 1; r < world_; ++r) {
-    const auto other = lines(descriptions[r]);
-    if (descriptions[r] == descriptions[0]) continue;
+  // Each rank compares what it holds with rank 0's and names its own first difference; then the
+  // ranks agree, so every rank fails with the same message instead of some hanging later.
+  const std::string ref = broadcast_string(*cpu_comm_, mine);
+  std::string difference;
+  if (mine != ref) {
+    const auto theirs = lines(ref), ours = lines(mine);
     size_t k = 0;
-    while (k < ref.size() && k < other.size() && ref[k] == other[k]) ++k;
-    os << "First difference: rank " << r << " has " << (k < other.size() ? "'" + other[k] + "'" : "nothing more")
-       << " where rank 0 has " << (k < ref.size() ? "'" + ref[k] + "'" : "nothing more") << ". ";
-    break;
+    while (k < theirs.size() && k < ours.size() && theirs[k] == ours[k]) ++k;
+    difference = "rank " + std::to_string(rank_) + " has " + (k < ours.size() ? "'" + ours[k] + "'" : "nothing more") +
+                 " where rank 0 has " + (k < theirs.size() ? "'" + theirs[k] + "'" : "nothing more");
   }
-  os << "(This is " << where_am_i() << ".) Build the same model with the same settings on every rank "
-     << "(same constructor arguments, same XLAUNCH_* environment).";
-  throw UsageError(os.str());
+  const Agreement agreed = agree_on_error(*cpu_comm_, difference);
+  if (!agreed.failed()) return;
+  throw UsageError("acc.prepare: the ranks do not hold the same " + what + ", so their collectives would not match. "
+                   "First difference: " + agreed.message + ". (This is " + where_am_i() + ".) Build the same model "
+                   "with the same settings on every rank (same constructor arguments, same XLAUNCH_* environment).");
 }
 
 size_t Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
@@ -251,9 +248,9 @@ void Accelerator::backward(const at::Tensor& loss) {
   for (auto& m : models_) m.reducer->finalize_backward();
 }
 
-Accelerator::AccumulateGuard::AccumulateGuard(Accelerator& acc) {
-  ++acc.micro_step_;
-  acc.sync_gradients_ = acc.micro_step_ % acc.options_.gradient_accumulation_steps == 0;
+void Accelerator::accumulate() {
+  ++micro_step_;
+  sync_gradients_ = micro_step_ % options_.gradient_accumulation_steps == 0;
 }
 
 Accelerator::NoSyncGuard::NoSyncGuard(Accelerator& acc) : acc_(acc), saved_(acc.no_sync_) { acc_.no_sync_ = true; }
@@ -263,7 +260,7 @@ void PreparedOptimizer::step() {
   skipped_ = false;
   if (!acc_->sync_gradients()) return;
   acc_->optimizer_step(*this, *inner_, skipped_);
-  if (!skipped_) ++acc_->step_;
+  if (!skipped_) watch::set_step(++acc_->step_);
 }
 
 void PreparedOptimizer::zero_grad(bool set_to_none) {

@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "xlaunch/check.h"
+#include "check.h"
 #include "xlaunch/process_state.h"
 
 namespace xlaunch {

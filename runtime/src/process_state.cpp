@@ -5,15 +5,19 @@
 
 #include <climits>
 #include <cstdlib>
-#include <exception>
 
-#include "xlaunch/check.h"
+#include "check.h"
+#include "watch/job_watch.h"
+#include "watch/watchdog.h"
 #include "xlaunch/env_vars.h"
 
 namespace xlaunch {
 
 ProcessState& ProcessState::get() {
   static ProcessState state;
+  // After `state` exists, so that the exit handler runs before its destructor finalizes MPI.
+  static const bool exit_hook = state.mpi_owned_ && state.world_size() > 1 ? (watch::install_exit_hook(), true) : false;
+  (void)exit_hook;
   return state;
 }
 
@@ -42,6 +46,7 @@ ProcessState::ProcessState() {
                        place_.source + " variables say rank " + std::to_string(place_.rank) + " of " +
                        std::to_string(place_.world_size) + "; start the job through `xlaunch run` or mpirun");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (place_.world_size > 1) watch::start_job_watch(place_.rank, place_.world_size);
   }
 }
 
@@ -53,11 +58,12 @@ ProcessState::~ProcessState() {
   // MPI_Finalize waits for the other ranks. If one of them is stuck in a collective that this rank
   // will never join (it failed and is leaving), waiting forever would hang the job: bound it by
   // the collective timeout, after which SIGALRM ends this process and mpirun ends the job.
-  long timeout = 1800;
-  try { timeout = env::get_int(env::kTimeoutS); } catch (const std::exception&) {}
+  const long timeout = static_cast<long>(watch::settings().timeout_s);
+  watch::remove_own_board();
   if (timeout > 0) alarm(static_cast<unsigned>(timeout));
   MPI_Finalize();
   alarm(0);
+  watch::remove_private_dir();
 }
 
 }  // namespace xlaunch

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # 2-rank training steps/s of the benchmark MLP for xlaunch DDP, xlaunch without gradient sync
 # (the compute-only bound), and PyTorch DDP over gloo (the peer), alternating rounds in one run.
-# Usage: scripts/bench/ddp.sh [ROUNDS]   (BUILD_DIR, PEER_PYTHON, STEPS override)
+# Usage: scripts/bench/ddp.sh [ROUNDS]   (BUILD_DIR, PEERS, PEER_PYTHON, STEPS override)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 ROUNDS="${1:-3}"

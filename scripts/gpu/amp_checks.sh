@@ -18,7 +18,7 @@ JOBS=${JOBS:-$(nproc)}
 status=0
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/# gpu: /'
-cmake --build "$BUILD_DIR" -j "$JOBS" --target amp_kernels_test amp_grad_scaler_test amp_autocast_test \
+cmake --build "$BUILD_DIR" -j "$JOBS" --target amp_unscale_test grad_scaler_test autocast_test \
   bench_amp bench_amp_unscale || exit 1
 
 run_cuda_tests() {  # name filter
@@ -29,9 +29,9 @@ run_cuda_tests() {  # name filter
   if [[ $rc -ne 0 ]]; then echo "amp_checks: $1 FAILED"; status=1; fi
   if echo "$out" | grep -q '^\[  SKIPPED \]'; then echo "amp_checks: $1 skipped CUDA tests on a GPU machine"; status=1; fi
 }
-run_cuda_tests amp_kernels_test 'AmpUnscaleCuda.*'
-run_cuda_tests amp_grad_scaler_test 'UnscaleAndCheck.Cuda*'
-run_cuda_tests amp_autocast_test 'AutocastTraining.Cuda*'
+run_cuda_tests amp_unscale_test 'AmpUnscaleCuda.*'
+run_cuda_tests grad_scaler_test 'UnscaleAndCheck.Cuda*'
+run_cuda_tests autocast_test 'AutocastTraining.Cuda*'
 
 bench="$BUILD_DIR/scripts/bench"
 line=$("$bench/bench_amp_unscale" --devices cuda --iters 200 --rounds 7) || status=1

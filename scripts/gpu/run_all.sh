@@ -29,8 +29,8 @@ part() {  # name command...: runs, logs, reports
   grep -E '^bench=|SKIPPED|FAILED' "$OUT_DIR/$name.log" | head -40
 }
 root=(); [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
-part nccl mpirun "${root[@]}" -np 1 "$BUILD_DIR/tests/runtime/test_nccl"
-part loader_cuda "$BUILD_DIR/tests/data/data_loader_test" --gtest_filter='*Cuda*:*cuda*:*Pinned*:*Device*'
+part nccl mpirun "${root[@]}" -np 1 "$BUILD_DIR/tests/runtime/nccl_test"
+part loader_cuda "$BUILD_DIR/tests/data/loader_test" --gtest_filter='*Cuda*:*cuda*:*Pinned*:*Device*'
 part amp bash "$REPO/scripts/gpu/amp_checks.sh"
 part bench_loader bash "$REPO/scripts/bench/loader.sh"
 part ctest_all bash -c "cd '$BUILD_DIR' && ctest --output-on-failure -j4 --timeout 600"

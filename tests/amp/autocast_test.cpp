@@ -5,13 +5,13 @@
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/randn.h>
 #include <torch/cuda.h>
-#include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
 #include <cstdlib>
 
+#include "bench_model.h"
 #include "xlaunch/autocast.h"
 #include "xlaunch/error.h"
 #include "xlaunch/grad_scaler.h"
@@ -83,15 +83,6 @@ TEST(AutocastGuard, RefusesWhatItCannotDo) {
   EXPECT_EQ(xlaunch::autocast_dtype(MixedPrecision::No), at::ScalarType::Undefined);
 }
 
-struct MlpImpl : torch::nn::Module {
-  explicit MlpImpl(int64_t h)
-      : l1(register_module("l1", torch::nn::Linear(784, h))),
-        l2(register_module("l2", torch::nn::Linear(h, h))),
-        l3(register_module("l3", torch::nn::Linear(h, 10))) {}
-  at::Tensor forward(const at::Tensor& x) { return l3(l2(l1(x).relu()).relu()); }
-  torch::nn::Linear l1, l2, l3;
-};
-
 // Mean loss over the last 20 of 150 SGD steps on a learnable synthetic task (labels from a fixed
 // random linear teacher), with the same initial weights and batches for every precision. fp16
 // steps through a GradScaler, as the Accelerator does.
@@ -100,7 +91,7 @@ double train(MixedPrecision mp, double* first_loss, c10::Device device = c10::De
   const at::Tensor teacher = at::randn({784, 10});
   const at::Tensor inputs = at::randn({1024, 784}).to(device);
   const at::Tensor labels = inputs.mm(teacher.to(device)).argmax(1);
-  MlpImpl model(64);
+  xlaunch::bench::MlpImpl model(64);
   model.to(device);
   torch::optim::SGD opt(model.parameters(), torch::optim::SGDOptions(0.02).momentum(0.9));
   xlaunch::GradScalerOptions so;

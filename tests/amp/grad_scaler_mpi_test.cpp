@@ -3,15 +3,15 @@
 #include <gtest/gtest.h>
 
 #include "skip_scenario.h"
-#include "xlaunch/mpi_communicator.h"
+#include "comm/mpi_communicator.h"
 
 namespace {
 
 TEST(GradScalerMpi, EveryRankSkipsTheSameSteps) {
   auto comm = xlaunch::MpiCommunicator::world();
   ASSERT_EQ(comm->size(), 2) << "run under mpirun -np 2";
-  const auto got = amp_test::run_skip_scenario(comm);
-  const auto expected = amp_test::expected_skip_scenario(comm->rank());
+  const auto got = xlaunch::test::run_skip_scenario(comm);
+  const auto expected = xlaunch::test::expected_skip_scenario(comm->rank());
   ASSERT_EQ(got.size(), expected.size());
   for (size_t s = 0; s < expected.size(); ++s) {
     EXPECT_EQ(got[s].skipped, expected[s].skipped) << "rank " << comm->rank() << " step " << s;

@@ -12,7 +12,7 @@
 
 #include "skip_scenario.h"
 #include "xlaunch/error.h"
-#include "xlaunch/inprocess_communicator.h"
+#include "comm/inprocess_communicator.h"
 
 namespace {
 
@@ -250,13 +250,13 @@ TEST(UnscaleAndCheck, CudaMatchesTorchsOwnOp) {
 
 TEST(GradScalerAcrossRanks, EveryRankSkipsTheSameStepsWithThreads) {
   auto group = std::make_shared<xlaunch::InProcessGroup>(2);
-  std::vector<std::vector<amp_test::StepRecord>> got(2);
+  std::vector<std::vector<xlaunch::test::StepRecord>> got(2);
   std::vector<std::string> errors(2);
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r)
     ranks.emplace_back([&, r] {
       try {
-        got[r] = amp_test::run_skip_scenario(std::make_shared<xlaunch::InProcessCommunicator>(group, r));
+        got[r] = xlaunch::test::run_skip_scenario(std::make_shared<xlaunch::InProcessCommunicator>(group, r));
       } catch (const std::exception& e) {
         errors[r] = e.what();
       }
@@ -264,7 +264,7 @@ TEST(GradScalerAcrossRanks, EveryRankSkipsTheSameStepsWithThreads) {
   for (auto& t : ranks) t.join();
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
-    const auto expected = amp_test::expected_skip_scenario(r);
+    const auto expected = xlaunch::test::expected_skip_scenario(r);
     ASSERT_EQ(got[r].size(), expected.size());
     for (size_t s = 0; s < expected.size(); ++s) {
       EXPECT_EQ(got[r][s].skipped, expected[s].skipped) << "rank " << r << " step " << s;

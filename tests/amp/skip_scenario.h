@@ -19,7 +19,7 @@
 #include "xlaunch/communicator.h"
 #include "xlaunch/grad_scaler.h"
 
-namespace amp_test {
+namespace xlaunch::test {
 
 constexpr int kSteps = 9;
 constexpr int kInfStep = 3;
@@ -93,4 +93,4 @@ inline std::vector<StepRecord> expected_skip_scenario(int rank) {
   return out;
 }
 
-}  // namespace amp_test
+}  // namespace xlaunch::test

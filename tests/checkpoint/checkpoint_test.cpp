@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "../data/test_datasets.h"
-#include "xlaunch/checkpoint.h"
+#include "state/checkpoint_dir.h"
 #include "xlaunch/error.h"
 #include "xlaunch/loader.h"
 
@@ -22,7 +22,7 @@ Loader make_loader() {
   o.batch_size = 4;  // 10 samples: batches of 4, 4, 2
   o.num_workers = 2;
   o.seed = 3;
-  return Loader(testdata::IndexDataset(10), o);
+  return Loader(xlaunch::test::IndexDataset(10), o);
 }
 
 std::vector<int64_t> targets_of(Loader& loader) {

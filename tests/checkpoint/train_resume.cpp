@@ -1,6 +1,6 @@
 // Trains a small MLP with dropout through the Accelerator (prepared model, optimizer and shuffled
-// loader), stopping, saving, resuming and dying on command, so that resume_test.sh can compare a
-// run that stopped and resumed in a fresh process with one that ran straight through.
+// loader), stopping, saving, resuming and dying on command, so that checkpoint_resume_test.sh can
+// compare a run that stopped and resumed in a fresh process with one that ran straight through.
 //
 //   train_resume --epochs E --out PARAMS                    straight through; rank 0 writes the
 //                                                           final parameters' bytes to PARAMS
@@ -22,7 +22,7 @@
 #include <string>
 
 #include "xlaunch/accelerator.h"
-#include "xlaunch/checkpoint.h"
+#include "state/checkpoint_dir.h"
 
 namespace {
 
@@ -92,7 +92,7 @@ int run(const std::map<std::string, std::string>& args) {
   for (int64_t epoch = loader.epoch(); epoch < epochs; ++epoch) {
     net->train();
     for (auto& batch : loader) {
-      auto g = acc.accumulate();
+      acc.accumulate();
       auto loss = torch::nn::functional::cross_entropy(model(batch.data), batch.target);
       acc.backward(loss);
       opt.step();

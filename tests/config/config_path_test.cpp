@@ -46,3 +46,13 @@ TEST(ConfigPath, NothingAtAll) {
   EXPECT_EQ(l.path, "");
   EXPECT_EQ(l.origin, ConfigOrigin::None);
 }
+
+TEST(AccelerateConfigPath, HfHomeThenXdgCacheHomeThenHome) {
+  EXPECT_EQ(accelerate_default_config_path(env_of({{"HF_HOME", "/hf"}, {"XDG_CACHE_HOME", "/c"}, {"HOME", "/h"}})),
+            "/hf/accelerate/default_config.yaml");
+  EXPECT_EQ(accelerate_default_config_path(env_of({{"HF_HOME", ""}, {"XDG_CACHE_HOME", "/c"}, {"HOME", "/h"}})),
+            "/c/huggingface/accelerate/default_config.yaml");
+  EXPECT_EQ(accelerate_default_config_path(env_of({{"HOME", "/h"}})),
+            "/h/.cache/huggingface/accelerate/default_config.yaml");
+  EXPECT_EQ(accelerate_default_config_path(env_of({})), "");
+}

@@ -17,7 +17,7 @@
 
 #include "xlaunch/loader.h"
 
-namespace testdata {
+namespace xlaunch::test {
 
 struct IndexDataset : torch::data::datasets::Dataset<IndexDataset> {
   explicit IndexDataset(int64_t n, int64_t fail_at = -1, std::chrono::microseconds delay = {})
@@ -111,4 +111,4 @@ inline xlaunch::LoaderOptions options(int64_t batch, int workers, int rank = 0, 
   return o;
 }
 
-}  // namespace testdata
+}  // namespace xlaunch::test

@@ -37,6 +37,17 @@ if(EXISTS ${prefix}/include/xlaunch/kernels)
   message(FATAL_ERROR "[install test] the kernels' private headers were installed")
 endif()
 
+# Only the headers a user includes are installed: the runtime's internals (communicator
+# implementations, the bucket plan, the checkpoint format, the MPI/CUDA check macros) are not.
+set(user_headers accelerator.h autocast.h communicator.h dataset.h env_vars.h error.h fashion_mnist.h
+    grad_scaler.h loader.h metrics.h mixed_precision.h process_state.h reducer.h sampler.h)
+file(GLOB_RECURSE installed RELATIVE ${prefix}/include/xlaunch ${prefix}/include/xlaunch/*)
+list(SORT installed)
+list(SORT user_headers)
+if(NOT installed STREQUAL user_headers)
+  message(FATAL_ERROR "[install test] installed headers: ${installed}; expected exactly: ${user_headers}")
+endif()
+
 # Every installed header, included by the outside program: each must compile against the
 # package alone (no header may reach for one that was not installed).
 file(GLOB headers RELATIVE ${prefix}/include ${prefix}/include/xlaunch/*.h)

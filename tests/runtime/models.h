@@ -15,7 +15,7 @@
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
 
-namespace xt {
+namespace xlaunch::test {
 
 struct MlpImpl : torch::nn::Module {
   explicit MlpImpl(int in = 20, int hidden = 32, int out = 10, bool with_unused = false) {
@@ -95,4 +95,4 @@ inline double rel_err(const at::Tensor& a, const at::Tensor& b) {
   return (a - b).abs().max().item<double>() / scale;
 }
 
-}  // namespace xt
+}  // namespace xlaunch::test

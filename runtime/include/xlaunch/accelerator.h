@@ -149,14 +149,11 @@ class Accelerator {
   // scales it under fp16. Use instead of loss.backward().
   void backward(const at::Tensor& loss);
 
-  // Gradient accumulation. `auto g = acc.accumulate();` at the top of each micro-step: the k-th
+  // Gradient accumulation. `acc.accumulate();` at the top of each micro-step starts it: the k-th
   // (k = gradient_accumulation_steps) is a sync step; the others accumulate locally with no
-  // communication, and the prepared optimizer does not step.
-  class AccumulateGuard {
-   public:
-    explicit AccumulateGuard(Accelerator& acc);
-  };
-  AccumulateGuard accumulate() { return AccumulateGuard(*this); }
+  // communication, and the prepared optimizer does not step. (Unlike Accelerate's context
+  // manager, nothing happens at the end of the micro-step, so there is no guard to keep alive.)
+  void accumulate();
   // While alive, backward accumulates locally with no communication.
   class NoSyncGuard {
    public:
@@ -190,7 +187,7 @@ class Accelerator {
   // Whether the last prepared optimizer step was skipped for non-finite gradients (fp16).
   bool optimizer_step_was_skipped() const;
 
-  // Checkpointing (runtime/src/checkpoint.cpp; format in docs/checkpointing.md): everything a run
+  // Checkpointing (format in docs/checkpointing.md): everything a run
   // needs to continue. save_state writes atomically (a crash leaves the previous checkpoint
   // loadable); load_state restores it, refusing a checkpoint of another model.
   // Both are collective: call them on every rank, after preparing the same models, optimizers and
@@ -245,6 +242,7 @@ class Accelerator {
  private:
   friend class ForwardScope;
   friend class PreparedOptimizer;
+  friend struct CheckpointIO;  // save_state / load_state (runtime/src/state/accelerator_state.cpp)
 
   template <typename T>
   static std::shared_ptr<torch::nn::Module> module_ptr(const torch::nn::ModuleHolder<T>& h) { return h.ptr(); }
@@ -255,11 +253,6 @@ class Accelerator {
   void check_same_everywhere(const std::string& what, const std::string& mine);
   void broadcast_buffers(size_t model_id);
   void optimizer_step(PreparedOptimizer& opt, torch::optim::Optimizer& inner, bool& skipped);
-  // Checkpointing (checkpoint.cpp): files by relative path, and "key value" trainer state.
-  std::map<std::string, std::string> checkpoint_files(const std::vector<std::string>& rng_states);
-  void restore_checkpoint(const std::map<std::string, std::string>& files);
-  void restore_scaler(const std::map<std::string, std::string>& state);
-  void restore_loaders(const std::map<std::string, std::string>& state, int64_t saved_world);
 
   struct Model {
     std::shared_ptr<torch::nn::Module> module;

@@ -1,7 +1,8 @@
 // Collective communication over the ranks of a job, on flat contiguous tensors.
 //
-// Implementations: MpiCommunicator (CPU tensors), NcclCommunicator (CUDA tensors) and
-// InProcessCommunicator (ranks as threads of one process, for unit tests).
+// Implementations (runtime/src/comm/): MpiCommunicator (CPU tensors), ShmCommunicator (CPU
+// gradient buckets of ranks that share a machine, through shared memory), NcclCommunicator (CUDA
+// tensors) and InProcessCommunicator (ranks as threads of one process, for unit tests).
 //
 // Contract for every implementation:
 //  - Collectives are issued in the same order on every rank; the *_async calls start them in call
@@ -19,7 +20,7 @@
 
 namespace xlaunch {
 
-class SharedPool;
+class SharedMemoryTransport;  // comm/shared_memory.h
 
 enum class ReduceOp { Sum, Avg, Max };
 
@@ -54,13 +55,9 @@ class Communicator {
   // rank, in the same order. Default: one allreduce_async per tensor.
   virtual std::shared_ptr<Work> allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op);
 
-  // Zero-copy reduction, for transports whose ranks can read each other's memory (the defaults
-  // say "not supported"). shares_memory: whether t lives in such memory, so that collectives
-  // reduce it where it is; every rank must agree on that for the tensors of one collective.
-  virtual bool shares_memory(const at::Tensor& t) const;
-  // Collective: a pool of `bytes` of such memory for this rank's gradients (see grad_capture.h),
-  // owned by the communicator; or nullptr, identically on every rank, when there is none.
-  virtual SharedPool* reserve_shared_pool(size_t bytes);
+  // Zero-copy reduction, for transports whose ranks can map each other's memory: what they offer
+  // the reducer, or null (the default) when this communicator has nothing of the kind.
+  virtual SharedMemoryTransport* shared_memory() { return nullptr; }
 
   void allreduce(const at::Tensor& t, ReduceOp op) { allreduce_async(t, op)->wait(); }
   void broadcast(const at::Tensor& t, int root) { broadcast_async(t, root)->wait(); }

@@ -34,11 +34,13 @@ inline constexpr Var kBroadcastBuffers       {"XLAUNCH_BROADCAST_BUFFERS", Type:
 inline constexpr Var kNumWorkers             {"XLAUNCH_NUM_WORKERS", Type::String, "2", "loader worker threads per rank: a count, or 'auto'"};
 inline constexpr Var kPinMemory              {"XLAUNCH_PIN_MEMORY", Type::Bool, "1", "1: collate into pinned host memory and copy to the GPU asynchronously"};
 inline constexpr Var kPrefetchFactor         {"XLAUNCH_PREFETCH_FACTOR", Type::Int, "2", "batches in flight per loader worker"};
-inline constexpr Var kDebug                  {"XLAUNCH_DEBUG", Type::Bool, "0", "1: extra consistency checks and verbose runtime logging"};
-inline constexpr Var kTimeoutS               {"XLAUNCH_TIMEOUT_S", Type::Int, "1800", "seconds a collective may wait before the job is declared stuck"};
+inline constexpr Var kNumCpuThreads          {"XLAUNCH_NUM_CPU_THREADS", Type::Int, "0", "intra-op threads per rank, handed to the program as OMP_NUM_THREADS; 0: the runtime's default (cores / local ranks)"};
+inline constexpr Var kDebug                  {"XLAUNCH_DEBUG", Type::Bool, "0", "1: before each collective, every rank checks that the others issue the same one"};
+inline constexpr Var kTimeoutS               {"XLAUNCH_TIMEOUT_S", Type::Int, "600", "seconds a collective may wait without progress before the job is declared stuck"};
 inline constexpr Var kLogDir                 {"XLAUNCH_LOG_DIR", Type::String, "", "directory for per-rank logs; empty: none"};
 inline constexpr Var kRunId                  {"XLAUNCH_RUN_ID", Type::String, "", "identifier of this launch, the same on every rank"};
 inline constexpr Var kRestartCount           {"XLAUNCH_RESTART_COUNT", Type::Int, "0", "how many times the launcher has restarted this job"};
+inline constexpr Var kStatusDir              {"XLAUNCH_STATUS_DIR", Type::String, "", "this attempt's directory for the ranks' exit statuses and progress boards (made by xlaunch run)"};
 inline constexpr Var kConfigFile             {"XLAUNCH_CONFIG_FILE", Type::String, "", "the config file: read by `xlaunch` when no --config_file is given; exported to the ranks as the file used"};
 // clang-format on
 
@@ -46,8 +48,8 @@ inline constexpr Var kConfigFile             {"XLAUNCH_CONFIG_FILE", Type::Strin
 inline constexpr const Var* kAll[] = {
     &kDistributedType, &kUseCpu,       &kGpuIds,     &kMixedPrecision, &kGradAccumSteps,
     &kBucketCapMb,     &kFindUnusedParameters,       &kBroadcastBuffers, &kNumWorkers,
-    &kPinMemory,       &kPrefetchFactor, &kDebug,    &kTimeoutS,       &kLogDir,
-    &kRunId,           &kRestartCount, &kConfigFile,
+    &kPinMemory,       &kPrefetchFactor, &kNumCpuThreads, &kDebug,    &kTimeoutS,       &kLogDir,
+    &kRunId,           &kRestartCount, &kStatusDir,    &kConfigFile,
 };
 
 // The raw value: the environment's, or the declared default when unset.

@@ -1,7 +1,7 @@
 // The per-rank data loader: this rank's shard of a dataset (sampler.h), collated into batches by
 // worker threads ahead of the training loop, and handed over on the training device.
 //
-//   xlaunch::LoaderOptions opt;                 // workers, prefetch, pinning from XLAUNCH_* env
+//   auto opt = xlaunch::LoaderOptions::from_env();  // workers, prefetch, pinning as launched
 //   opt.batch_size = 64;
 //   opt.rank = rank; opt.world_size = world;    // Accelerator::prepare fills these in
 //   xlaunch::Loader loader(FashionMnist(FashionMnist::Split::Train), opt);
@@ -44,11 +44,6 @@ namespace xlaunch {
 // num_workers value meaning: measure a few worker counts on the first batches, keep the best.
 inline constexpr int kAutoWorkers = -1;
 
-// The defaults of the loader settings the launcher controls, read through env_vars.h.
-int num_workers_from_env();      // XLAUNCH_NUM_WORKERS: a count >= 0, or "auto" (kAutoWorkers)
-int prefetch_factor_from_env();  // XLAUNCH_PREFETCH_FACTOR: >= 1
-bool pin_memory_from_env();      // XLAUNCH_PIN_MEMORY
-
 struct LoaderOptions {
   int64_t batch_size = 1;  // per rank
   bool shuffle = true;
@@ -57,12 +52,19 @@ struct LoaderOptions {
   // wrapping around; the last batch may be short (the same on every rank). true: the tail that
   // does not fill a whole batch on every rank is not read.
   bool drop_last = false;
-  int num_workers = num_workers_from_env();  // 0: load in the training thread; kAutoWorkers
-  int prefetch_factor = prefetch_factor_from_env();
-  bool pin_memory = pin_memory_from_env();  // acts only when device is CUDA
+  // The three settings the launcher controls (loader.* in the config). These defaults are the
+  // XLAUNCH_* variables' own; from_env() takes the launched job's values instead.
+  int num_workers = 2;       // 0: load in the training thread; kAutoWorkers: measure, keep the best
+  int prefetch_factor = 2;   // batches in flight per worker
+  bool pin_memory = true;    // acts only when device is CUDA
   c10::Device device = c10::Device(c10::kCPU);  // where batches are handed over
   int rank = 0;  // this process's place: the caller's (the Accelerator passes its own)
   int world_size = 1;
+
+  // The defaults, with num_workers, prefetch_factor and pin_memory from XLAUNCH_NUM_WORKERS
+  // (a count or "auto"), XLAUNCH_PREFETCH_FACTOR and XLAUNCH_PIN_MEMORY (env_vars.h), as `xlaunch
+  // run` sets them from the config. Throws UsageError naming the variable on a malformed value.
+  static LoaderOptions from_env();
 };
 
 // Where iteration stands, for checkpoints: the epoch, and the first of its batches still to be

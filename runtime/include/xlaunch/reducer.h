@@ -35,7 +35,6 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "xlaunch/bucket_plan.h"
 #include "xlaunch/communicator.h"
 
 namespace torch::autograd {
@@ -72,7 +71,7 @@ class Reducer {
   void finalize_backward();
 
   const std::vector<std::vector<size_t>>& buckets() const { return plan_; }
-  // A line per bucket ("bucket 0: 3 params, 4.2 MB, float@cpu"), identical on ranks that agree.
+  // A line per bucket ("bucket 0: 3 params, 262144 elements, float@cpu"), identical on ranks that agree.
   std::string layout() const;
   size_t num_params() const { return params_.size(); }
 

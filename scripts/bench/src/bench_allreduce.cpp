@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "xlaunch/mpi_communicator.h"
+#include "comm/mpi_communicator.h"
 #include "xlaunch/process_state.h"
 
 namespace {

@@ -11,8 +11,6 @@
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
 #include <torch/cuda.h>
-#include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
@@ -25,24 +23,16 @@
 #include <string>
 #include <vector>
 
+#include "bench_model.h"
 #include "xlaunch/autocast.h"
 #include "xlaunch/grad_scaler.h"
 
 namespace {
 
-struct MlpImpl : torch::nn::Module {
-  explicit MlpImpl(int64_t h)
-      : l1(register_module("l1", torch::nn::Linear(784, h))),
-        l2(register_module("l2", torch::nn::Linear(h, h))),
-        l3(register_module("l3", torch::nn::Linear(h, 10))) {}
-  at::Tensor forward(const at::Tensor& x) { return l3(l2(l1(x).relu()).relu()); }
-  torch::nn::Linear l1, l2, l3;
-};
-
 struct Runner {
   std::string precision;
   xlaunch::MixedPrecision mp;
-  std::shared_ptr<MlpImpl> model;
+  xlaunch::bench::Mlp model{nullptr};
   std::unique_ptr<torch::optim::SGD> opt;
   std::unique_ptr<xlaunch::GradScaler> scaler;
   std::vector<double> rates;
@@ -98,7 +88,7 @@ int main(int argc, char** argv) {
     r.precision = p;
     r.mp = p == "fp32" ? xlaunch::MixedPrecision::No : xlaunch::parse_mixed_precision(p, "--precisions");
     torch::manual_seed(2);  // the same initial weights for every precision
-    r.model = std::make_shared<MlpImpl>(hidden);
+    r.model = xlaunch::bench::Mlp(hidden);
     r.model->to(device);
     r.opt = std::make_unique<torch::optim::SGD>(r.model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
     xlaunch::GradScalerOptions so;

@@ -1,12 +1,9 @@
 // Training steps per second of the benchmark MLP (784-H-H-10, ReLU, SGD momentum 0.9, cross
-// entropy, per-rank batch B), the same work as ../shared/peers/torch_ddp_mlp.py.
+// entropy, per-rank batch B), the same work as peers/torch_ddp_mlp.py.
 //   --mode ddp    xlaunch data-parallel (gradients averaged across ranks, overlapped)
 //   --mode local  the same step with no gradient sync: the compute-only bound of the machine
 // Prints on rank 0: xlaunch-<mode> world=W steps_per_s=X samples_per_s=Y
 #include <torch/nn/functional/loss.h>
-#include <torch/nn/modules/activation.h>
-#include <torch/nn/modules/container/sequential.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
@@ -18,6 +15,7 @@
 #include <cstring>
 #include <string>
 
+#include "bench_model.h"
 #include "xlaunch/accelerator.h"
 
 int main(int argc, char** argv) {
@@ -36,8 +34,7 @@ int main(int argc, char** argv) {
 
   xlaunch::Accelerator acc;
   torch::manual_seed(0);
-  torch::nn::Sequential net(torch::nn::Linear(784, hidden), torch::nn::ReLU(), torch::nn::Linear(hidden, hidden),
-                            torch::nn::ReLU(), torch::nn::Linear(hidden, 10));
+  xlaunch::bench::Mlp net(hidden);
   torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   torch::manual_seed(acc.process_index());
   const at::Tensor x = at::randn({batch, 784});

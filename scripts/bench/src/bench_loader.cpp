@@ -1,4 +1,4 @@
-// The pipeline of ../shared/peers/torch_loader.py through xlaunch's loader, for scripts/bench/loader.sh.
+// The pipeline of peers/torch_loader.py through xlaunch's loader, for scripts/bench/loader.sh.
 //
 // Each sample i: a 3x64x64 uint8 image drawn from an RNG seeded with i (SplitMix64, 8 pixels per
 // 64-bit draw; the peer draws from torch.Generator seeded with i), a random 56x56 crop, a random

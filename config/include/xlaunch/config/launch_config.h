@@ -57,12 +57,13 @@ struct LaunchConfig {
   int gradient_accumulation_steps = 1;
   bool use_cpu = false;
   bool debug = false;
+  int num_cpu_threads_per_process = 0;  // intra-op threads of each rank; 0: the runtime decides
   MpiSection mpi;
   DdpSection ddp;
   LoaderSection loader;
   std::string log_dir;  // empty: no per-rank logs
   int max_restarts = 0;
-  int timeout_s = 1800;
+  int timeout_s = 600;
 };
 
 // Ranks started on each machine: num_processes / num_machines.

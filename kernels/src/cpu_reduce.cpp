@@ -1,0 +1,73 @@
+#include "xlaunch/kernels/cpu_reduce.h"
+
+#include <cstring>
+
+namespace xlaunch::kernels {
+namespace {
+
+// Everything below is inlined into the target_clones callers at the end, so the 32-byte vectors
+// never cross a call in the non-AVX clone: -Wpsabi's ABI note does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+template <typename T>
+struct Vec;
+template <>
+struct Vec<float> {
+  typedef float type __attribute__((vector_size(32)));
+};
+template <>
+struct Vec<double> {
+  typedef double type __attribute__((vector_size(32)));
+};
+
+// a[i] = f(a[i], b[i]) (and b[i] too when kBoth), vector by vector, then the tail element-wise.
+template <bool kBoth, typename T, typename F>
+inline __attribute__((always_inline)) void zip(T* a, T* b, int64_t n, F f) {
+  using V = typename Vec<T>::type;
+  constexpr int64_t w = sizeof(V) / sizeof(T);
+  int64_t i = 0;
+  for (; i + w <= n; i += w) {
+    V x, y;
+    std::memcpy(&x, a + i, sizeof(V));
+    std::memcpy(&y, b + i, sizeof(V));
+    const V r = f(x, y);
+    std::memcpy(a + i, &r, sizeof(V));
+    if (kBoth) std::memcpy(b + i, &r, sizeof(V));
+  }
+  for (; i < n; ++i) {
+    const T r = f(a[i], b[i]);
+    a[i] = r;
+    if (kBoth) b[i] = r;
+  }
+}
+
+template <typename T>
+inline __attribute__((always_inline)) void reduce_copies(T* const* ptrs, int world, int64_t n, ReduceKind op) {
+  T* first = ptrs[0];
+  if (world == 2 && op != ReduceKind::Max) {  // one pass: read both copies once, write both
+    const T scale = op == ReduceKind::Avg ? T(0.5) : T(1);
+    return zip<true>(first, ptrs[1], n, [scale](auto x, auto y) { return (x + y) * scale; });
+  }
+  for (int r = 1; r < world; ++r) {
+    if (op == ReduceKind::Max) zip<false>(first, ptrs[r], n, [](auto x, auto y) { return x > y ? x : y; });
+    else zip<false>(first, ptrs[r], n, [](auto x, auto y) { return x + y; });
+  }
+  if (op == ReduceKind::Avg) {
+    const T s = T(1) / T(world);
+    zip<false>(first, first, n, [s](auto x, auto) { return x * s; });
+  }
+  for (int r = 1; r < world; ++r) std::memcpy(ptrs[r], first, static_cast<size_t>(n) * sizeof(T));
+}
+
+}  // namespace
+
+__attribute__((target_clones("avx2", "default"))) void reduce_copies_float(float* const* ptrs, int world, int64_t n,
+                                                                            ReduceKind op) {
+  reduce_copies<float>(ptrs, world, n, op);
+}
+
+__attribute__((target_clones("avx2", "default"))) void reduce_copies_double(double* const* ptrs, int world, int64_t n,
+                                                                             ReduceKind op) {
+  reduce_copies<double>(ptrs, world, n, op);
+}
+
+}  // namespace xlaunch::kernels

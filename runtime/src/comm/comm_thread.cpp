@@ -1,0 +1,113 @@
+#include "comm/comm_thread.h"
+
+#include <c10/util/Exception.h>
+
+#include <future>
+
+#include "watch/watchdog.h"
+
+namespace xlaunch {
+
+struct CommThread::Item {
+  const char* kind;
+  uint64_t seq;
+  std::function<void()> op;
+  std::promise<void> done;
+};
+
+namespace {
+class FutureWork final : public Work {
+ public:
+  explicit FutureWork(std::shared_future<void> f) : f_(std::move(f)) {}
+  void wait() override { f_.get(); }
+
+ private:
+  std::shared_future<void> f_;
+};
+}  // namespace
+
+CollectiveInfo CollectiveInfo::of(const char* op, const at::Tensor& t) {
+  return t.defined() ? CollectiveInfo{op, t.scalar_type(), t.numel()} : CollectiveInfo{op};
+}
+
+CollectiveInfo CollectiveInfo::of(const char* op, const std::vector<at::Tensor>& ts) {
+  CollectiveInfo info{op};
+  if (!ts.empty()) info.dtype = ts.front().scalar_type();
+  for (const auto& t : ts) info.numel += t.numel();
+  return info;
+}
+
+const char* dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kLong: return "int64";
+    case at::kInt: return "int32";
+    case at::kShort: return "int16";
+    case at::kChar: return "int8";
+    case at::kByte: return "uint8";
+    case at::kBool: return "bool";
+    default: return c10::toString(t);
+  }
+}
+
+void CommThread::start() { thread_ = std::thread([this] { loop(); }); }
+
+void CommThread::stop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!thread_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void CommThread::set_start_observer(std::function<void(const char*, uint64_t)> fn) {
+  std::lock_guard<std::mutex> lk(mu_);
+  observer_ = std::move(fn);
+}
+
+std::shared_ptr<Work> CommThread::enqueue(const CollectiveInfo& info, std::function<void()> op) {
+  auto item = std::make_shared<Item>();
+  item->kind = info.op;
+  item->op = std::move(op);
+  auto fut = item->done.get_future().share();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    // Numbered under the lock: the log's order is the queue's.
+    item->seq = watch::issued(info.op, dtype_name(info.dtype), info.numel, static_cast<int>(c10::elementSize(info.dtype)));
+    queue_.push_back(item);
+  }
+  cv_.notify_one();
+  return std::make_shared<FutureWork>(std::move(fut));
+}
+
+void CommThread::loop() {
+  for (;;) {
+    std::shared_ptr<Item> item;
+    std::function<void(const char*, uint64_t)> observer;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything issued has run
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      observer = observer_;
+    }
+    try {
+      watch::started(item->seq);
+      if (observer) observer(item->kind, item->seq);
+      item->op();
+      watch::finished(item->seq, true);
+      item->done.set_value();
+    } catch (...) {
+      watch::finished(item->seq, false);
+      item->done.set_exception(std::current_exception());
+    }
+  }
+}
+
+}  // namespace xlaunch

@@ -1,0 +1,92 @@
+#include "comm/mpi_communicator.h"
+
+#include <climits>
+
+#include "check.h"
+#include "xlaunch/process_state.h"
+
+namespace xlaunch {
+namespace {
+
+MPI_Datatype mpi_type(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kInt: return MPI_INT32_T;
+    case at::kLong: return MPI_INT64_T;
+    case at::kByte: return MPI_UINT8_T;
+    case at::kChar: return MPI_INT8_T;
+    case at::kShort: return MPI_INT16_T;
+    case at::kBool: return MPI_C_BOOL;
+    default:
+      throw UsageError(std::string("the MPI communicator cannot move tensors of dtype ") + at::toString(t));
+  }
+}
+
+bool needs_float_staging(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+// MPI counts are int: large buffers go in chunks.
+constexpr int64_t kMaxChunk = INT_MAX / 16;
+
+}  // namespace
+
+std::shared_ptr<MpiCommunicator> MpiCommunicator::world() {
+  static const auto instance = std::make_shared<MpiCommunicator>();
+  return instance;
+}
+
+MpiCommunicator::MpiCommunicator() {
+  auto& ps = ProcessState::get();
+  rank_ = ps.rank();
+  size_ = ps.world_size();
+  if (ps.mpi_active()) {
+    XLAUNCH_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
+    XLAUNCH_CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  }
+  start();
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  stop();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::run_allreduce(at::Tensor& t, ReduceOp op) {
+  if (needs_float_staging(t.scalar_type())) {
+    at::Tensor staged = t.to(at::kFloat);
+    run_allreduce(staged, op);
+    t.copy_(staged);
+    return;
+  }
+  const MPI_Op mop = op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+  const MPI_Datatype type = mpi_type(t.scalar_type());
+  char* base = static_cast<char*>(t.data_ptr());
+  const int64_t n = t.numel();
+  for (int64_t off = 0; off < n; off += kMaxChunk) {
+    const int count = static_cast<int>(std::min(kMaxChunk, n - off));
+    XLAUNCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, base + off * t.element_size(), count, type, mop, comm_));
+  }
+  if (op == ReduceOp::Avg) t.div_(size_);
+}
+
+void MpiCommunicator::run_broadcast(at::Tensor& t, int root) {
+  char* base = static_cast<char*>(t.data_ptr());
+  const int64_t bytes = t.numel() * t.element_size();
+  for (int64_t off = 0; off < bytes; off += kMaxChunk) {
+    const int count = static_cast<int>(std::min(kMaxChunk, bytes - off));
+    XLAUNCH_CHECK_MPI(MPI_Bcast(base + off, count, MPI_BYTE, root, comm_));
+  }
+}
+
+void MpiCommunicator::run_allgather(const at::Tensor& in, at::Tensor& out) {
+  const int64_t bytes = in.numel() * in.element_size();
+  if (bytes > kMaxChunk) throw UsageError("allgather: inputs above 128 MiB per rank are not supported");
+  XLAUNCH_CHECK_MPI(MPI_Allgather(in.data_ptr(), static_cast<int>(bytes), MPI_BYTE, out.data_ptr(),
+                                  static_cast<int>(bytes), MPI_BYTE, comm_));
+}
+
+void MpiCommunicator::run_barrier() { XLAUNCH_CHECK_MPI(MPI_Barrier(comm_)); }
+
+}  // namespace xlaunch

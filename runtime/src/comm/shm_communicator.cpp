@@ -1,0 +1,231 @@
+#include "comm/shm_communicator.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+#include "check.h"
+#include "comm/agree.h"
+#include "comm/shm_barrier.h"
+#include "comm/shm_segment.h"
+#include "comm/threaded_communicator.h"
+#include "ddp/shared_pool.h"
+#include "xlaunch/error.h"
+#include "xlaunch/kernels/cpu_reduce.h"
+
+namespace xlaunch {
+
+// Lives in shared memory: the barrier of the communication thread's allreduces, followed by each
+// rank's table of where its tensors of the current allreduce lie.
+struct ShmCommunicator::Control {
+  alignas(64) ShmBarrier allreduce_barrier;
+};
+
+namespace {
+
+// Places per rank in the table; an allreduce of more tensors runs in rounds of this many.
+constexpr size_t kMaxPlaces = 1024;
+
+bool shm_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kDouble; }
+
+kernels::ReduceKind kind_of(ReduceOp op) {
+  return op == ReduceOp::Sum ? kernels::ReduceKind::Sum
+         : op == ReduceOp::Avg ? kernels::ReduceKind::Avg : kernels::ReduceKind::Max;
+}
+
+}  // namespace
+
+ShmCommunicator::ShmCommunicator(std::shared_ptr<Communicator> fallback) : fallback_(std::move(fallback)) {
+  // A name shared by every rank of this job: rank 0's choice, broadcast.
+  at::Tensor id = at::empty({2}, at::kLong);
+  std::random_device rd;
+  id[0] = static_cast<int64_t>(getpid());
+  id[1] = static_cast<int64_t>(rd() & 0x7fffffff);
+  fallback_->broadcast(id, 0);
+  prefix_ = "/xlaunch-" + std::to_string(id[0].item<int64_t>()) + "-" + std::to_string(id[1].item<int64_t>());
+  const std::string ctl_name = prefix_ + "-ctl";
+  ctl_bytes_ = sizeof(Control) + static_cast<size_t>(size()) * kMaxPlaces * sizeof(Place);
+  std::string error;
+  if (rank() == 0) {
+    try {
+      ctl_ = reinterpret_cast<Control*>(map_shm_segment(ctl_name, ctl_bytes_, true));
+      new (ctl_) Control{};
+    } catch (const CommError& e) {
+      error = e.what();
+    }
+  }
+  if (any_failed(error, error)) throw CommError(error);
+  if (rank() != 0) {
+    try {
+      ctl_ = reinterpret_cast<Control*>(map_shm_segment(ctl_name, ctl_bytes_, false));
+    } catch (const CommError& e) {
+      error = e.what();
+    }
+  }
+  const bool failed = any_failed(error, error);
+  if (rank() == 0) shm_unlink(ctl_name.c_str());  // every rank has it mapped; nothing leaks on a crash
+  if (failed) throw CommError(error);
+  thread_.start();
+}
+
+ShmCommunicator::~ShmCommunicator() {
+  thread_.stop();
+  for (auto& s : segments_) {
+    for (int r = 0; r < static_cast<int>(s.maps.size()); ++r)
+      if (r != rank()) munmap(s.maps[r], s.bytes);
+    // Our own mapping goes with the last tensor on it (the pool's, with its last block).
+    if (s.pool) s.pool->close();
+  }
+  if (ctl_) munmap(ctl_, ctl_bytes_);
+}
+
+ShmCommunicator::Place* ShmCommunicator::places_of(int r) const {
+  return reinterpret_cast<Place*>(ctl_ + 1) + static_cast<size_t>(r) * kMaxPlaces;
+}
+
+bool ShmCommunicator::any_failed(const std::string& error_here, std::string& first_error) {
+  const Agreement a = agree_on_error(*fallback_, error_here);
+  if (a.failed()) first_error = "rank " + std::to_string(a.rank) + ": " + a.message;
+  return a.failed();
+}
+
+bool ShmCommunicator::map_segments(size_t bytes, Segment& seg, const char* consequence) {
+  seg.bytes = std::max<size_t>(1, bytes);
+  const auto name_of = [&](int r) { return prefix_ + "-" + std::to_string(segments_.size()) + "-" + std::to_string(r); };
+  seg.maps.assign(size(), nullptr);
+  // Every rank agrees on success at each stage, so a failure anywhere (a full /dev/shm) makes every
+  // rank do without, instead of leaving one waiting at a barrier.
+  std::string error;
+  try {
+    seg.maps[rank()] = map_shm_segment(name_of(rank()), seg.bytes, true);
+  } catch (const CommError& e) {
+    error = e.what();
+  }
+  bool failed = any_failed(error, error);
+  if (!failed) {
+    for (int r = 0; r < size() && error.empty(); ++r) {
+      if (r == rank()) continue;
+      try {
+        seg.maps[r] = map_shm_segment(name_of(r), seg.bytes, false);
+      } catch (const CommError& e) {
+        error = e.what();
+      }
+    }
+    failed = any_failed(error, error);
+  }
+  if (seg.maps[rank()]) shm_unlink(name_of(rank()).c_str());
+  if (!failed) return true;
+  for (char* m : seg.maps)
+    if (m) munmap(m, seg.bytes);
+  if (rank() == 0) std::fprintf(stderr, "xlaunch: %s: %s\n", consequence, error.c_str());
+  return false;
+}
+
+at::Tensor ShmCommunicator::allocate(int64_t numel, const at::TensorOptions& options) {
+  if (!options.device().is_cpu() || !shm_dtype(options.dtype().toScalarType()))
+    return Communicator::allocate(numel, options);
+  Segment seg;
+  if (!map_segments(static_cast<size_t>(numel) * options.dtype().itemsize(), seg,
+                    "a gradient bucket falls back to MPI"))
+    return Communicator::allocate(numel, options);
+  char* mine = seg.maps[rank()];
+  segments_.push_back(seg);
+  // Gradients alias this memory and may outlive the communicator: the mapping is released with the
+  // last tensor that uses it.
+  const size_t bytes = seg.bytes;
+  at::Tensor t = at::from_blob(mine, {numel}, [bytes](void* p) { munmap(p, bytes); }, options);
+  t.zero_();
+  return t;
+}
+
+SharedPool* ShmCommunicator::reserve_pool(size_t bytes) {
+  Segment seg;
+  if (!map_segments(bytes, seg, "no gradient pool; fresh gradients are copied into the buckets")) return nullptr;
+  seg.pool = SharedPool::create(seg.maps[rank()], seg.bytes, [](char* p, size_t n) { munmap(p, n); });
+  segments_.push_back(seg);
+  return seg.pool;
+}
+
+bool ShmCommunicator::locate(const at::Tensor& t, Place& where) const {
+  if (!t.defined() || !t.device().is_cpu() || !shm_dtype(t.scalar_type()) || !t.is_contiguous()) return false;
+  if (t.numel() == 0) {
+    where = {-1, 0};
+    return true;
+  }
+  const char* p = static_cast<const char*>(t.data_ptr());
+  const size_t n = static_cast<size_t>(t.numel()) * t.element_size();
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    const char* base = segments_[k].maps[rank()];
+    if (p >= base && p + n <= base + segments_[k].bytes) {
+      where = {static_cast<int64_t>(k), p - base};
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ShmCommunicator::holds(const at::Tensor& t) const {
+  Place unused;
+  return locate(t, unused);
+}
+
+std::shared_ptr<Work> ShmCommunicator::allreduce_async(at::Tensor t, ReduceOp op) {
+  return allreduce_coalesced_async({std::move(t)}, op);
+}
+
+std::shared_ptr<Work> ShmCommunicator::allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op) {
+  for (const auto& t : ts) check_cpu_collective_tensor(t, "allreduce");
+  if (size() == 1) return completed_work();
+  std::vector<Place> places(ts.size());
+  bool shared = !ts.empty();
+  for (size_t k = 0; k < ts.size() && shared; ++k)
+    shared = ts[k].scalar_type() == ts.front().scalar_type() && locate(ts[k], places[k]);
+  if (!shared) return fallback_->allreduce_coalesced_async(std::move(ts), op);
+  // The work holds the tensors, so their memory stays put until every rank has read it.
+  const CollectiveInfo info = CollectiveInfo::of("allreduce", ts);
+  return thread_.enqueue(info, [this, ts = std::move(ts), places = std::move(places), op] {
+    run_coalesced(ts, places, op);
+  });
+}
+
+void ShmCommunicator::run_coalesced(const std::vector<at::Tensor>& ts, const std::vector<Place>& places, ReduceOp op) {
+  const bool is_float = ts.front().scalar_type() == at::kFloat;
+  const int64_t elem = ts.front().element_size();
+  const kernels::ReduceKind kind = kind_of(op);
+  Place* mine = places_of(rank());
+  std::vector<float*> floats(size());
+  std::vector<double*> doubles(size());
+  for (size_t first = 0; first < ts.size(); first += kMaxPlaces) {
+    const size_t count = std::min(kMaxPlaces, ts.size() - first);
+    std::copy_n(places.begin() + first, count, mine);
+    int64_t total = 0;
+    for (size_t k = 0; k < count; ++k) total += ts[first + k].numel();
+    ctl_->allreduce_barrier.arrive_and_wait(size());  // every rank's tensors final, their places published
+    // This rank's slice of the concatenated elements, walked tensor by tensor.
+    const int64_t begin = total * rank() / size(), end = total * (rank() + 1) / size();
+    int64_t start = 0;
+    for (size_t k = 0; k < count && start < end; ++k) {
+      const int64_t n = ts[first + k].numel();
+      const int64_t lo = std::max(begin, start), hi = std::min(end, start + n);
+      if (lo < hi) {
+        for (int q = 0; q < size(); ++q) {
+          const Place& at = places_of(q)[k];
+          char* p = segments_[at.segment].maps[q] + at.offset + (lo - start) * elem;
+          floats[q] = reinterpret_cast<float*>(p);
+          doubles[q] = reinterpret_cast<double*>(p);
+        }
+        if (is_float) kernels::reduce_copies_float(floats.data(), size(), hi - lo, kind);
+        else kernels::reduce_copies_double(doubles.data(), size(), hi - lo, kind);
+      }
+      start += n;
+    }
+    ctl_->allreduce_barrier.arrive_and_wait(size());  // every slice written everywhere; tables reusable
+  }
+}
+
+}  // namespace xlaunch

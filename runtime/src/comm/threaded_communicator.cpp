@@ -1,0 +1,47 @@
+#include "comm/threaded_communicator.h"
+
+#include "xlaunch/error.h"
+
+namespace xlaunch {
+
+void check_cpu_collective_tensor(const at::Tensor& t, const char* what) {
+  if (!t.defined()) throw UsageError(std::string(what) + ": the tensor is undefined");
+  if (!t.device().is_cpu())
+    throw UsageError(std::string(what) + ": the CPU communicator got a tensor on " + t.device().str() +
+                     "; CUDA tensors go through the NCCL communicator");
+  if (!t.is_contiguous()) throw UsageError(std::string(what) + ": the tensor must be contiguous");
+}
+
+std::shared_ptr<Work> ThreadedCommunicator::allreduce_async(at::Tensor t, ReduceOp op) {
+  check_cpu_collective_tensor(t, "allreduce");
+  if (size() == 1) return completed_work();
+  return thread_.enqueue(CollectiveInfo::of("allreduce", t), [this, t, op]() mutable { run_allreduce(t, op); });
+}
+
+std::shared_ptr<Work> ThreadedCommunicator::broadcast_async(at::Tensor t, int root) {
+  check_cpu_collective_tensor(t, "broadcast");
+  if (root < 0 || root >= size())
+    throw UsageError("broadcast: root " + std::to_string(root) + " is not a rank of a world of " +
+                     std::to_string(size()));
+  if (size() == 1) return completed_work();
+  return thread_.enqueue(CollectiveInfo::of("broadcast", t), [this, t, root]() mutable { run_broadcast(t, root); });
+}
+
+std::shared_ptr<Work> ThreadedCommunicator::allgather_async(at::Tensor in, at::Tensor out) {
+  check_cpu_collective_tensor(in, "allgather");
+  check_cpu_collective_tensor(out, "allgather");
+  if (out.numel() != in.numel() * size() || out.scalar_type() != in.scalar_type())
+    throw UsageError("allgather: the output must hold world_size * input elements of the input's dtype");
+  if (size() == 1) {
+    out.view(-1).copy_(in.view(-1));
+    return completed_work();
+  }
+  return thread_.enqueue(CollectiveInfo::of("allgather", in), [this, in, out]() mutable { run_allgather(in, out); });
+}
+
+std::shared_ptr<Work> ThreadedCommunicator::barrier_async() {
+  if (size() == 1) return completed_work();
+  return thread_.enqueue(CollectiveInfo{"barrier"}, [this] { run_barrier(); });
+}
+
+}  // namespace xlaunch

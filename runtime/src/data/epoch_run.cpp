@@ -1,0 +1,144 @@
+#include "data/epoch_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+namespace xlaunch::detail {
+
+EpochRun::EpochRun(std::shared_ptr<const Source> source, std::shared_ptr<const DeviceStage> stage, EpochPlan plan,
+                   int workers, int prefetch_factor)
+    : source_(std::move(source)),
+      stage_(std::move(stage)),
+      plan_(std::move(plan)),
+      window_(static_cast<int64_t>(workers) * prefetch_factor),
+      next_start_(plan_.first_batch),
+      next_take_(plan_.first_batch) {
+  alloc_ = [stage = stage_](at::IntArrayRef sizes, at::ScalarType dtype) {
+    return stage->host_empty(sizes, dtype);
+  };
+  for (int w = 0; w < workers; ++w) threads_.emplace_back([this] { worker_loop(); });
+}
+
+bool EpochRun::next(Batch& out) {
+  if (next_take_ >= plan_.end_batch) return false;
+  Slot slot;
+  if (threads_.empty()) {
+    slot = produce(next_take_);
+    ++next_take_;
+  } else {
+    std::unique_lock<std::mutex> lk(mu_);
+    ready_cv_.wait(lk, [&] { return ready_.count(next_take_) > 0; });
+    auto it = ready_.find(next_take_);
+    slot = std::move(it->second);
+    ready_.erase(it);
+    ++next_take_;
+    lk.unlock();
+    work_cv_.notify_all();
+  }
+  if (slot.error) {
+    next_take_ = plan_.end_batch;
+    stop();
+    std::rethrow_exception(slot.error);
+  }
+  stage_->hand_over(slot.batch, slot.fence);
+  out = std::move(slot.batch);
+  return true;
+}
+
+void EpochRun::stop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+EpochRun::Slot EpochRun::produce(int64_t k) const {
+  Slot slot;
+  try {
+    const int64_t begin = k * plan_.batch_size;
+    const int64_t end = std::min<int64_t>(begin + plan_.batch_size, plan_.shard.size());
+    slot.batch.index = k;
+    slot.batch.span = plan_.span;
+    slot.batch.span.first_position = begin;
+    source_->collate(c10::ArrayRef<int64_t>(plan_.shard.data() + begin, end - begin), alloc_,
+                     slot.batch);
+    slot.fence = stage_->start_copy(slot.batch);
+  } catch (const SampleError& e) {
+    slot.error = std::make_exception_ptr(
+        SampleError(e.index(), std::string(e.what()) + " (batch " + std::to_string(k) + " of epoch " +
+                                   std::to_string(plan_.epoch) + " on rank " + std::to_string(plan_.rank) + ")"));
+  } catch (...) {
+    slot.error = std::current_exception();
+  }
+  return slot;
+}
+
+void EpochRun::worker_loop() {
+  for (;;) {
+    int64_t k = 0;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      work_cv_.wait(lk, [&] {
+        return stopping_ || next_start_ >= plan_.end_batch || next_start_ < next_take_ + window_;
+      });
+      if (stopping_ || next_start_ >= plan_.end_batch) return;
+      k = next_start_++;
+    }
+    Slot slot = produce(k);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ready_.emplace(k, std::move(slot));
+    }
+    ready_cv_.notify_one();
+  }
+}
+
+double drain_seconds(EpochRun& run) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Batch b;
+  while (run.next(b)) {
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Measures batches/s for 1, 2, 4... workers (up to the cores, at most 8) on the epoch's first
+// batches, throwing the batches away, and keeps the smallest count within 10% of the best: more
+// threads than that only take cores from the training step. Counts of 0 are not candidates:
+// loading in the training thread never overlaps the step.
+int choose_workers(const std::shared_ptr<const Source>& source, const std::shared_ptr<const DeviceStage>& stage,
+                   const std::function<EpochPlan(int64_t, int64_t)>& plan_of, int64_t num_batches,
+                   int prefetch_factor, int rank) {
+  const int64_t total = num_batches;
+  const int max_workers = std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+  if (total < 2) return 1;
+  {  // warm up caches and allocators
+    EpochRun warm(source, stage, plan_of(0, 1), 0, 1);
+    drain_seconds(warm);
+  }
+  std::vector<std::pair<int, double>> rates;
+  for (int c = 1; c <= max_workers; c *= 2) {
+    const int64_t probe = std::min<int64_t>(total, 4 + 4 * c);
+    EpochRun run(source, stage, plan_of(0, probe), c, prefetch_factor);
+    rates.emplace_back(c, static_cast<double>(probe) / drain_seconds(run));
+  }
+  double best = 0;
+  for (const auto& r : rates) best = std::max(best, r.second);
+  int chosen = rates.back().first;
+  for (const auto& r : rates)
+    if (r.second >= 0.9 * best) {
+      chosen = r.first;
+      break;
+    }
+  std::string text;
+  for (const auto& r : rates) text += " " + std::to_string(r.first) + ":" + std::to_string(static_cast<long>(r.second));
+  std::fprintf(stderr, "[xlaunch rank %d] loader: num_workers=auto measured batches/s per worker count%s -> %d\n",
+               rank, text.c_str(), chosen);
+  return chosen;
+}
+
+}  // namespace xlaunch::detail

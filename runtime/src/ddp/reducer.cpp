@@ -1,0 +1,247 @@
+#include "xlaunch/reducer.h"
+
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/strides.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "check.h"
+#include "comm/shared_memory.h"
+#include "ddp/bucket_plan.h"
+#include "watch/watchdog.h"
+#include "xlaunch/error.h"
+#include "ddp/grad_capture.h"
+
+namespace xlaunch {
+
+struct Reducer::Bucket {
+  at::Tensor buffer;                 // flat, one dtype and device
+  std::vector<at::Tensor> views;     // per member, shaped like its parameter
+  std::shared_ptr<Communicator> comm;
+  std::shared_ptr<Work> work;
+  size_t pending = 0;
+  // The communicator reduces the members' gradients where they lie (shared memory): a gradient in
+  // its pool is not copied into the bucket.
+  bool zero_copy = false;
+};
+
+namespace {
+// A tensor over the bucket's memory, shaped like the parameter. It shares the bucket's storage
+// without being an autograd view of it, so optimizers may detach_() or reset gradients freely.
+at::Tensor bucket_alias(const at::Tensor& buffer, int64_t offset, const at::Tensor& param) {
+  at::NoGradGuard no_grad;
+  at::Tensor t = at::empty({0}, buffer.options());
+  t.set_(buffer.storage(), buffer.storage_offset() + offset, param.sizes(), c10::contiguous_strides(param.sizes()));
+  return t;
+}
+
+std::string group_of(const at::Tensor& p) {
+  return std::string(at::toString(p.scalar_type())) + "@" + p.device().str();
+}
+}  // namespace
+
+Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, CommunicatorForDevice comm_for,
+                 ReducerOptions options)
+    : params_(std::move(params)), names_(std::move(names)), options_(options) {
+  XLAUNCH_ASSERT(params_.size() == names_.size(), "one name per parameter");
+  if (options_.bucket_cap_mb <= 0)
+    throw UsageError("bucket_cap_mb must be positive (got " + std::to_string(options_.bucket_cap_mb) +
+                     "); set ddp.bucket_cap_mb in the config, e.g. 25");
+  std::vector<BucketParam> sizes;
+  for (const auto& p : params_) sizes.push_back({p.numel() * static_cast<int64_t>(p.element_size()), group_of(p)});
+  BucketCaps caps;
+  caps.cap_bytes = static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024);
+  caps.first_cap_bytes = std::min(options_.first_bucket_bytes, caps.cap_bytes);
+  plan_ = assign_buckets(sizes, caps);
+
+  buckets_.resize(plan_.size());
+  slot_of_.resize(params_.size());
+  ready_.assign(params_.size(), 0);
+  for (size_t b = 0; b < plan_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    const at::Tensor& first = params_[plan_[b].front()];
+    int64_t total = 0;
+    for (size_t i : plan_[b]) total += params_[i].numel();
+    bucket.comm = comm_for(first.device());
+    bucket.buffer = bucket.comm->allocate(total, first.options().requires_grad(false));
+    int64_t offset = 0;
+    for (size_t pos = 0; pos < plan_[b].size(); ++pos) {
+      const size_t i = plan_[b][pos];
+      bucket.views.push_back(bucket_alias(bucket.buffer, offset, params_[i]));
+      offset += params_[i].numel();
+      slot_of_[i] = {b, pos};
+    }
+    // Gradients live in the bucket from the start; an existing gradient is kept.
+    for (size_t pos = 0; pos < plan_[b].size(); ++pos) {
+      at::Tensor& grad = params_[plan_[b][pos]].mutable_grad();
+      if (grad.defined()) bucket.views[pos].copy_(grad);
+      grad = bucket.views[pos];
+    }
+    SharedMemoryTransport* shm = bucket.comm->shared_memory();
+    bucket.zero_copy = shm && shm->holds(bucket.buffer);
+  }
+  reserve_pools();
+  install_hooks();
+}
+
+void Reducer::reserve_pools() {
+  // One pool per communicator that reduces in place, sized for its buckets' gradients plus room
+  // for autograd's gradient-sized temporaries. Collective: every rank walks the same buckets.
+  std::vector<std::shared_ptr<Communicator>> comms;
+  for (const auto& bucket : buckets_)
+    if (bucket.zero_copy && std::find(comms.begin(), comms.end(), bucket.comm) == comms.end())
+      comms.push_back(bucket.comm);
+  for (const auto& comm : comms) {
+    size_t bytes = 0;
+    std::vector<size_t> sizes;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      if (buckets_[b].comm != comm) continue;
+      bytes += buckets_[b].buffer.nbytes();
+      for (size_t i : plan_[b])
+        if (params_[i].numel() > 0) sizes.push_back(params_[i].nbytes());
+    }
+    SharedPool* pool = comm->shared_memory()->reserve_pool(bytes + bytes / 4 + (size_t{1} << 20));
+    if (!pool) continue;
+    pools_.push_back(pool);
+    capture_sizes_.insert(capture_sizes_.end(), sizes.begin(), sizes.end());
+  }
+}
+
+bool Reducer::in_place_ok(const Bucket& bucket, size_t pos, const at::Tensor& grad) const {
+  if (grad.is_same(bucket.views[pos])) return true;
+  if (!bucket.zero_copy || !bucket.comm->shared_memory()->holds(grad)) return false;
+  // Not inside any bucket: another parameter's slot is no place for this gradient.
+  const char* p = static_cast<const char*>(grad.data_ptr());
+  for (const auto& other : buckets_) {
+    const char* base = static_cast<const char*>(other.buffer.data_ptr());
+    if (p + grad.nbytes() > base && p < base + other.buffer.nbytes()) return false;
+  }
+  return true;
+}
+
+Reducer::~Reducer() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+}
+
+void Reducer::install_hooks() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    // The AccumulateGrad node is held weakly by the parameter; keep it alive with our hook on it.
+    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
+    XLAUNCH_ASSERT(acc != nullptr, "trainable parameters have a gradient accumulator");
+    auto hook = std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          on_grad_ready(i);
+          return outputs;
+        });
+    hook_keys_.push_back(acc->add_post_hook(std::move(hook)));
+    accumulators_.push_back(std::move(acc));
+  }
+}
+
+void Reducer::prepare_for_backward(bool sync) {
+  std::lock_guard<std::mutex> lk(mu_);
+  XLAUNCH_ASSERT(!armed_, "prepare_for_backward twice without finalize_backward");
+  armed_ = true;
+  sync_ = sync;
+  next_launch_ = 0;
+  std::fill(ready_.begin(), ready_.end(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].pending = plan_[b].size();
+  // Fresh gradients of this backward are allocated in the shared pool (see grad_capture.h).
+  if (!capture_sizes_.empty()) capture_ = std::make_unique<GradCapture>(capture_sizes_, pools_);
+}
+
+void Reducer::on_grad_ready(size_t i) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!armed_)
+    throw UsageError("parameter '" + names_[i] + "' of a prepared model received a gradient outside " +
+                     "acc.backward(loss): call acc.backward(loss) instead of loss.backward(), so its " +
+                     "gradient is averaged across ranks");
+  if (!sync_) return;  // local accumulation: the gradient stays where autograd put it
+  const auto [b, pos] = slot_of_[i];
+  Bucket& bucket = buckets_[b];
+  if (ready_[i])
+    throw UsageError("parameter '" + names_[i] + "' received its gradient twice in one backward " +
+                     "(backward through the same graph twice, or a reentrant backward); " +
+                     "run one backward per step through acc.backward(loss)");
+  at::Tensor& grad = params_[i].mutable_grad();
+  if (!in_place_ok(bucket, pos, grad)) {
+    // A gradient the communicator cannot reach where it is (autograd made it outside the shared
+    // pool, or there is none): move it into the bucket.
+    bucket.views[pos].copy_(grad);
+    grad = bucket.views[pos];
+  }
+  ready_[i] = 1;
+  if (--bucket.pending == 0) launch_ready_buckets();
+}
+
+void Reducer::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    Bucket& bucket = buckets_[next_launch_];
+    const watch::BucketScope logged_as(static_cast<int>(next_launch_));
+    if (bucket.zero_copy) {
+      std::vector<at::Tensor> grads;
+      for (size_t i : plan_[next_launch_]) grads.push_back(params_[i].grad());
+      bucket.work = bucket.comm->allreduce_coalesced_async(std::move(grads), ReduceOp::Avg);
+    } else {
+      bucket.work = bucket.comm->allreduce_async(bucket.buffer, ReduceOp::Avg);
+    }
+    if (on_launch_) on_launch_(next_launch_);
+    ++next_launch_;
+  }
+}
+
+void Reducer::finalize_backward() {
+  capture_.reset();  // backward is over: allocations go to the CPU allocator again
+  std::vector<size_t> unused;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    XLAUNCH_ASSERT(armed_, "finalize_backward without prepare_for_backward");
+    armed_ = false;
+    if (!sync_) return;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (ready_[i]) continue;
+      unused.push_back(i);
+      // Reduced as zeros: every rank still issues every bucket's collective, in order.
+      const auto [b, pos] = slot_of_[i];
+      at::Tensor& grad = params_[i].mutable_grad();
+      buckets_[b].views[pos].zero_();
+      grad = buckets_[b].views[pos];
+      ready_[i] = 1;
+      --buckets_[b].pending;
+    }
+    launch_ready_buckets();
+    XLAUNCH_ASSERT(next_launch_ == buckets_.size(), "every bucket started");
+  }
+  for (auto& bucket : buckets_) {
+    bucket.work->wait();
+    bucket.work.reset();
+  }
+  if (unused.empty() || options_.find_unused_parameters) return;
+  std::ostringstream os;
+  os << "on " << where_am_i() << ", " << unused.size() << " parameter(s) of the prepared model did not "
+     << "receive a gradient in this backward: ";
+  for (size_t k = 0; k < unused.size() && k < 10; ++k) os << (k ? ", " : "") << "'" << names_[unused[k]] << "'";
+  if (unused.size() > 10) os << ", ... (" << unused.size() - 10 << " more)";
+  os << ". Every trainable parameter must take part in computing the loss on every step. If some "
+        "are legitimately unused (conditional branches, an unused head), set "
+        "`ddp: {find_unused_parameters: true}` in the config (XLAUNCH_FIND_UNUSED_PARAMETERS=1) and "
+        "they are reduced as zeros; parameters that should not train at all: call "
+        "requires_grad_(false) on them before acc.prepare.";
+  throw UsageError(os.str());
+}
+
+std::string Reducer::layout() const {
+  std::ostringstream os;
+  for (size_t b = 0; b < plan_.size(); ++b) {
+    os << "bucket " << b << ": " << plan_[b].size() << " params, " << buckets_[b].buffer.numel()
+       << " elements, " << group_of(buckets_[b].buffer) << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace xlaunch

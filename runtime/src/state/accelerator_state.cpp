@@ -1,0 +1,344 @@
+// Accelerator::save_state / load_state (the format: checkpoint_dir.h, docs/checkpointing.md).
+//
+// Who does what: every rank sends its RNG state to rank 0, which alone writes the directory; the
+// ranks then agree on the outcome (comm/agree.h), so every rank returns only once the checkpoint
+// exists, and a failed write throws the same error on every rank instead of hanging. On load,
+// rank 0 reads and verifies the files and broadcasts them, so the directory need only be visible
+// to rank 0, and every rank validates the same bytes (a refusal happens everywhere).
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "comm/agree.h"
+#include "state/checkpoint_dir.h"
+#include "state/torch_state.h"
+#include "watch/watchdog.h"
+#include "xlaunch/accelerator.h"
+#include "xlaunch/env_vars.h"
+#include "xlaunch/error.h"
+
+namespace xlaunch {
+
+// ---- what the Accelerator saves ------------------------------------------------------------
+
+namespace {
+
+using checkpoint::Files;
+using Named = NamedTensors;
+
+std::string env_text() {
+  std::ostringstream os;
+  for (const env::Var* v : env::kAll) os << v->name << "=" << env::raw(*v) << "\n";
+  return os.str();
+}
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? name : "unknown-host";
+}
+
+// "key value" lines; the values have no spaces.
+using KeyValues = std::map<std::string, std::string>;
+
+std::string key_values_text(const KeyValues& kv) {
+  std::ostringstream os;
+  for (const auto& [k, v] : kv) os << k << " " << v << "\n";
+  return os.str();
+}
+
+KeyValues parse_key_values(const std::string& text) {
+  KeyValues kv;
+  std::istringstream in(text);
+  for (std::string k, v; in >> k >> v;) kv[k] = v;
+  return kv;
+}
+
+int64_t get_int(const KeyValues& kv, const std::string& key) {
+  const auto it = kv.find(key);
+  if (it == kv.end()) throw UsageError("load_state: rank0/trainer_state.txt in the checkpoint has no '" + key + "'");
+  return std::stoll(it->second);
+}
+
+std::string exact(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+Files broadcast_files(Communicator& comm, const Files& mine) {
+  if (comm.size() == 1) return mine;
+  const int64_t count = std::stoll(broadcast_string(comm, std::to_string(mine.size())));
+  Files out;
+  auto it = mine.begin();
+  for (int64_t i = 0; i < count; ++i) {
+    std::string path = broadcast_string(comm, comm.rank() == 0 ? it->first : "");
+    out[path] = broadcast_string(comm, comm.rank() == 0 ? it->second : "");
+    if (comm.rank() == 0) ++it;
+  }
+  return out;
+}
+
+void log_main(int rank, const std::string& line) {
+  if (rank == 0) std::cerr << "[xlaunch] " << line << std::endl;
+}
+
+// The XLAUNCH_* settings that differ from those the checkpoint was saved with ("" when none).
+// Per-launch values (run id, restarts, log dir, config file name) are expected to change.
+std::string changed_settings(const Files& files) {
+  const auto it = files.find("config/env.txt");
+  if (it == files.end()) return "";
+  std::map<std::string, std::string> saved;
+  std::istringstream in(it->second);
+  for (std::string line; std::getline(in, line);)
+    if (const auto eq = line.find('='); eq != std::string::npos) saved[line.substr(0, eq)] = line.substr(eq + 1);
+  std::string out;
+  for (const env::Var* v : env::kAll) {
+    if (v == &env::kRunId || v == &env::kRestartCount || v == &env::kLogDir || v == &env::kConfigFile) continue;
+    const auto s = saved.find(v->name);
+    if (s != saved.end() && s->second != env::raw(*v))
+      out += std::string(out.empty() ? "" : ", ") + v->name + " was '" + s->second + "', now '" + env::raw(*v) + "'";
+  }
+  return out;
+}
+
+}  // namespace
+
+// What a checkpoint holds of an Accelerator, and putting it back (the Accelerator's friend).
+struct CheckpointIO {
+  static Files files_of(const Accelerator& a, const std::vector<std::string>& rng_states);
+  // Everything is validated before anything is changed: a refused checkpoint leaves the run as it was.
+  static void restore(Accelerator& a, const Files& files);
+  static void restore_scaler(Accelerator& a, const KeyValues& state);
+  static void restore_loaders(Accelerator& a, const KeyValues& state, int64_t saved_world);
+};
+
+// ---- save ----------------------------------------------------------------------------------
+
+void Accelerator::save_state(const std::string& dir) {
+  if (micro_step_ % options_.gradient_accumulation_steps != 0)
+    log_main(rank_, "save_state: called in the middle of gradient accumulation (micro-step " +
+                    std::to_string(micro_step_) + ", a sync every " + std::to_string(options_.gradient_accumulation_steps) +
+                    "); the gradients accumulated so far are not saved. Save after an optimizer step for an exact resume");
+  // Every rank's generators differ (dropout masks, device_specific seeds): rank 0 writes them all.
+  const std::vector<std::string> rng = cpu_comm_->allgather_strings(rng_bytes(device_));
+  std::string error;
+  if (rank_ == 0) {
+    try {
+      checkpoint::write_atomically(dir, CheckpointIO::files_of(*this, rng));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  // The outcome doubles as the barrier: nobody returns before the checkpoint exists.
+  const Agreement outcome = agree_on_error(*cpu_comm_, error);
+  if (outcome.failed()) throw Error("save_state(" + dir + ") failed on rank 0: " + outcome.message);
+}
+
+Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string>& rng) {
+  Files files;
+  KeyValues state{{"format_version", std::to_string(checkpoint::kFormatVersion)},
+                  {"world_size", std::to_string(a.world_)},
+                  {"step", std::to_string(a.step_)},
+                  {"micro_step", std::to_string(a.micro_step_)},
+                  {"models", std::to_string(a.models_.size())},
+                  {"optimizers", std::to_string(a.optimizers_.size())},
+                  {"loaders", std::to_string(a.loaders_.size())},
+                  {"scaler", a.scaler_ ? "1" : "0"}};
+  std::ostringstream meta;
+  meta << "xlaunch checkpoint\nformat_version " << checkpoint::kFormatVersion << "\nworld_size " << a.world_
+       << "\nsaved_by rank 0 on " << host_name() << "\ntime " << utc_now() << "\nstep " << a.step_
+       << "\nmicro_step " << a.micro_step_ << "\n";
+  for (size_t i = 0; i < a.models_.size(); ++i) {
+    const Named named = model_state(*a.models_[i].module);
+    files["rank0/model_" + std::to_string(i) + ".pt"] = pickle_bytes(named);
+    for (const auto& [name, t] : named) meta << "model " << i << " '" << name << "' " << describe(t) << "\n";
+  }
+  for (size_t i = 0; i < a.optimizers_.size(); ++i) {
+    torch::serialize::OutputArchive archive;
+    a.optimizers_[i]->inner().save(archive);
+    std::ostringstream os;
+    archive.save_to(os);
+    files["rank0/optimizer_" + std::to_string(i) + ".pt"] = os.str();
+  }
+  for (size_t i = 0; i < a.loaders_.size(); ++i) {
+    const Loader& l = *a.loaders_[i];
+    const LoaderPosition pos = l.position();
+    const std::string k = "loader." + std::to_string(i) + ".";
+    state[k + "epoch"] = std::to_string(pos.epoch);
+    state[k + "batch"] = std::to_string(pos.batch);
+    state[k + "num_batches"] = std::to_string(l.num_batches());
+    meta << "loader " << i << " epoch " << pos.epoch << " next batch " << pos.batch << " of " << l.num_batches() << "\n";
+  }
+  if (a.scaler_) {
+    const GradScalerState s = a.scaler_->state_dict();
+    state["scaler.scale"] = exact(s.scale);
+    state["scaler.growth_factor"] = exact(s.growth_factor);
+    state["scaler.backoff_factor"] = exact(s.backoff_factor);
+    state["scaler.growth_interval"] = std::to_string(s.growth_interval);
+    state["scaler.growth_tracker"] = std::to_string(s.growth_tracker);
+    meta << "scaler scale " << exact(s.scale) << "\n";
+  }
+  for (size_t r = 0; r < rng.size(); ++r) files["rng/rank_" + std::to_string(r) + ".pt"] = rng[r];
+  files["rank0/trainer_state.txt"] = key_values_text(state);
+  files["metadata.txt"] = meta.str();
+  files["config/env.txt"] = env_text();
+  const std::string config_file = env::raw(env::kConfigFile);
+  if (!config_file.empty()) {
+    std::ifstream in(config_file, std::ios::binary);
+    std::ostringstream os;
+    if (in) os << in.rdbuf();
+    files["config/config_file.yaml"] = in ? os.str() : "# " + config_file + " could not be read when saving\n";
+  }
+  return files;
+}
+
+// ---- load ----------------------------------------------------------------------------------
+
+void Accelerator::load_state(const std::string& dir) {
+  Files files;
+  std::string error;
+  bool fell_back = false;
+  if (rank_ == 0) {
+    try {
+      files = checkpoint::read_verified(dir, &fell_back);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  const Agreement outcome = agree_on_error(*cpu_comm_, error);
+  if (outcome.failed()) throw UsageError(outcome.message);
+  if (fell_back)
+    log_main(rank_, "load_state: " + dir + " is missing; loading " + dir + ".old, the previous checkpoint that an "
+                    "interrupted save_state left in place");
+  files = broadcast_files(*cpu_comm_, files);
+  CheckpointIO::restore(*this, files);
+  if (const std::string changed = changed_settings(files); !changed.empty())
+    log_main(rank_, "load_state: this run's settings differ from those the checkpoint was saved with: " + changed);
+}
+
+namespace {
+
+void check_count(const KeyValues& state, const char* what, size_t mine) {
+  const int64_t saved = get_int(state, what);
+  if (saved != static_cast<int64_t>(mine))
+    throw UsageError("load_state: the checkpoint holds " + std::to_string(saved) + " " + what + ", this program prepared " +
+                     std::to_string(mine) + ". Prepare the same models, optimizers and loaders, in the same order, "
+                     "before calling load_state");
+}
+
+}  // namespace
+
+void CheckpointIO::restore(Accelerator& a, const Files& files) {
+  const auto state_it = files.find("rank0/trainer_state.txt");
+  if (state_it == files.end()) throw UsageError("load_state: the checkpoint has no rank0/trainer_state.txt");
+  const KeyValues state = parse_key_values(state_it->second);
+  if (get_int(state, "format_version") != checkpoint::kFormatVersion)
+    throw UsageError("load_state: checkpoint format " + state.at("format_version") + ", this xlaunch reads " +
+                     std::to_string(checkpoint::kFormatVersion));
+  check_count(state, "models", a.models_.size());
+  check_count(state, "optimizers", a.optimizers_.size());
+  check_count(state, "loaders", a.loaders_.size());
+  std::vector<Named> saved_models;
+  for (size_t i = 0; i < a.models_.size(); ++i) {
+    saved_models.push_back(unpickle(files, "rank0/model_" + std::to_string(i) + ".pt"));
+    check_same_model(i, model_state(*a.models_[i].module), saved_models.back());
+  }
+  std::vector<std::unique_ptr<torch::serialize::InputArchive>> saved_optimizers;
+  for (size_t i = 0; i < a.optimizers_.size(); ++i) {
+    const std::string path = "rank0/optimizer_" + std::to_string(i) + ".pt";
+    const auto it = files.find(path);
+    if (it == files.end()) throw UsageError("load_state: the checkpoint has no " + path);
+    saved_optimizers.push_back(std::make_unique<torch::serialize::InputArchive>());
+    std::istringstream in(it->second);
+    saved_optimizers.back()->load_from(in, a.device_);
+  }
+  const int64_t saved_world = get_int(state, "world_size");
+  const std::string rng_path = "rng/rank_" + std::to_string(a.rank_) + ".pt";
+  const bool have_rng = files.count(rng_path) > 0;
+  const Named rng = have_rng ? unpickle(files, rng_path) : Named{};
+
+  {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < a.models_.size(); ++i) {
+      std::map<std::string, at::Tensor> by_name(saved_models[i].begin(), saved_models[i].end());
+      for (auto& [name, t] : model_state(*a.models_[i].module)) t.detach().copy_(by_name.at(name));
+    }
+  }
+  for (size_t i = 0; i < a.optimizers_.size(); ++i) {
+    try {
+      a.optimizers_[i]->inner().load(*saved_optimizers[i]);
+    } catch (const c10::Error& e) {
+      throw UsageError("load_state: optimizer " + std::to_string(i) + " does not match the checkpoint's (build the "
+                       "same optimizer type over the same parameters): " + e.what_without_backtrace());
+    }
+  }
+  a.step_ = get_int(state, "step");
+  watch::set_step(a.step_);
+  a.micro_step_ = get_int(state, "micro_step");
+  restore_scaler(a, state);
+  restore_loaders(a, state, saved_world);
+  if (have_rng) restore_rng(rng, a.device_);
+  if (saved_world != a.world_)
+    log_main(a.rank_, "load_state: the checkpoint was saved by " + std::to_string(saved_world) + " processes, this job has " +
+                    std::to_string(a.world_) + ". Restored: models, optimizers, GradScaler, step counters" +
+                    (a.world_ > saved_world ? "; ranks " + std::to_string(saved_world) + ".." + std::to_string(a.world_ - 1) +
+                                                " keep their own RNG state (none was saved for them)"
+                                          : "") +
+                    ". The resume is not bitwise exact (another world size reduces in another order)");
+}
+
+void CheckpointIO::restore_scaler(Accelerator& a, const KeyValues& state) {
+  const bool saved = get_int(state, "scaler") != 0;
+  if (saved && a.scaler_) {
+    GradScalerState s;
+    s.scale = std::stod(state.at("scaler.scale"));
+    s.growth_factor = std::stod(state.at("scaler.growth_factor"));
+    s.backoff_factor = std::stod(state.at("scaler.backoff_factor"));
+    s.growth_interval = get_int(state, "scaler.growth_interval");
+    s.growth_tracker = get_int(state, "scaler.growth_tracker");
+    a.scaler_->load_state_dict(s);
+  } else if (saved) {
+    log_main(a.rank_, "load_state: the checkpoint has a GradScaler state (it was saved under fp16); this run has no "
+                    "scaler (mixed_precision " + a.options_.mixed_precision + "), so it is ignored");
+  } else if (a.scaler_) {
+    log_main(a.rank_, "load_state: the checkpoint has no GradScaler state (it was not saved under fp16); the scaler "
+                    "starts afresh");
+  }
+}
+
+// A position within an epoch counts this world size's batches of this rank's shard: with another
+// world size (or batch count) it names other samples, so the interrupted epoch restarts.
+void CheckpointIO::restore_loaders(Accelerator& a, const KeyValues& state, int64_t saved_world) {
+  for (size_t i = 0; i < a.loaders_.size(); ++i) {
+    const std::string k = "loader." + std::to_string(i) + ".";
+    LoaderPosition pos{get_int(state, k + "epoch"), get_int(state, k + "batch")};
+    const int64_t saved_batches = get_int(state, k + "num_batches");
+    if (pos.batch > 0 && (saved_world != a.world_ || saved_batches != a.loaders_[i]->num_batches())) {
+      log_main(a.rank_, "load_state: loader " + std::to_string(i) + " was saved at batch " + std::to_string(pos.batch) +
+                      " of " + std::to_string(saved_batches) + " in epoch " + std::to_string(pos.epoch) + " with " +
+                      std::to_string(saved_world) + " processes; this job has " + std::to_string(a.world_) +
+                      " processes and " + std::to_string(a.loaders_[i]->num_batches()) +
+                      " batches per epoch, so the position cannot carry over: epoch " + std::to_string(pos.epoch) +
+                      " restarts from its first batch");
+      pos.batch = 0;
+    }
+    a.loaders_[i]->set_position(pos);
+  }
+}
+
+}  // namespace xlaunch

@@ -1,0 +1,224 @@
+#include "state/checkpoint_dir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <algorithm>
+#include <set>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "xlaunch/error.h"
+
+namespace fs = std::filesystem;
+
+namespace xlaunch {
+namespace checkpoint {
+namespace {
+
+std::function<void(const std::string&)>& save_hook() {
+  static std::function<void(const std::string&)> hook;
+  return hook;
+}
+
+void notify(const std::string& event) {
+  if (save_hook()) save_hook()(event);
+}
+
+[[noreturn]] void throw_io(const std::string& what, const fs::path& path) {
+  throw Error(what + " " + path.string() + ": " + std::strerror(errno));
+}
+
+// ---- files, durably ------------------------------------------------------------------------
+
+void write_file(const fs::path& path, const std::string& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_io("cannot create", path);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      throw_io("cannot write", path);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    throw_io("cannot fsync", path);
+  }
+  if (::close(fd) != 0) throw_io("cannot close", path);
+}
+
+// A rename or a new entry is durable only once its directory is fsynced.
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw_io("cannot open directory", dir);
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw_io("cannot fsync directory", dir);
+}
+
+void rename_path(const fs::path& from, const fs::path& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) throw_io("cannot rename " + from.string() + " to", to);
+}
+
+// Our own, not std::filesystem::remove_all: libtorch.so exports a copy of it that crashes when
+// the program's libstdc++ calls resolve to it. Missing is fine.
+void remove_tree(const fs::path& path) {
+  if (::access(path.c_str(), F_OK) != 0) return;
+  const auto remove_one = [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); };
+  if (::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0) throw_io("cannot remove", path);
+}
+
+bool is_empty_dir(const fs::path& path) {
+  DIR* d = ::opendir(path.c_str());
+  if (!d) return false;
+  int entries = 0;
+  while (const dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) ++entries;
+  ::closedir(d);
+  return entries == 0;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_io("cannot open", path);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+uint32_t crc32_of(const std::string& bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  size_t done = 0;
+  while (done < bytes.size()) {  // zlib takes 32-bit lengths
+    const uInt n = static_cast<uInt>(std::min<size_t>(bytes.size() - done, 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + done), n);
+    done += n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+fs::path normalized(const std::string& dir) {
+  if (dir.empty()) throw UsageError("checkpoint directory is empty; pass a path such as \"checkpoints/last\"");
+  fs::path p = fs::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // "ckpt/" -> "ckpt"
+  return p;
+}
+
+fs::path sibling(const fs::path& dir, const char* suffix) { return fs::path(dir.string() + suffix); }
+
+std::string manifest_of(const Files& files) {
+  std::ostringstream os;
+  os << "xlaunch-checkpoint " << kFormatVersion << "\n";
+  for (const auto& [path, bytes] : files) {
+    char crc[16];
+    std::snprintf(crc, sizeof crc, "%08x", crc32_of(bytes));
+    os << crc << " " << bytes.size() << " " << path << "\n";
+  }
+  return os.str();
+}
+
+void write_tree(const fs::path& tmp, const Files& files) {
+  remove_tree(tmp);  // left over by a save that was killed
+  std::error_code ec;
+  if (!fs::create_directories(tmp, ec) && ec) throw Error("cannot create " + tmp.string() + ": " + ec.message());
+  std::set<fs::path> dirs{tmp};
+  for (const auto& [path, bytes] : files) {
+    const fs::path target = tmp / path;
+    if (dirs.insert(target.parent_path()).second) fs::create_directories(target.parent_path());
+    write_file(target, bytes);
+    notify("wrote " + path);
+  }
+  write_file(tmp / "MANIFEST", manifest_of(files));
+  notify("wrote MANIFEST");
+  for (const auto& d : dirs) fsync_dir(d);
+}
+
+}  // namespace
+
+void set_save_hook(std::function<void(const std::string&)> hook) { save_hook() = std::move(hook); }
+
+void write_atomically(const std::string& dir_text, const Files& files) {
+  const fs::path dir = normalized(dir_text), tmp = sibling(dir, ".tmp"), old = sibling(dir, ".old");
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  fs::create_directories(parent);
+  if (fs::exists(dir) && !fs::exists(dir / "MANIFEST") && !is_empty_dir(dir))
+    throw UsageError("save_state: " + dir.string() + " exists and is not an xlaunch checkpoint (no MANIFEST); "
+                     "it would be replaced. Choose another directory, or remove it");
+  write_tree(tmp, files);
+  fsync_dir(parent);
+  // Directories cannot replace each other in one rename: move the previous checkpoint aside
+  // first. In between, <dir> is missing and <dir>.old is complete; read_verified falls back to it.
+  // When <dir> is already missing, <dir>.old is the last complete checkpoint: keep it until the
+  // new one is in place.
+  if (fs::exists(dir)) {
+    remove_tree(old);
+    rename_path(dir, old);
+    fsync_dir(parent);
+    notify("moved previous aside");
+  }
+  rename_path(tmp, dir);
+  fsync_dir(parent);
+  notify("moved new into place");
+  remove_tree(old);
+  fsync_dir(parent);
+}
+
+Files read_verified(const std::string& dir_text, bool* fell_back) {
+  fs::path dir = normalized(dir_text);
+  const fs::path old = sibling(dir, ".old");
+  if (fell_back) *fell_back = false;
+  if (!fs::exists(dir)) {
+    if (!fs::exists(old))
+      throw UsageError("load_state: no checkpoint at " + dir.string() + " (the directory does not exist, nor " +
+                       old.string() + "); pass the directory given to save_state");
+    dir = old;
+    if (fell_back) *fell_back = true;
+  }
+  const fs::path manifest_path = dir / "MANIFEST";
+  if (!fs::exists(manifest_path))
+    throw UsageError("load_state: " + dir.string() + " is not a complete xlaunch checkpoint: " +
+                     manifest_path.string() + " is missing");
+  std::istringstream manifest(read_file(manifest_path));
+  std::string magic;
+  int version = 0;
+  manifest >> magic >> version;
+  if (magic != "xlaunch-checkpoint" || version != kFormatVersion)
+    throw UsageError("load_state: " + manifest_path.string() + " is not an xlaunch checkpoint manifest of format " +
+                     std::to_string(kFormatVersion) + " (it starts with '" + magic + " " + std::to_string(version) +
+                     "')");
+  Files files;
+  std::string crc_text, path;
+  size_t size = 0;
+  while (manifest >> crc_text >> size >> path) {
+    const fs::path file = dir / path;
+    if (!fs::exists(file))
+      throw UsageError("load_state: checkpoint " + dir.string() + " is corrupt: " + file.string() + " is missing");
+    std::string bytes = read_file(file);
+    char crc[16];
+    std::snprintf(crc, sizeof crc, "%08x", crc32_of(bytes));
+    if (bytes.size() != size || crc_text != crc)
+      throw UsageError("load_state: checkpoint " + dir.string() + " is corrupt: " + file.string() + " has " +
+                       std::to_string(bytes.size()) + " bytes, CRC32 " + crc + "; its MANIFEST says " +
+                       std::to_string(size) + " bytes, CRC32 " + crc_text);
+    files.emplace(path, std::move(bytes));
+  }
+  if (!manifest.eof())
+    throw UsageError("load_state: " + manifest_path.string() + " is corrupt (a line is not 'crc32 bytes path')");
+  return files;
+}
+
+}  // namespace checkpoint
+}  // namespace xlaunch

@@ -1,0 +1,78 @@
+#include "watch/job_watch.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "watch/board.h"
+#include "watch/watchdog.h"
+#include "xlaunch/env_vars.h"
+#include "xlaunch/error.h"
+
+namespace xlaunch::watch {
+namespace {
+
+std::string g_private_dir;  // set when rank 0 made the directory
+
+// Rank 0's private directory, on every rank ("" when rank 0 could not make one).
+std::string shared_private_dir(int rank) {
+  char path[4096] = {};
+  if (rank == 0) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/xlaunch-watch-XXXXXX";
+    if (tmpl.size() < sizeof path && mkdtemp(tmpl.data())) std::memcpy(path, tmpl.c_str(), tmpl.size());
+  }
+  MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return path;
+}
+
+}  // namespace
+
+void start_job_watch(int rank, int world) {
+  Settings s;
+  s.rank = rank;
+  s.world = world;
+  s.timeout_s = static_cast<double>(env::get_int(env::kTimeoutS));
+  if (s.timeout_s <= 0) throw env::bad_value(env::kTimeoutS, env::raw(env::kTimeoutS), "a number of seconds >= 1");
+  s.debug = env::get_bool(env::kDebug);
+  s.dir = env::get_string(env::kStatusDir);
+  if (s.dir.empty()) {
+    s.dir = shared_private_dir(rank);
+    g_private_dir = s.dir;
+  }
+  try {
+    start(s);
+  } catch (const CommError& e) {
+    std::fprintf(stderr, "xlaunch: warning: %s; this rank's progress is visible to itself only\n", e.what());
+    s.dir.clear();
+    g_private_dir.clear();
+    start(s);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // every board exists
+  open_peer_boards();
+}
+
+void install_exit_hook() {
+  on_exit(
+      [](int status, void*) {
+        if (record_exit(status)) {
+          std::fflush(nullptr);
+          _exit(status);
+        }
+      },
+      nullptr);
+}
+
+void remove_own_board() {
+  if (!g_private_dir.empty()) unlink(board_path(g_private_dir, settings().rank).c_str());
+}
+
+void remove_private_dir() {
+  if (!g_private_dir.empty() && settings().rank == 0) rmdir(g_private_dir.c_str());
+}
+
+}  // namespace xlaunch::watch

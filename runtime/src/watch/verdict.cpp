@@ -1,0 +1,139 @@
+#include "watch/verdict.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace xlaunch::watch {
+namespace {
+
+std::string seconds(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f s", static_cast<double>(ns) / 1e9);
+  return buf;
+}
+
+std::string bytes(int64_t n) {
+  char buf[32];
+  if (n >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1 << 20));
+  else if (n >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(n) / 1024);
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(n));
+  return buf;
+}
+
+// "its last: allreduce #456 at step 112, 601 s ago" (or "it issued no collective yet").
+std::string last_of(const Board& b, int64_t now) {
+  const uint64_t n = b.issued.load();
+  const std::string step = "step " + std::to_string(b.step.load());
+  if (n == 0) return "it issued no collective, at " + step;
+  const CollectiveRecord* r = b.find(n - 1);
+  if (!r) return "its last: #" + std::to_string(n - 1) + " at " + step;
+  const int64_t when = r->end_ns.load() ? r->end_ns.load() : r->issued_ns.load();
+  return "its last: " + std::string(r->op) + " #" + std::to_string(n - 1) + " at " + step + ", " + seconds(now - when) +
+         " ago";
+}
+
+std::string exit_text(const Board& b) {
+  const int s = b.exit_status.load();
+  return s == 0 ? "finished (exit code 0)" : "failed (exit code " + std::to_string(s) + ")";
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return s;
+}
+
+}  // namespace
+
+std::string describe(const CollectiveRecord& r) {
+  std::string s = std::string(r.op) + " #" + std::to_string(r.seq.load()) + " (";
+  if (r.bucket >= 0) s += "bucket " + std::to_string(r.bucket) + ", ";
+  return s + bytes(r.numel * r.elem_bytes) + " " + r.dtype + ")";
+}
+
+Verdict stuck_verdict(const CollectiveRecord& open, const std::vector<const Board*>& boards, int64_t waited_ns,
+                      int64_t now_ns) {
+  const uint64_t seq = open.seq.load();
+  std::vector<int> entered, missing;
+  std::string unseen;
+  for (int r = 0; r < static_cast<int>(boards.size()); ++r) {
+    if (!boards[r]) unseen += std::string(unseen.empty() ? "" : ",") + std::to_string(r);
+    else if (boards[r]->issued.load() > seq) entered.push_back(r);
+    else missing.push_back(r);
+  }
+  Verdict v;
+  v.exit_code = 124;
+  v.message = "job stuck: " + describe(open) + " waited " + seconds(waited_ns) + ": ";
+  if (missing.empty()) {
+    v.rank = entered.empty() ? -1 : entered.front();
+    v.message += (unseen.empty() ? "every rank entered it and none finished it"
+                                 : "ranks " + rank_list(entered) + " entered it and none finished it");
+  } else {
+    v.rank = missing.front();
+    v.message += (entered.size() == 1 ? "rank " : "ranks ") + rank_list(entered) + " entered, ";
+    for (size_t i = 0; i < missing.size(); ++i)
+      v.message += (i ? "; " : "") + std::string("rank ") + std::to_string(missing[i]) + " never did (" +
+                   last_of(*boards[missing[i]], now_ns) + ")";
+  }
+  if (!unseen.empty())
+    v.message += "; ranks " + unseen + ": no progress board visible from this machine (other machines need a shared log_dir)";
+  return v;
+}
+
+Verdict left_verdict(int me, const CollectiveRecord& open, int gone, const Board& theirs, int64_t now_ns) {
+  Verdict v;
+  v.rank = gone;
+  v.message = "rank " + std::to_string(gone) + " " + exit_text(theirs) + " and left the job while rank " +
+              std::to_string(me) + " waited for it in " + describe(open) + " (" + last_of(theirs, now_ns) +
+              "); every rank must issue the same collectives: a rank that stops early must stop all of them";
+  return v;
+}
+
+Verdict gone_verdict(int me, const CollectiveRecord& open, int gone, const Board& theirs, int64_t now_ns) {
+  Verdict v;
+  v.rank = gone;
+  v.message = "rank " + std::to_string(gone) + " (pid " + std::to_string(theirs.pid) + " on " + theirs.host +
+              ") is gone without an exit status (killed?) while rank " + std::to_string(me) + " waited for it in " +
+              describe(open) + " (" + last_of(theirs, now_ns) + ")";
+  return v;
+}
+
+bool same_collective(const CollectiveRecord& a, const CollectiveRecord& b) {
+  return std::strncmp(a.op, b.op, sizeof a.op) == 0 && std::strncmp(a.dtype, b.dtype, sizeof a.dtype) == 0 &&
+         a.numel == b.numel;
+}
+
+Verdict mismatch_verdict(int me, const CollectiveRecord& mine, int other, const CollectiveRecord& theirs) {
+  const auto side = [](int rank, const CollectiveRecord& r, bool first) {
+    return "rank " + std::to_string(rank) + (first ? " is in " : " in ") + r.op + " #" + std::to_string(r.seq.load()) +
+           " of [" + std::to_string(r.numel) + "] " + r.dtype;
+  };
+  const bool me_first = me < other;
+  Verdict v;
+  v.rank = other == 0 ? me : other;  // ranks compare with rank 0 first: whoever differs from it is at fault
+  v.message = "collective mismatch at #" + std::to_string(mine.seq.load()) + ": " +
+              (me_first ? side(me, mine, true) + ", " + side(other, theirs, false)
+                        : side(other, theirs, true) + ", " + side(me, mine, false)) +
+              "; every rank must issue the same collectives in the same order";
+  return v;
+}
+
+bool publish_verdict(const std::string& dir, const Verdict& v) {
+  if (!dir.empty()) {
+    const std::string path = dir + "/verdict";
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return false;  // another rank's verdict stands
+    const std::string text = std::to_string(v.exit_code) + " " + std::to_string(v.rank) + "\n" + v.message + "\n";
+    const ssize_t n = write(fd, text.data(), text.size());
+    (void)n;
+    close(fd);
+  }
+  std::fprintf(stderr, "xlaunch: %s\n", v.message.c_str());
+  std::fflush(stderr);
+  return true;
+}
+
+}  // namespace xlaunch::watch

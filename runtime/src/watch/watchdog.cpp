@@ -1,0 +1,245 @@
+#include "watch/watchdog.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "watch/board.h"
+#include "watch/verdict.h"
+#include "xlaunch/error.h"
+
+namespace xlaunch::watch {
+namespace {
+
+constexpr int64_t kSecond = 1000000000;
+constexpr int64_t kGraceNs = 2 * kSecond;  // for mpirun to end a job whose rank failed
+
+struct Watch {
+  Settings settings;
+  Board* mine = private_board();
+  std::mutex peers_mu;              // the watchdog's thread and (debug) the communication threads
+  std::vector<const Board*> peers;  // by rank; null until the peer's board can be read
+  std::vector<int64_t> gone_since;  // by rank: when the peer's process was first seen gone
+  std::atomic<bool> running{false};
+  std::mutex pollers_mu;
+  std::map<int, std::function<std::string(bool)>> pollers;
+  int next_poller = 0;
+};
+
+Watch& watch() {
+  static auto* w = new Watch;  // never destroyed: the exit handler and the thread use it to the end
+  return *w;
+}
+
+thread_local int t_bucket = -1;
+
+const Board* peer(Watch& w, int r) {
+  if (r == w.settings.rank) return w.mine;
+  std::lock_guard<std::mutex> lk(w.peers_mu);
+  if (!w.peers[r] && !w.settings.dir.empty()) w.peers[r] = open_peer_board(w.settings.dir, r);
+  return w.peers[r];
+}
+
+// The oldest collective of this rank that has not finished, if any.
+const CollectiveRecord* oldest_open(const Board& b) {
+  const uint64_t n = b.issued.load(std::memory_order_acquire);
+  for (uint64_t seq = n > kRing ? n - kRing : 0; seq < n; ++seq) {
+    const CollectiveRecord* r = b.find(seq);
+    if (!r) continue;
+    const auto st = static_cast<CollState>(r->state.load(std::memory_order_acquire));
+    if (st == CollState::Issued || st == CollState::Running) return r;
+  }
+  return nullptr;
+}
+
+bool process_gone(const Board& b) {
+  char host[64] = {};
+  gethostname(host, sizeof host - 1);
+  return std::strncmp(host, b.host, sizeof host) == 0 && kill(b.pid, 0) != 0 && errno == ESRCH;
+}
+
+// Runs every poller; the first error any of them reports.
+std::string poll_all(Watch& w, bool ending) {
+  std::lock_guard<std::mutex> lk(w.pollers_mu);
+  std::string error;
+  for (auto& [id, poll] : w.pollers) {
+    std::string e = poll(ending);
+    if (error.empty()) error = std::move(e);
+  }
+  return error;
+}
+
+[[noreturn]] void conclude(Watch& w, const Verdict& v) {
+  poll_all(w, true);
+  publish_verdict(w.settings.dir, v);
+  record_exit(v.exit_code);
+  std::fflush(stdout);
+  _exit(v.exit_code);
+}
+
+void check(Watch& w) {
+  if (std::string error = poll_all(w, false); !error.empty()) {
+    Verdict v;
+    v.rank = w.settings.rank;
+    v.message = error;
+    conclude(w, v);
+  }
+  const CollectiveRecord* open = oldest_open(*w.mine);
+  if (!open) return;
+  const uint64_t seq = open->seq.load();
+  const int64_t now = now_ns();
+  for (int r = 0; r < w.settings.world; ++r) {
+    if (r == w.settings.rank) continue;
+    const Board* b = peer(w, r);
+    if (!b || b->issued.load() > seq) continue;  // it entered this collective (or is not visible)
+    if (b->life.load() == int32_t(Life::Exited)) {
+      if (b->exit_status.load() == 0 || now - b->exit_ns.load() > kGraceNs)
+        conclude(w, left_verdict(w.settings.rank, *open, r, *b, now));
+    } else if (process_gone(*b)) {
+      if (!w.gone_since[r]) w.gone_since[r] = now;
+      if (now - w.gone_since[r] > kGraceNs) conclude(w, gone_verdict(w.settings.rank, *open, r, *b, now));
+    }
+  }
+  const int64_t start = open->start_ns.load() ? open->start_ns.load() : open->issued_ns.load();
+  const int64_t since = std::max(start, w.mine->last_done_ns.load());
+  if (now - since > static_cast<int64_t>(w.settings.timeout_s * kSecond)) {
+    std::vector<const Board*> boards(w.settings.world);
+    for (int r = 0; r < w.settings.world; ++r) boards[r] = peer(w, r);
+    conclude(w, stuck_verdict(*open, boards, now - since, now));
+  }
+}
+
+void loop() {
+  Watch& w = watch();
+  while (w.running.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    check(w);
+  }
+}
+
+// Debug: waits (bounded by the timeout, and by the peer leaving) until rank r has issued `seq`, and
+// compares the two collectives.
+void compare_with(Watch& w, int r, const CollectiveRecord& mine) {
+  const uint64_t seq = mine.seq.load();
+  const int64_t deadline = now_ns() + static_cast<int64_t>(w.settings.timeout_s * kSecond);
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    const Board* b = peer(w, r);
+    if (b && b->issued.load(std::memory_order_acquire) > seq) {
+      const CollectiveRecord* theirs = b->find(seq);
+      if (theirs && !same_collective(mine, *theirs)) {
+        const Verdict v = mismatch_verdict(w.settings.rank, mine, r, *theirs);
+        publish_verdict(w.settings.dir, v);
+        throw CommError(v.message);
+      }
+      return;
+    }
+    if ((b && b->life.load() == int32_t(Life::Exited)) || now_ns() > deadline) return;  // the watchdog decides
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+}  // namespace
+
+void start(const Settings& s) {
+  Watch& w = watch();
+  if (w.running.load()) return;
+  w.settings = s;
+  w.peers.assign(s.world, nullptr);
+  w.gone_since.assign(s.world, 0);
+  if (!s.dir.empty()) w.mine = create_board(s.dir, s.rank, s.world);
+  w.running = true;
+  std::thread(loop).detach();  // ends with the process: it must be able to end a stuck one
+}
+
+void open_peer_boards() {
+  Watch& w = watch();
+  for (int r = 0; r < w.settings.world; ++r) peer(w, r);
+}
+
+const Settings& settings() { return watch().settings; }
+
+int add_poller(std::function<std::string(bool)> poll) {
+  Watch& w = watch();
+  std::lock_guard<std::mutex> lk(w.pollers_mu);
+  w.pollers[w.next_poller] = std::move(poll);
+  return w.next_poller++;
+}
+
+void remove_poller(int id) {
+  Watch& w = watch();
+  std::lock_guard<std::mutex> lk(w.pollers_mu);
+  w.pollers.erase(id);
+}
+
+bool record_exit(int status) {
+  Watch& w = watch();
+  Board* b = w.mine;
+  if (b->life.load() != int32_t(Life::Exited)) {
+    b->exit_status.store(status);
+    b->exit_ns.store(now_ns());
+    b->life.store(int32_t(Life::Exited), std::memory_order_release);
+  }
+  return status != 0 && w.settings.world > 1;
+}
+
+BucketScope::BucketScope(int bucket) : saved_(t_bucket) { t_bucket = bucket; }
+BucketScope::~BucketScope() { t_bucket = saved_; }
+
+uint64_t issued(const char* op, const char* dtype, int64_t numel, int elem_bytes) {
+  Board& b = *watch().mine;
+  const uint64_t seq = b.issued.fetch_add(1, std::memory_order_acq_rel);
+  CollectiveRecord& r = b.slot(seq);
+  r.state.store(int32_t(CollState::Empty), std::memory_order_relaxed);
+  r.seq.store(seq, std::memory_order_relaxed);
+  std::snprintf(r.op, sizeof r.op, "%s", op);
+  std::snprintf(r.dtype, sizeof r.dtype, "%s", dtype);
+  r.numel = numel;
+  r.elem_bytes = elem_bytes;
+  r.bucket = t_bucket;
+  r.start_ns.store(0, std::memory_order_relaxed);
+  r.end_ns.store(0, std::memory_order_relaxed);
+  r.issued_ns.store(now_ns(), std::memory_order_relaxed);
+  r.state.store(int32_t(CollState::Issued), std::memory_order_release);
+  return seq;
+}
+
+void started(uint64_t seq) {
+  Watch& w = watch();
+  CollectiveRecord& r = w.mine->slot(seq);
+  r.start_ns.store(now_ns(), std::memory_order_relaxed);
+  r.state.store(int32_t(CollState::Running), std::memory_order_release);
+  if (!w.settings.debug) return;
+  for (int p = 0; p < w.settings.world; ++p)
+    if (p != w.settings.rank) compare_with(w, p, r);
+}
+
+void finished(uint64_t seq, bool ok) {
+  Board& b = *watch().mine;
+  CollectiveRecord& r = b.slot(seq);
+  const int64_t t = now_ns();
+  r.end_ns.store(t, std::memory_order_relaxed);
+  r.state.store(int32_t(ok ? CollState::Done : CollState::Failed), std::memory_order_release);
+  b.last_done_ns.store(t, std::memory_order_relaxed);
+  b.completed.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void set_step(int64_t step) {
+  Board& b = *watch().mine;
+  b.step.store(step, std::memory_order_relaxed);
+  b.step_ns.store(now_ns(), std::memory_order_relaxed);
+}
+
+}  // namespace xlaunch::watch

@@ -1,0 +1,82 @@
+// The collective watchdog: no wait of the job is unbounded, and when one ends it says who was
+// waited for, on what, and for how long.
+//
+// Every collective a rank issues is logged on its progress board (board.h) as issued, running and
+// finished; the training step too. A thread in every rank looks at the boards every 100 ms:
+//  1. A peer has left the job (exited, or its process is gone) without ever entering the collective
+//     this rank waits in: a peer that left with status 0 ("finished early") fails the job at once; one
+//     that failed is given 2 s for mpirun to end the job first. Either way this rank writes the verdict
+//     and exits with 1.
+//  2. This rank's oldest unfinished collective has made no progress for timeout_s (measured from
+//     when it started, or from the last collective this rank finished, whichever is later): the job
+//     is stuck. The verdict names the collective (sequence number, op, bucket, size), the ranks that
+//     entered it and those that never did, each with its last finished collective and training
+//     step; this rank exits with 124.
+// The first rank to reach a verdict writes it to `verdict` in the status directory (O_EXCL: one
+// verdict per job) and prints it; `xlaunch run` reports it and returns its exit code.
+//
+// With debug on, each collective is also compared with every rank's collective of the same
+// sequence number before it runs: op, dtype and element count; a mismatch fails every rank with
+// both sides named, instead of a hang or a crash inside MPI.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace xlaunch::watch {
+
+struct Settings {
+  int rank = 0;
+  int world = 1;
+  std::string dir;           // the status directory; empty: boards in this process's memory only
+  double timeout_s = 600;    // XLAUNCH_TIMEOUT_S
+  bool debug = false;        // XLAUNCH_DEBUG: compare every collective across ranks
+};
+
+// Once per process, after MPI is up and before the first collective (see job_watch.h): creates
+// this rank's board and starts the thread.
+void start(const Settings& s);
+// Maps every other rank's board; call once every rank has started (after a barrier), so that a
+// rank which leaves early is seen even if it removes its board on the way out.
+void open_peer_boards();
+// The settings start() was given (defaults before it).
+const Settings& settings();
+
+// From the process's exit handler: records how the process ends on its board, so waiting peers
+// learn it at once. Returns whether the process must end without finalizing MPI (a non-zero
+// status in a world of several ranks: the others may still be in collectives it will not join).
+bool record_exit(int status);
+
+// Communicators whose collectives finish on a device (NCCL) are polled on the watchdog's thread:
+// poll(false) every 100 ms marks finished collectives and returns a non-empty error when the
+// transport failed (the watchdog then ends the job with it); poll(true) once, when the watchdog
+// ends the job, to abort the transport. Returns an id for remove_poller (before the poller's
+// state goes).
+int add_poller(std::function<std::string(bool ending)> poll);
+void remove_poller(int id);
+
+// ---- the collective log, for the communicators (a few stores each) ----
+
+// Marks the collectives issued by this thread until destroyed as gradient bucket `bucket`'s.
+class BucketScope {
+ public:
+  explicit BucketScope(int bucket);
+  ~BucketScope();
+  BucketScope(const BucketScope&) = delete;
+  BucketScope& operator=(const BucketScope&) = delete;
+
+ private:
+  int saved_;
+};
+
+// On the issuing thread, in program order: the collective's sequence number.
+uint64_t issued(const char* op, const char* dtype, int64_t numel, int elem_bytes);
+// When it starts running. With debug on, first compares it with every rank's collective of the
+// same number; throws CommError on a mismatch.
+void started(uint64_t seq);
+void finished(uint64_t seq, bool ok);
+// Optimizer steps taken (for the verdict's "at step S").
+void set_step(int64_t step);
+
+}  // namespace xlaunch::watch

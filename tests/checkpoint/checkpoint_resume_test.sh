@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Exact resume across processes, under mpirun -np 2 (see train_resume.cpp):
+#   usage: checkpoint_resume_test.sh TRAIN_BIN MPIEXEC [MPIEXEC_FLAGS...]
+# Each case stops a job (cleanly, or by SIGKILL in the middle of save_state), resumes it in a fresh
+# job, and compares the final parameters byte for byte with a job that trained straight through.
+set -u
+bin=$1
+shift
+mpirun=("$@")
+work=$(mktemp -d)
+failures=0
+
+run() {  # run NP LOGNAME ARGS...: one job; its output goes to $work/LOGNAME.log
+  local np=$1 log=$2
+  shift 2
+  "${mpirun[@]}" -np "$np" "$bin" "$@" >"$work/$log.log" 2>&1
+}
+pass() { echo "PASS $1"; }
+fail() {
+  echo "FAIL $1"
+  [ -n "${2:-}" ] && sed 's/^/    /' "$work/$2.log"
+  failures=$((failures + 1))
+}
+same() {  # same NAME FILE: FILE has the straight run's bytes
+  if cmp -s "$work/straight_$3.bin" "$2"; then pass "$1"; else fail "$1 (parameters differ from the straight run)"; fi
+}
+
+for opt in sgd adam; do
+  run 2 straight_$opt --optimizer $opt --epochs 2 --out "$work/straight_$opt.bin" || fail "straight run ($opt)" straight_$opt
+done
+if cmp -s "$work/straight_sgd.bin" "$work/straight_adam.bin"; then fail "sgd and adam runs differ"; fi
+
+# 1. Stop after epoch 1, resume in a new job for epoch 2.
+printf 'distributed_type: MULTI_CPU\nnum_processes: 2\n' >"$work/config.yaml"
+XLAUNCH_CONFIG_FILE=$work/config.yaml run 2 e1 --epochs 2 --save "$work/e1" --stop-after-epochs 1 &&
+  run 2 e1_resume --epochs 2 --resume "$work/e1" --out "$work/e1.bin" || fail "epoch resume runs" e1_resume
+same "resume after epoch 1 is bitwise exact (SGD momentum)" "$work/e1.bin" sgd
+cmp -s "$work/config.yaml" "$work/e1/config/config_file.yaml" && grep -q "^XLAUNCH_CONFIG_FILE=$work/config.yaml$" "$work/e1/config/env.txt" &&
+  pass "the config file and XLAUNCH_* values are saved" || fail "the config file and XLAUNCH_* values are saved"
+
+# 2. Stop mid-epoch (after batch 3 of epoch 1; 8 batches per epoch), with Adam.
+run 2 mid --optimizer adam --epochs 2 --save "$work/mid" --stop-after-batches 11 &&
+  run 2 mid_resume --optimizer adam --epochs 2 --resume "$work/mid" --out "$work/mid.bin" || fail "mid-epoch runs" mid_resume
+grep -q "next batch 3 of 8" "$work/mid/metadata.txt" || fail "metadata.txt records the loader position"
+same "resume mid-epoch is bitwise exact (Adam)" "$work/mid.bin" adam
+
+# 2b. The same under bf16 autocast (fp16, with its GradScaler, needs a GPU).
+export XLAUNCH_MIXED_PRECISION=bf16
+run 2 straight_bf16 --epochs 2 --out "$work/straight_bf16.bin" &&
+  run 2 bf16 --epochs 2 --save "$work/bf16" --stop-after-batches 13 &&
+  run 2 bf16_resume --epochs 2 --resume "$work/bf16" --out "$work/bf16.bin" || fail "bf16 runs" bf16_resume
+same "resume mid-epoch under bf16 autocast is bitwise exact" "$work/bf16.bin" bf16
+unset XLAUNCH_MIXED_PRECISION
+
+# 3. SIGKILL while the new checkpoint's files are written: the previous one is untouched.
+run 2 k1 --epochs 2 --save "$work/k1" --stop-after-epochs 1 || fail "kill test: first save" k1
+run 2 k1_killed --epochs 2 --resume "$work/k1" --save "$work/k1" --stop-after-batches 5 \
+  --kill-at "wrote rank0/model_0.pt" && fail "kill test: the job should have died" k1_killed
+[ -d "$work/k1.tmp" ] || fail "kill test: the partial checkpoint should be in k1.tmp"
+run 2 k1_resume --epochs 2 --resume "$work/k1" --out "$work/k1.bin" || fail "kill test: resume" k1_resume
+same "killed while writing: the previous checkpoint loads and resumes exactly" "$work/k1.bin" sgd
+
+# 4. SIGKILL between the two renames: <dir> is gone, <dir>.old is loaded instead, saying so.
+run 2 k2 --epochs 2 --save "$work/k2" --stop-after-epochs 1 || fail "kill test 2: first save" k2
+run 2 k2_killed --epochs 2 --resume "$work/k2" --save "$work/k2" --stop-after-batches 5 \
+  --kill-at "moved previous aside" && fail "kill test 2: the job should have died" k2_killed
+[ ! -e "$work/k2" ] && [ -d "$work/k2.old" ] || fail "kill test 2: expected only k2.old"
+run 2 k2_resume --epochs 2 --resume "$work/k2" --out "$work/k2.bin" || fail "kill test 2: resume" k2_resume
+grep -q "loading $work/k2.old" "$work/k2_resume.log" || fail "kill test 2: load_state should say it fell back" k2_resume
+same "killed between renames: <dir>.old loads and resumes exactly" "$work/k2.bin" sgd
+# ... and the next save replaces it cleanly.
+run 2 k2_again --epochs 2 --resume "$work/k2" --save "$work/k2" --stop-after-batches 2 || fail "save after fallback" k2_again
+[ -f "$work/k2/MANIFEST" ] && [ ! -e "$work/k2.old" ] && [ ! -e "$work/k2.tmp" ] &&
+  pass "a save after a fallback leaves one clean checkpoint" || fail "a save after a fallback leaves one clean checkpoint"
+
+# 5. Another world size: allowed, the interrupted epoch restarts, and load_state says so.
+if XLAUNCH_BUCKET_CAP_MB=10 run 1 world1 --optimizer adam --epochs 2 --resume "$work/mid" --out "$work/world1.bin" &&
+   grep -q "XLAUNCH_BUCKET_CAP_MB was '25', now '10'" "$work/world1.log" &&
+   grep -q "saved by 2 processes, this job has 1" "$work/world1.log" &&
+   grep -q "epoch 1 restarts from its first batch" "$work/world1.log"; then
+  pass "a 2-process checkpoint resumes on 1 process, restarting the interrupted epoch, naming changed settings"
+else
+  fail "a 2-process checkpoint resumes on 1 process, restarting the interrupted epoch, naming changed settings" world1
+fi
+
+# 6. Refusals: another model, a corrupt file, a missing checkpoint.
+run 2 other_model --hidden 16 --epochs 2 --resume "$work/e1" &&
+  fail "another model should be refused" other_model
+grep -q "'0.weight' is \[16, 8\] Float here, and \[32, 8\] Float in the checkpoint" "$work/other_model.log" &&
+  pass "another model is refused, naming the first differing parameter" ||
+  fail "another model is refused, naming the first differing parameter" other_model
+cp -r "$work/e1" "$work/corrupt"
+printf 'X' | dd of="$work/corrupt/rank0/optimizer_0.pt" bs=1 seek=100 conv=notrunc status=none
+run 2 corrupt --epochs 2 --resume "$work/corrupt" && fail "a corrupt checkpoint should be refused" corrupt
+grep -q "is corrupt: $work/corrupt/rank0/optimizer_0.pt" "$work/corrupt.log" &&
+  pass "a corrupt file is refused, naming it" || fail "a corrupt file is refused, naming it" corrupt
+run 2 missing --epochs 2 --resume "$work/nothing_here" && fail "a missing checkpoint should be refused" missing
+grep -q "no checkpoint at $work/nothing_here" "$work/missing.log" &&
+  pass "a missing checkpoint is refused, naming the path" || fail "a missing checkpoint is refused, naming the path" missing
+
+if [ "$failures" -eq 0 ]; then
+  rm -rf "$work"
+  echo "all checkpoint resume checks passed"
+else
+  echo "$failures failed; files kept in $work"
+  exit 1
+fi

@@ -1,0 +1,191 @@
+// Accelerate's own files: what `accelerate config` and `accelerate config default` write, in every
+// version's format (YAML, JSON, with nulls), and the compatibility table of
+// docs/config-reference.md checked against the loader.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "xlaunch/config/config_error.h"
+#include "xlaunch/config/config_io.h"
+
+using namespace xlaunch::config;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// The ConfigError loading `path` throws; fails the test when none is thrown.
+ConfigErrorInfo load_error(const std::string& path) {
+  try {
+    load_config(path);
+  } catch (const ConfigError& e) {
+    return e.info();
+  }
+  ADD_FAILURE() << "no ConfigError for " << path;
+  return {};
+}
+
+}  // namespace
+
+TEST(ConfigNull, EveryKeyGivenAsNullTakesItsDefaultAndIsListedAsDefaulted) {
+  const std::string defaults = to_yaml(LaunchConfig{});
+  for (const std::string& key : schema_keys()) {
+    const size_t dot = key.find('.');
+    for (const char* null : {"null", "~", ""}) {
+      const std::string text = dot == std::string::npos
+                                   ? key + ": " + null + "\n"
+                                   : key.substr(0, dot) + ":\n  " + key.substr(dot + 1) + ": " + null + "\n";
+      const LoadedConfig l = parse_config(text, "t.yaml");
+      EXPECT_EQ(to_yaml(l.config), defaults) << text;
+      EXPECT_EQ(l.defaulted, schema_keys()) << text;
+    }
+  }
+}
+
+TEST(ConfigNull, ANullSectionLeavesAllItsKeysAtTheirDefaults) {
+  const LoadedConfig l = parse_config("mpi: null\nddp: ~\nloader:\n", "t.yaml");
+  EXPECT_EQ(to_yaml(l.config), to_yaml(LaunchConfig{}));
+  EXPECT_EQ(l.defaulted, schema_keys());
+}
+
+TEST(ConfigNull, NullNextToValuesKeepsTheValues) {
+  const LoadedConfig l = parse_config(
+      "distributed_type: MULTI_CPU\nnum_processes: 4\nmain_process_ip: null\nmain_process_port: null\n", "t.yaml");
+  EXPECT_EQ(l.config.num_processes, 4);
+  EXPECT_EQ(l.config.main_process_ip, "");
+  EXPECT_EQ(l.config.main_process_port, 0);
+  EXPECT_TRUE(has(l.defaulted, "main_process_ip"));
+  EXPECT_TRUE(has(l.defaulted, "main_process_port"));
+  EXPECT_FALSE(has(l.defaulted, "num_processes"));
+}
+
+TEST(ConfigAccelerate, MultiGpuFileLoadsAndReportsAccelerateOnlyKeys) {
+  const LoadedConfig l = load_config(XLAUNCH_TEST_DATA "/accelerate_multi_gpu.yaml", 2);
+  EXPECT_EQ(l.config.distributed_type, DistributedType::MultiGpu);
+  EXPECT_EQ(l.config.num_processes, 2);
+  EXPECT_EQ(l.config.gpu_ids, (std::vector<int>{0, 1}));
+  EXPECT_EQ(l.config.mixed_precision, MixedPrecision::Bf16);
+  const std::vector<std::string> expected = {"downcast_bf16", "dynamo_config", "enable_cpu_affinity",
+                                             "main_training_function", "rdzv_backend", "same_network",
+                                             "tpu_env", "tpu_use_cluster", "tpu_use_sudo"};
+  EXPECT_EQ(l.unsupported, expected);
+  // xlaunch's own keys were absent, so they fell back to defaults.
+  EXPECT_NE(std::find(l.defaulted.begin(), l.defaulted.end(), "ddp.bucket_cap_mb"), l.defaulted.end());
+  EXPECT_EQ(std::find(l.defaulted.begin(), l.defaulted.end(), "num_processes"), l.defaulted.end());
+}
+
+TEST(ConfigAccelerate, MultiCpuFileTakesTheMpirunHostfile) {
+  const LoadedConfig l = load_config(XLAUNCH_TEST_DATA "/accelerate_multi_cpu.yaml", 0);
+  EXPECT_EQ(l.config.distributed_type, DistributedType::MultiCpu);
+  EXPECT_EQ(l.config.num_processes, 4);
+  EXPECT_EQ(l.config.num_machines, 2);
+  EXPECT_EQ(l.config.main_process_ip, "10.0.0.1");
+  EXPECT_EQ(l.config.main_process_port, 29500);
+  EXPECT_TRUE(l.config.use_cpu);
+  EXPECT_EQ(l.config.mpi.hostfile, "/etc/hosts.mpi");
+  EXPECT_NE(std::find(l.unsupported.begin(), l.unsupported.end(), "mpirun_config"), l.unsupported.end());
+  EXPECT_NE(std::find(l.unsupported.begin(), l.unsupported.end(), "ipex_config"), l.unsupported.end());
+  ASSERT_EQ(l.notes.size(), 1u);
+}
+
+TEST(ConfigAccelerate, NoFileLoads) {
+  const LoadedConfig l = load_config(XLAUNCH_TEST_DATA "/accelerate_no.yaml", 0);
+  EXPECT_EQ(l.config.distributed_type, DistributedType::No);
+  EXPECT_EQ(l.config.mixed_precision, MixedPrecision::Fp16);
+  EXPECT_TRUE(l.config.gpu_ids.empty());
+}
+
+TEST(ConfigAccelerate, DeepSpeedTypeIsRefusedByNameWithTheLine) {
+  try {
+    load_config(XLAUNCH_TEST_DATA "/accelerate_deepspeed.yaml", 0);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.info().key, "distributed_type");
+    EXPECT_EQ(e.info().line, 7);
+    EXPECT_EQ(e.info().found, "'DEEPSPEED'");
+    EXPECT_TRUE(contains(e.info().allowed, "NO, MULTI_CPU, MULTI_GPU"));
+    EXPECT_TRUE(contains(e.what(), "accelerate_deepspeed.yaml:7: key 'distributed_type'")) << e.what();
+  }
+}
+
+TEST(ConfigAccelerate, OlderYamlWithNullsLoads) {
+  const LoadedConfig l = load_config(XLAUNCH_TEST_DATA "/accelerate_multi_gpu_nulls.yaml", 2);
+  EXPECT_EQ(l.config.distributed_type, DistributedType::MultiGpu);
+  EXPECT_EQ(l.config.num_processes, 2);
+  EXPECT_EQ(l.config.mixed_precision, MixedPrecision::Bf16);
+  EXPECT_EQ(l.config.main_process_ip, "");
+  EXPECT_EQ(l.config.main_process_port, 0);
+  EXPECT_TRUE(has(l.defaulted, "main_process_ip"));
+  EXPECT_TRUE(has(l.defaulted, "main_process_port"));
+  for (const char* k : {"deepspeed_config", "fsdp_config", "megatron_lm_config", "tpu_name", "tpu_zone"})
+    EXPECT_TRUE(has(l.unsupported, k)) << k;
+}
+
+TEST(ConfigAccelerate, ConfigDefaultJsonLoads) {
+  const LoadedConfig l = load_config(XLAUNCH_TEST_DATA "/accelerate_default_cpu.json", 0);
+  EXPECT_EQ(l.config.distributed_type, DistributedType::No);
+  EXPECT_EQ(l.config.num_processes, 1);
+  EXPECT_TRUE(l.config.use_cpu);
+  EXPECT_EQ(l.config.mixed_precision, MixedPrecision::No);
+  const std::vector<std::string> expected = {"downcast_bf16",  "enable_cpu_affinity", "main_training_function",
+                                             "rdzv_backend",   "same_network",        "tpu_use_cluster",
+                                             "tpu_use_sudo"};
+  EXPECT_EQ(l.unsupported, expected);
+}
+
+TEST(ConfigAccelerate, OlderConfigDefaultJsonWithNullsLoads) {
+  const LoadedConfig l = load_config(XLAUNCH_TEST_DATA "/accelerate_default_gpu_nulls.json", 2);
+  EXPECT_EQ(l.config.distributed_type, DistributedType::MultiGpu);
+  EXPECT_EQ(l.config.num_processes, 2);
+  EXPECT_EQ(l.config.mixed_precision, MixedPrecision::Fp16);
+  EXPECT_TRUE(l.config.gpu_ids.empty());
+  for (const char* k : {"gpu_ids", "main_process_ip", "main_process_port"}) EXPECT_TRUE(has(l.defaulted, k)) << k;
+  EXPECT_TRUE(has(l.unsupported, "dynamo_backend"));
+}
+
+TEST(ConfigAccelerate, FsdpTypeIsRefusedByNameWithTheLine) {
+  const ConfigErrorInfo e = load_error(XLAUNCH_TEST_DATA "/accelerate_fsdp.yaml");
+  EXPECT_EQ(e.key, "distributed_type");
+  EXPECT_EQ(e.line, 3);
+  EXPECT_EQ(e.found, "'FSDP'");
+  EXPECT_TRUE(contains(e.hint, "FSDP")) << e.hint;
+}
+
+TEST(ConfigAccelerate, TwoMachinesWithoutAHostfileAreRefusedSayingWhatMpirunNeeds) {
+  const ConfigErrorInfo e = load_error(XLAUNCH_TEST_DATA "/accelerate_multi_gpu_2_machines.yaml");
+  EXPECT_EQ(e.key, "num_machines");
+  EXPECT_EQ(e.line, 12);
+  EXPECT_TRUE(contains(e.allowed, "mpi.hostfile")) << e.allowed;
+}
+
+// Every row of the key table in docs/config-reference.md does what it says.
+TEST(ConfigAccelerate, CompatibilityTableMatchesTheLoader) {
+  std::ifstream in(XLAUNCH_CONFIG_DOC);
+  ASSERT_TRUE(in) << XLAUNCH_CONFIG_DOC;
+  std::stringstream doc;
+  doc << in.rdbuf();
+  const std::string text = doc.str();
+  const std::regex row(R"(\n\| `([a-z][a-z0-9_]*)` \| (same|mapped|ignored|refused) \|)");
+  int rows = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), row); it != std::sregex_iterator(); ++it, ++rows) {
+    const std::string key = (*it)[1], status = (*it)[2];
+    SCOPED_TRACE(key + ": " + status);
+    if (status == "same") {
+      EXPECT_TRUE(has(schema_keys(), key));
+    } else if (status == "refused") {
+      EXPECT_THROW(parse_config(key + ": true\n", "t.yaml"), ConfigError);
+    } else {  // mapped or ignored: loads, and the key is named in the warning
+      const LoadedConfig l = parse_config(key + ": " + (status == "mapped" ? "{}" : "x") + "\n", "t.yaml");
+      EXPECT_EQ(l.unsupported, std::vector<std::string>{key});
+    }
+  }
+  EXPECT_GT(rows, 50);
+  const LoadedConfig mapped = parse_config("mpirun_config:\n  mpirun_hostfile: /h\n", "t.yaml");
+  EXPECT_EQ(mapped.config.mpi.hostfile, "/h");
+}

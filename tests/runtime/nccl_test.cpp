@@ -1,0 +1,66 @@
+// The NCCL communicator and DDP on CUDA tensors, one rank per GPU (run under mpirun with as many
+// ranks as GPUs, or alone). Skips, saying so, where there is no GPU or no NCCL in this build.
+#include <gtest/gtest.h>
+
+#include <torch/cuda.h>
+
+#include "models.h"
+#include "xlaunch/accelerator.h"
+#include "comm/mpi_communicator.h"
+#include "comm/nccl_communicator.h"
+
+namespace {
+
+using namespace xlaunch::test;
+
+void skip_without_gpu() {
+  if (!XLAUNCH_HAVE_NCCL) GTEST_SKIP() << "this build has no NCCL (XLAUNCH_WITH_NCCL)";
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here (torch::cuda::is_available() is false)";
+}
+}  // namespace
+
+TEST(Nccl, CollectivesOnTheGpu) {
+  skip_without_gpu();
+  if (IsSkipped()) return;
+  auto cpu = xlaunch::MpiCommunicator::world();
+  const int r = cpu->rank(), n = cpu->size();
+  const int device = r % static_cast<int>(torch::cuda::device_count());
+  auto comm = xlaunch::make_nccl_communicator(cpu, device);
+  const auto opts = at::TensorOptions().device(at::kCUDA, device);
+  at::Tensor t = at::full({1 << 20}, static_cast<float>(r + 1), opts);
+  comm->allreduce(t, xlaunch::ReduceOp::Sum);
+  EXPECT_TRUE(t.eq(n * (n + 1) / 2.0f).all().item<bool>());
+  at::Tensor h = at::full({4096}, static_cast<float>(r + 1), opts.dtype(at::kHalf));
+  comm->allreduce(h, xlaunch::ReduceOp::Avg);
+  EXPECT_TRUE(h.eq((n + 1) / 2.0f).all().item<bool>());
+  at::Tensor b = at::full({33}, r == 0 ? 7.0 : 0.0, opts.dtype(at::kDouble));
+  comm->broadcast(b, 0);
+  EXPECT_TRUE(b.eq(7.0).all().item<bool>());
+  at::Tensor g = comm->allgather(at::full({3}, static_cast<int64_t>(r), opts.dtype(at::kLong)));
+  EXPECT_EQ(g.size(0), n);
+  EXPECT_EQ(g[n - 1][0].item<int64_t>(), n - 1);
+  comm->barrier();
+}
+
+TEST(Nccl, DdpGradientsOnTheGpuEqualOneProcess) {
+  skip_without_gpu();
+  if (IsSkipped()) return;
+  xlaunch::AcceleratorOptions o;
+  o.gpu_ids = "all";
+  xlaunch::Accelerator acc(o);
+  ASSERT_TRUE(acc.device().is_cuda());
+  torch::manual_seed(3);
+  Mlp mlp, reference;
+  copy_state(*reference, *mlp);
+  auto model = acc.prepare(mlp);
+  reference->to(acc.device());
+  const auto mine = mlp_batch(acc.process_index(), 0);
+  acc.backward(loss_of(model(mine.x.to(acc.device())), mine.y.to(acc.device())));
+  std::vector<Batch> parts;
+  for (int r = 0; r < acc.num_processes(); ++r) parts.push_back(mlp_batch(r, 0));
+  const auto all = concat(parts);
+  loss_of(reference(all.x.to(acc.device())), all.y.to(acc.device())).backward();
+  auto ref = reference->named_parameters();
+  for (const auto& item : mlp->named_parameters())
+    EXPECT_LT(rel_err(item.value().grad().cpu(), ref[item.key()].grad().cpu()), 1e-4) << item.key();
+}

@@ -1,0 +1,107 @@
+// The shared-memory communicator on 2 ranks: bucket buffers, the gradient pool, and coalesced
+// allreduces over tensors wherever they lie in shared memory. Values are integers built from
+// (rank, index), so every expected result is exact.
+#include <gtest/gtest.h>
+
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/from_blob.h>
+
+#include "xlaunch/error.h"
+#include "ddp/grad_capture.h"
+#include "comm/mpi_communicator.h"
+#include "comm/shm_communicator.h"
+
+using xlaunch::ReduceOp;
+using xlaunch::SharedPool;
+using xlaunch::ShmCommunicator;
+
+namespace {
+
+// A tensor of `n` elements over a pool block (the block lives as long as the tensor).
+at::Tensor pool_tensor(SharedPool* pool, int64_t n, at::ScalarType dtype) {
+  c10::DataPtr block = pool->allocate(n * c10::elementSize(dtype));
+  EXPECT_TRUE(block) << "the pool has room";
+  c10::Storage storage(c10::Storage::use_byte_size_t(), n * c10::elementSize(dtype), std::move(block), nullptr, false);
+  return at::empty({0}, dtype).set_(storage, 0, {n}, {1});
+}
+
+// Rank r's values for tensor k: k * 1000 + index + r (integers, exact in float).
+at::Tensor values(int64_t n, int k, int r, at::ScalarType dtype) {
+  return (at::arange(n, at::kDouble) + (k * 1000 + r)).to(dtype);
+}
+
+}  // namespace
+
+class Shm : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(comm->size(), 2) << "run under mpirun -np 2"; }
+  std::shared_ptr<ShmCommunicator> comm =
+      std::make_shared<ShmCommunicator>(xlaunch::MpiCommunicator::world());
+  int r = comm->rank();
+};
+
+TEST_F(Shm, BucketAllreduceSumAvgMax) {
+  for (auto dtype : {at::kFloat, at::kDouble}) {
+    at::Tensor t = comm->allocate(1001, at::TensorOptions().dtype(dtype));
+    ASSERT_TRUE(comm->holds(t));
+    t.copy_(values(1001, 0, r, dtype));
+    comm->allreduce(t, ReduceOp::Sum);
+    EXPECT_TRUE(t.equal(values(1001, 0, 0, dtype) * 2 + 1)) << at::toString(dtype);
+    t.copy_(values(1001, 0, r, dtype));
+    comm->allreduce(t, ReduceOp::Avg);
+    EXPECT_TRUE(t.equal(values(1001, 0, 0, dtype) + 0.5)) << at::toString(dtype);
+    t.copy_(values(1001, 0, r, dtype));
+    comm->allreduce(t, ReduceOp::Max);
+    EXPECT_TRUE(t.equal(values(1001, 0, 1, dtype))) << at::toString(dtype);
+  }
+}
+
+// Each rank's tensors lie in different places (pool or bucket, rank-dependent), some are empty,
+// and there are more of them than one round of the place table holds.
+TEST_F(Shm, CoalescedAllreduceReducesTensorsWhereTheyLie) {
+  SharedPool* pool = comm->reserve_pool(8 << 20);
+  ASSERT_NE(pool, nullptr);
+  at::Tensor bucket = comm->allocate(4000, at::TensorOptions().dtype(at::kFloat));
+  std::vector<at::Tensor> ts;
+  const int count = 1500;
+  int64_t bucket_used = 0;
+  for (int k = 0; k < count; ++k) {
+    const int64_t n = k % 7 == 0 ? 0 : 1 + (k * 37) % 300;
+    const bool in_bucket = (k + r) % 3 == 0 && bucket_used + n <= bucket.numel();
+    at::Tensor t = in_bucket ? bucket.narrow(0, bucket_used, n) : pool_tensor(pool, n, at::kFloat);
+    if (in_bucket) bucket_used += n;
+    t.copy_(values(n, k, r, at::kFloat));
+    ASSERT_TRUE(comm->holds(t)) << k;
+    ts.push_back(t);
+  }
+  comm->allreduce_coalesced_async(ts, ReduceOp::Avg)->wait();
+  for (int k = 0; k < count; ++k)
+    ASSERT_TRUE(ts[k].equal(values(ts[k].numel(), k, 0, at::kFloat) + 0.5f)) << "tensor " << k;
+}
+
+TEST_F(Shm, TensorsOutsideSharedMemoryGoThroughMpi) {
+  at::Tensor plain = values(500, 3, r, at::kDouble);
+  EXPECT_FALSE(comm->holds(plain));
+  std::vector<at::Tensor> ts{plain, values(7, 4, r, at::kDouble)};
+  comm->allreduce_coalesced_async(ts, ReduceOp::Sum)->wait();
+  EXPECT_TRUE(ts[0].equal(values(500, 3, 0, at::kDouble) * 2 + 1));
+  EXPECT_TRUE(ts[1].equal(values(7, 4, 0, at::kDouble) * 2 + 1));
+  at::Tensor ints = at::full({4}, static_cast<int64_t>(r + 1), at::kLong);
+  EXPECT_FALSE(comm->holds(ints));
+  comm->allreduce(ints, ReduceOp::Sum);
+  EXPECT_TRUE(ints.eq(3).all().item<bool>());
+}
+
+TEST_F(Shm, PoolBlocksOutliveTheCommunicator) {
+  SharedPool* pool = comm->reserve_pool(1 << 16);
+  ASSERT_NE(pool, nullptr);
+  at::Tensor t = pool_tensor(pool, 100, at::kFloat);
+  t.copy_(values(100, 0, r, at::kFloat));
+  comm->allreduce(t, ReduceOp::Sum);
+  comm.reset();  // the pool is closed; its memory stays while t uses it
+  EXPECT_TRUE(t.equal(values(100, 0, 0, at::kFloat) * 2 + 1));
+  t.add_(1);
+  EXPECT_TRUE(t.equal(values(100, 0, 0, at::kFloat) * 2 + 2));
+}
