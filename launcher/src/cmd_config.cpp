@@ -150,9 +150,10 @@ int write_default(const ConfigOptions& o) {
   return 0;
 }
 
-Runner setup(CLI::App& app) {
+}  // namespace
+
+Runner setup_config(CLI::App* cmd) {
   auto o = std::make_shared<ConfigOptions>();
-  CLI::App* cmd = app.add_subcommand("config", "Ask a few questions and write the launch config");
   cmd->add_option("--config_file", o->config_file, "Where to write (default: $XLAUNCH_CONFIG_FILE, else "
                                                    "${XDG_CONFIG_HOME:-~/.config}/xlaunch/default_config.yaml)");
   cmd->require_subcommand(0, 1);
@@ -163,7 +164,4 @@ Runner setup(CLI::App& app) {
   return [o](const Invocation&) { return o->default_cmd->parsed() ? write_default(*o) : interactive(*o); };
 }
 
-const bool registered = register_subcommand({"config", &setup, false});
-
-}  // namespace
 }  // namespace xlaunch::launcher

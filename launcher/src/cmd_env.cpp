@@ -78,14 +78,12 @@ int env(const std::string& config_file) {
   return 0;
 }
 
-Runner setup(CLI::App& app) {
+}  // namespace
+
+Runner setup_env(CLI::App* cmd) {
   auto config_file = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("env", "Print versions, hardware and the config in use, for bug reports");
   cmd->add_option("--config_file", *config_file, "Config file to show (default: as `xlaunch run` finds it)");
   return [config_file](const Invocation&) { return env(*config_file); };
 }
 
-const bool registered = register_subcommand({"env", &setup, false});
-
-}  // namespace
 }  // namespace xlaunch::launcher

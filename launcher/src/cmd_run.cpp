@@ -1,6 +1,8 @@
 // `xlaunch run [options] train_bin [args...]`: load the config, apply the options, check
 // everything that can be checked before starting, then run the launch plan and report how the
 // ranks ended. See docs/cli.md.
+#include "cmd_run.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,18 +22,10 @@
 #include "overrides.h"
 #include "programs.h"
 #include "rank_status.h"
-#include "subcommand.h"
 #include "xlaunch/config/config_error.h"
 
 namespace xlaunch::launcher {
 namespace {
-
-struct RunOptions {
-  Overrides overrides;
-  std::string config_file;
-  bool dry_run = false;
-  bool verbose = false;
-};
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -186,7 +180,9 @@ int run_attempts(const config::LaunchConfig& c, Environment env, const std::stri
   }
 }
 
-int run(const RunOptions& o, const Invocation& inv) {
+}  // namespace
+
+int run_job(const RunOptions& o, const Invocation& inv) {
   if (inv.command.empty())
     throw LaunchError("no training binary given: usage: xlaunch run [options] train_bin [args...]");
   const int gpu_count = o.overrides.cpu ? 0 : static_cast<int>(detect_gpus().gpus.size());
@@ -217,9 +213,8 @@ int run(const RunOptions& o, const Invocation& inv) {
   return run_attempts(c, env, mpi.version, o.verbose, command);
 }
 
-Runner setup(CLI::App& app) {
+Runner setup_run(CLI::App* cmd) {
   auto o = std::make_shared<RunOptions>();
-  CLI::App* cmd = app.add_subcommand("run", "Launch train_bin on every rank through Open MPI's mpirun");
   cmd->alias("launch");  // as Accelerate users type it: `accelerate launch`
   add_override_options(cmd, o->overrides);
   add_ignored_accelerate_options(cmd, o->overrides);
@@ -230,10 +225,7 @@ Runner setup(CLI::App& app) {
   cmd->add_flag("--verbose", o->verbose, "Print the command before running it");
   cmd->footer("Usage: xlaunch run (or launch) [options] train_bin [args...]\n"
               "Everything from train_bin on is passed to it unchanged (or put it after --).");
-  return [o](const Invocation& inv) { return run(*o, inv); };
+  return [o](const Invocation& inv) { return run_job(*o, inv); };
 }
 
-const bool registered = register_subcommand({"run", &setup, true});
-
-}  // namespace
 }  // namespace xlaunch::launcher

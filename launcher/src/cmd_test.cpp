@@ -1,13 +1,13 @@
 // `xlaunch test [--config_file F] [-- selftest args]`: launches the bundled self-check program,
-// xlaunch_selftest (examples/selftest.cpp), exactly as `xlaunch run` would launch a training
-// binary with the same config, like `accelerate test`. Its ranks check the collectives, the
-// sampler, DDP gradients and the GradScaler; rank 0 prints one line per check and a final verdict.
-// The exit code is the job's: 0 only when every check passed on every rank.
+// xlaunch_selftest (launcher/selftest/selftest.cpp), exactly as `xlaunch run` would launch a
+// training binary with the same config, like `accelerate test`. Its ranks check the collectives,
+// the sampler, DDP gradients and the GradScaler; rank 0 prints one line per check and a final
+// verdict. The exit code is the job's: 0 only when every check passed on every rank.
 #include <unistd.h>
 
-#include <algorithm>
 #include <memory>
 
+#include "cmd_run.h"
 #include "launch_error.h"
 #include "programs.h"
 #include "subcommand.h"
@@ -33,27 +33,21 @@ std::string find_selftest(const TestOptions& o, const std::string& self_exe) {
                     "or pass --selftest_bin PATH");
 }
 
-// The same path as `xlaunch run [--config_file F] xlaunch_selftest`: run's own runner, so the
-// config, the checks before launch, the launch plan and the exit report are run's.
+// `xlaunch run [--config_file F] xlaunch_selftest [args]`, through run's own function: the config,
+// the checks before launch, the launch plan and the exit report are run's.
 int test(const TestOptions& o, const Invocation& inv) {
-  const auto& subs = registered_subcommands();
-  const auto run = std::find_if(subs.begin(), subs.end(), [](const Subcommand& s) { return std::string(s.name) == "run"; });
-  if (run == subs.end()) throw LaunchError("internal: the run subcommand is not registered");
-  CLI::App parent;
-  const Runner runner = run->setup(parent);
-  std::vector<std::string> args{"run"};
-  if (!o.config_file.empty()) args.insert(args.end(), {"--config_file", o.config_file});
-  std::reverse(args.begin(), args.end());  // CLI11 takes them last first
-  parent.parse(args);
+  RunOptions run;
+  run.config_file = o.config_file;
   Invocation launch = inv;
   launch.command = {find_selftest(o, inv.self_exe)};
   launch.command.insert(launch.command.end(), inv.command.begin(), inv.command.end());
-  return runner(launch);
+  return run_job(run, launch);
 }
 
-Runner setup(CLI::App& app) {
+}  // namespace
+
+Runner setup_test(CLI::App* cmd) {
   auto o = std::make_shared<TestOptions>();
-  CLI::App* cmd = app.add_subcommand("test", "Check the setup: launch xlaunch's self-test with the config, as `run` would");
   cmd->add_option("--config_file", o->config_file, "Config file (default: as for `xlaunch run`)");
   cmd->add_option("--selftest_bin", o->selftest_bin, std::string("The self-test program (default: ") + kSelftestName +
                                                          " next to the xlaunch binary)");
@@ -62,7 +56,4 @@ Runner setup(CLI::App& app) {
   return [o](const Invocation& inv) { return test(*o, inv); };
 }
 
-const bool registered = register_subcommand({"test", &setup, true});
-
-}  // namespace
 }  // namespace xlaunch::launcher

@@ -3,14 +3,14 @@
 #pragma once
 
 #include "launch_plan.h"
+#include "spawn.h"
 
 namespace xlaunch::launcher {
 
 // Starts plan.argv with plan.env added to this process's environment and waits for it.
-// Returns waitpid's status. Throws LaunchError when mpirun cannot be started.
+// Returns waitpid's status. Throws LaunchError when mpirun cannot be started. Afterwards,
+// last_forwarded_signal() (spawn.h) says whether the user interrupted the job: such a job is not
+// restarted.
 int run_plan(const LaunchPlan& plan);
-
-// The last signal forwarded to the job (0: none): a job the user interrupted is not restarted.
-int last_forwarded_signal();
 
 }  // namespace xlaunch::launcher

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <utility>
 
+#include "programs.h"
+
 namespace xlaunch::launcher {
 
 int usable_cpus() {
@@ -94,14 +96,10 @@ bool gpus_from_nvml(GpuReport& r) {
 }
 
 bool gpus_from_nvidia_smi(GpuReport& r) {
-  FILE* f = popen("nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader,nounits 2>/dev/null", "r");
-  if (!f) return false;
-  std::string out;
-  char buf[512];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  if (pclose(f) != 0) return false;
-  std::istringstream lines(out);
+  const CommandOutput smi = run_command(
+      "nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader,nounits 2>/dev/null");
+  if (smi.status != 0) return false;
+  std::istringstream lines(smi.out);
   std::string line;
   while (std::getline(lines, line)) {
     std::istringstream fields(line);

@@ -4,10 +4,11 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <map>
+#include <vector>
 
 #include "launch_error.h"
 #include "overrides.h"
@@ -57,19 +58,23 @@ int main(int argc, char** argv) {
   CLI::App app{"xlaunch: configure and launch data-parallel LibTorch training through Open MPI", "xlaunch"};
   app.require_subcommand(1);
   app.set_version_flag("--version", XLAUNCH_VERSION);
-  std::map<std::string, Runner> runners;
-  std::map<std::string, CLI::App*> subs;
-  for (const Subcommand& s : registered_subcommands()) {
-    runners[s.name] = s.setup(app);
-    subs[s.name] = app.get_subcommand(s.name);
+  struct Added {
+    const Subcommand* sub;
+    CLI::App* cmd;
+    Runner run;
+  };
+  std::vector<Added> added;
+  for (const Subcommand& s : subcommands()) {
+    CLI::App* cmd = app.add_subcommand(s.name, s.description);
+    added.push_back({&s, cmd, s.setup(cmd)});
   }
 
   std::vector<std::string> args(argv + 1, argv + argc);
   Invocation inv;
   inv.self_exe = self_exe(argv[0]);
-  for (const Subcommand& s : registered_subcommands())
-    if (s.takes_command && !args.empty() && subs[s.name]->check_name(args[0]))
-      inv.command = split_command(*subs[s.name], args, 1);
+  for (const Added& a : added)
+    if (a.sub->takes_command && !args.empty() && a.cmd->check_name(args[0]))
+      inv.command = split_command(*a.cmd, args, 1);
 
   const std::vector<std::string> words = args;
   std::reverse(args.begin(), args.end());  // CLI11 takes them last first
@@ -81,8 +86,8 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   try {
-    for (auto& [name, sub] : subs)
-      if (sub->parsed()) return runners[name](inv);
+    for (const Added& a : added)
+      if (a.cmd->parsed()) return a.run(inv);
   } catch (const xlaunch::config::ConfigError& e) {
     std::fprintf(stderr, "xlaunch: config error: %s\n", e.what());
     return 2;

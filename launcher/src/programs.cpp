@@ -21,6 +21,17 @@ bool is_executable_file(const std::string& p) {
 }
 }  // namespace
 
+CommandOutput run_command(const std::string& shell_command) {
+  CommandOutput r;
+  FILE* f = popen(shell_command.c_str(), "r");
+  if (!f) return r;
+  char buf[512];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
+  r.status = pclose(f);
+  return r;
+}
+
 std::string path_env() {
   const char* p = std::getenv("PATH");
   return p ? p : "/usr/local/bin:/usr/bin:/bin";
@@ -66,13 +77,7 @@ OpenMpi find_open_mpi(const std::string& path_var) {
   if (!mpirun)
     throw LaunchError("mpirun not found in PATH: install Open MPI (Debian/Ubuntu: apt-get install openmpi-bin), "
                       "or add the directory holding Open MPI's mpirun to PATH");
-  std::string out;
-  if (FILE* f = popen((shell_join({*mpirun, "--version"}) + " 2>&1").c_str(), "r")) {
-    char buf[512];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-    pclose(f);
-  }
+  const std::string out = run_command(shell_join({*mpirun, "--version"}) + " 2>&1").out;
   const auto version = parse_open_mpi_version(out);
   if (!version) {
     const std::string first = out.substr(0, out.find('\n'));

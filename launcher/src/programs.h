@@ -27,6 +27,14 @@ struct OpenMpi {
 // LaunchError with the fix when it is missing or another MPI.
 OpenMpi find_open_mpi(const std::string& path_var);
 
+struct CommandOutput {
+  std::string out;  // what it wrote to stdout
+  int status = -1;  // pclose's status; -1 when it could not be started
+};
+
+// Runs `shell_command` through /bin/sh and waits for it.
+CommandOutput run_command(const std::string& shell_command);
+
 // The real PATH, or the default search path when unset.
 std::string path_env();
 

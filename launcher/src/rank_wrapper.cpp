@@ -1,37 +1,23 @@
 #include "rank_wrapper.h"
 
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <vector>
 
+#include "launch_error.h"
 #include "rank_status.h"
+#include "spawn.h"
 #include "xlaunch/env_vars.h"
 
 namespace xlaunch::launcher {
 
 namespace {
-
-volatile sig_atomic_t g_child = 0;
-constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-
-void forward(int sig) {
-  if (g_child > 0) kill(g_child, sig);
-}
-
-// The rank from the launcher's environment: Open MPI, then PMI; 0 when neither is set.
-int my_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
-    if (const char* v = std::getenv(name)) return std::atoi(v);
-  return 0;
-}
 
 int64_t now_ns() {
   timespec ts{};
@@ -46,7 +32,25 @@ void export_cpu_threads() {
   if (n && std::atoi(n) > 0) setenv("OMP_NUM_THREADS", n, 1);
 }
 
+SpawnOptions rank_spawn_options() {
+  SpawnOptions o;
+  o.forwarded = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  o.search_path = true;
+  o.die_with_parent = true;
+  o.restore_handlers = false;
+  o.who = "xlaunch __rank";
+  return o;
+}
+
 }  // namespace
+
+int rank_from_env(const GetEnv& getenv) {
+  try {
+    return place_from_env(getenv).rank;
+  } catch (const UsageError&) {
+    return 0;
+  }
+}
 
 int rank_wrapper_main(int argc, char** argv) {
   std::string status_dir;
@@ -57,38 +61,16 @@ int rank_wrapper_main(int argc, char** argv) {
     std::fprintf(stderr, "xlaunch __rank: usage: xlaunch __rank --status_dir DIR -- train_bin [args...]\n");
     return 2;
   }
-  char** child_argv = argv + i + 1;
-
-  struct sigaction sa {};
-  sa.sa_handler = forward;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : kForwarded) sigaction(sig, &sa, nullptr);
-
   export_cpu_threads();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    std::perror("xlaunch __rank: fork");
+  int status = 0;
+  try {
+    status = spawn_and_wait(std::vector<std::string>(argv + i + 1, argv + argc), rank_spawn_options());
+  } catch (const LaunchError& e) {
+    std::fprintf(stderr, "xlaunch __rank: %s\n", e.what());
     return 1;
   }
-  if (pid == 0) {
-    // If the wrapper is killed (mpirun's SIGKILL after a grace period), the training process must
-    // not live on as an orphan holding its GPU.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() == 1) _exit(128 + SIGKILL);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int sig : kForwarded) sigaction(sig, &dfl, nullptr);
-    execvp(child_argv[0], child_argv);
-    std::fprintf(stderr, "xlaunch __rank: cannot start %s: %s\n", child_argv[0], std::strerror(errno));
-    _exit(127);
-  }
-  g_child = pid;
-
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
   RankStatus s;
-  s.rank = my_rank();
+  s.rank = rank_from_env([](const char* name) { return std::getenv(name); });
   s.signaled = WIFSIGNALED(status);
   s.code = s.signaled ? WTERMSIG(status) : WEXITSTATUS(status);
   s.end_ns = now_ns();

@@ -2,18 +2,14 @@
 
 namespace xlaunch::launcher {
 
-namespace {
-std::vector<Subcommand>& registry() {
-  static std::vector<Subcommand> r;
-  return r;
+const std::vector<Subcommand>& subcommands() {
+  static const std::vector<Subcommand> table = {
+      {"config", "Ask a few questions and write the launch config", &setup_config, false},
+      {"env", "Print versions, hardware and the config in use, for bug reports", &setup_env, false},
+      {"run", "Launch train_bin on every rank through Open MPI's mpirun", &setup_run, true},
+      {"test", "Check the setup: launch xlaunch's self-test with the config, as `run` would", &setup_test, true},
+  };
+  return table;
 }
-}  // namespace
-
-bool register_subcommand(const Subcommand& s) {
-  registry().push_back(s);
-  return true;
-}
-
-const std::vector<Subcommand>& registered_subcommands() { return registry(); }
 
 }  // namespace xlaunch::launcher

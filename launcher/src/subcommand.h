@@ -1,6 +1,6 @@
-// The subcommand registry. Each cmd_*.cpp registers itself with one line at namespace scope:
-//   const bool registered = register_subcommand({"run", &setup_run, /*takes_command=*/true});
-// main() adds every registered subcommand to the CLI11 app and runs the one the user chose.
+// The subcommands of `xlaunch`, listed in one table (subcommand.cpp), as Accelerate's CLI lists
+// its commands. Each cmd_*.cpp defines the setup function declared here; main() adds every
+// subcommand of the table to the app, calls its setup, then runs the one the user chose.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -18,13 +18,20 @@ struct Invocation {
 
 using Runner = std::function<int(const Invocation&)>;  // returns the exit code
 
+// Each adds its options (and nested subcommands) to `cmd`; returns what runs it.
+Runner setup_config(CLI::App* cmd);  // cmd_config.cpp
+Runner setup_env(CLI::App* cmd);     // cmd_env.cpp
+Runner setup_run(CLI::App* cmd);     // cmd_run.cpp
+Runner setup_test(CLI::App* cmd);    // cmd_test.cpp
+
 struct Subcommand {
   const char* name;
-  Runner (*setup)(CLI::App& app);  // adds the subcommand and its options; returns what runs it
-  bool takes_command = false;      // everything from the first positional on is passed through
+  const char* description;  // the line `xlaunch --help` shows
+  Runner (*setup)(CLI::App* cmd);
+  bool takes_command = false;  // everything from the first positional on is passed through
 };
 
-bool register_subcommand(const Subcommand& s);
-const std::vector<Subcommand>& registered_subcommands();
+// Every subcommand, in the order `xlaunch --help` lists them.
+const std::vector<Subcommand>& subcommands();
 
 }  // namespace xlaunch::launcher

@@ -3,13 +3,8 @@
 #include <mpi.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <climits>
-#include <csignal>
-#include <cstdio>
 #include <cstdlib>
-#include <exception>
-#include <iostream>
 
 #include "check.h"
 #include "watch/job_watch.h"
@@ -17,57 +12,6 @@
 #include "xlaunch/env_vars.h"
 
 namespace xlaunch {
-namespace {
-
-struct Scheme {
-  const char* rank;
-  const char* size;
-  const char* local_rank;  // may be null
-  const char* local_size;  // may be null
-  const char* source;
-};
-
-// In order of precedence: the launcher we use first.
-constexpr Scheme kSchemes[] = {
-    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     "OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI"},
-    {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PMI"},
-    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr, "Slurm"},
-    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun"},
-};
-
-int parse_nonneg(const GetEnv& getenv, const char* name) {
-  const char* s = getenv(name);
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(s, &end, 10);
-  if (*s == '\0' || *end != '\0' || errno != 0 || v < 0 || v > INT_MAX)
-    throw UsageError(std::string(name) + "='" + s +
-                     "' is not a non-negative integer; it describes this process's place in the job. "
-                     "Unset it, or start the job through `xlaunch run`.");
-  return static_cast<int>(v);
-}
-
-}  // namespace
-
-Place place_from_env(const GetEnv& getenv) {
-  for (const Scheme& s : kSchemes) {
-    if (!getenv(s.rank) || !getenv(s.size)) continue;
-    Place p;
-    p.source = s.source;
-    p.rank = parse_nonneg(getenv, s.rank);
-    p.world_size = parse_nonneg(getenv, s.size);
-    if (p.world_size < 1 || p.rank >= p.world_size)
-      throw UsageError(std::string(s.rank) + "=" + std::to_string(p.rank) + " is not below " + s.size + "=" +
-                       std::to_string(p.world_size) + "; the launcher's environment is inconsistent");
-    p.local_rank = (s.local_rank && getenv(s.local_rank)) ? parse_nonneg(getenv, s.local_rank) : p.rank;
-    p.local_world_size =
-        (s.local_size && getenv(s.local_size)) ? parse_nonneg(getenv, s.local_size) : p.world_size;
-    if (p.local_rank >= p.local_world_size) p.local_world_size = p.local_rank + 1;
-    return p;
-  }
-  return Place{};
-}
 
 ProcessState& ProcessState::get() {
   static ProcessState state;

@@ -1,11 +1,12 @@
-// The launcher's other decisions: how a job ended, CLI overrides, finding programs, Open MPI's
-// version text, and the prompts.
+// The launcher's other decisions: how a job ended, the rank a rank's status names, CLI overrides,
+// finding programs, Open MPI's version text, and the prompts.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "launch_error.h"
@@ -14,6 +15,8 @@
 #include "programs.h"
 #include "prompt.h"
 #include "rank_status.h"
+#include "rank_wrapper.h"
+#include "xlaunch/place.h"
 
 using namespace xlaunch::launcher;
 using xlaunch::config::DistributedType;
@@ -21,6 +24,13 @@ using xlaunch::config::LaunchConfig;
 
 namespace {
 int exited(int code) { return code << 8; }  // a waitpid status for a normal exit
+
+xlaunch::GetEnv env_of(const std::map<std::string, std::string>& env) {
+  return [&env](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
 }  // namespace
 
 TEST(SummarizeJob, AllRanksSucceeded) {
@@ -61,6 +71,29 @@ TEST(RankStatusFiles, WriteThenRead) {
   EXPECT_EQ(all[0].code, 9);
   EXPECT_EQ(all[1].code, 3);
   EXPECT_EQ(all[1].end_ns, 42);
+}
+
+// The wrapper names a rank's status file with the rank the runtime (xlaunch/place.h) sees.
+TEST(RankFromEnv, AgreesWithTheRuntimesPlace) {
+  const std::vector<std::pair<std::map<std::string, std::string>, int>> cases = {
+      {{}, 0},
+      {{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"PMIX_RANK", "3"}}, 3},
+      {{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"PMI_RANK", "0"}, {"PMI_SIZE", "2"}}, 1},
+      {{{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}}, 2},
+      {{{"PMI_RANK", "2"}}, 0},   // no size: not a place the runtime accepts either
+      {{{"PMIX_RANK", "5"}}, 0},  // PMIx alone gives no world size
+      {{{"PMIX_RANK", "5"}, {"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "6"}}, 4},
+  };
+  for (const auto& [env, rank] : cases) {
+    EXPECT_EQ(rank_from_env(env_of(env)), xlaunch::place_from_env(env_of(env)).rank);
+    EXPECT_EQ(rank_from_env(env_of(env)), rank);
+  }
+}
+
+TEST(RankFromEnv, VariablesTheRuntimeRefusesGiveRankZero) {
+  const std::map<std::string, std::string> env = {{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}};
+  EXPECT_THROW(xlaunch::place_from_env(env_of(env)), xlaunch::UsageError);
+  EXPECT_EQ(rank_from_env(env_of(env)), 0);
 }
 
 TEST(Overrides, CommandLineBeatsTheFileAndSettlesTheType) {

@@ -1,28 +1,14 @@
-// The process's place in the job (rank, world size, local rank) and the MPI lifetime.
+// The process's place in the job and the MPI lifetime.
 //
-// The place is read once from the launcher's environment: Open MPI (OMPI_COMM_WORLD_*), then
-// PMI (PMI_RANK/PMI_SIZE), Slurm (SLURM_PROCID/SLURM_NTASKS), torchrun (RANK/WORLD_SIZE/LOCAL_RANK).
-// A process started by hand is rank 0 of 1 and needs no MPI at all.
+// The place (place.h) is read once from the launcher's environment. A process started by hand is
+// rank 0 of 1 and needs no MPI at all.
 #pragma once
 
-#include <functional>
 #include <string>
 
+#include "xlaunch/place.h"
+
 namespace xlaunch {
-
-struct Place {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  int local_world_size = 1;
-  std::string source = "none (started by hand: rank 0 of 1)";
-};
-
-using GetEnv = std::function<const char*(const char*)>;
-
-// Pure: the place described by an environment. Throws UsageError when the variables contradict
-// each other (rank >= world size, a non-number, ...), naming the variables.
-Place place_from_env(const GetEnv& getenv);
 
 // The process-wide state. The first call to get() reads the place from the real environment and,
 // when the world has more than one rank, initialises MPI (MPI_THREAD_SERIALIZED: every MPI call is

@@ -279,13 +279,6 @@ std::string join_lines(const std::vector<std::string>& v) {
   return s;
 }
 
-std::vector<std::string> split_lines(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string l; std::getline(ss, l);) out.push_back(l);
-  return out;
-}
-
 // Prints one line per check (rank 0) and returns whether every rank passed every check.
 bool report(Accelerator& acc, const std::vector<std::string>& mine) {
   std::vector<std::string> flat;
@@ -295,11 +288,16 @@ bool report(Accelerator& acc, const std::vector<std::string>& mine) {
     flat.push_back(v);
   }
   const auto per_rank = acc.communicator(at::kCPU)->allgather_strings(join_lines(flat));
+  std::vector<std::vector<std::string>> verdicts(per_rank.size());  // [rank][check]
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    std::istringstream in(per_rank[r]);
+    for (std::string v; std::getline(in, v);) verdicts[r].push_back(v);
+  }
   std::string failed;
   for (size_t i = 0; i < kChecks.size(); ++i) {
     std::string ranks, detail;
-    for (size_t r = 0; r < per_rank.size(); ++r) {
-      const std::string v = split_lines(per_rank[r]).at(i);
+    for (size_t r = 0; r < verdicts.size(); ++r) {
+      const std::string& v = verdicts[r].at(i);
       if (v == "pass") continue;
       ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
       detail += "\n      rank " + std::to_string(r) + ": " + v;

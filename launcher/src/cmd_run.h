@@ -1,0 +1,25 @@
+// `xlaunch run`, callable from other subcommands: `xlaunch test` launches its self-test through
+// exactly this path.
+#pragma once
+
+#include <string>
+
+#include "overrides.h"
+#include "subcommand.h"
+
+namespace xlaunch::launcher {
+
+struct RunOptions {
+  Overrides overrides;
+  std::string config_file;
+  bool dry_run = false;
+  bool verbose = false;
+};
+
+// Loads the config, applies the options, checks everything that can be checked before starting,
+// then runs the launch plan (again after a failure while max_restarts allows) and reports how the
+// ranks ended. inv.command is train_bin and its arguments. Returns the job's exit code; throws
+// ConfigError or LaunchError for what is refused before a launch.
+int run_job(const RunOptions& o, const Invocation& inv);
+
+}  // namespace xlaunch::launcher

@@ -1,0 +1,118 @@
+#include "spawn.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "launch_error.h"
+
+extern char** environ;
+
+namespace xlaunch::launcher {
+
+namespace {
+
+volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_signal = 0;
+volatile sig_atomic_t g_forward_kernel_signals = 1;
+
+void forward(int sig, siginfo_t* info, void*) {
+  g_signal = sig;
+  const bool from_kernel = info && info->si_code == SI_KERNEL;
+  if (g_child > 0 && (g_forward_kernel_signals || !from_kernel)) kill(g_child, sig);
+}
+
+void set_handlers(const std::vector<int>& signals, const struct sigaction& sa, std::vector<struct sigaction>* old) {
+  if (old) old->resize(signals.size());
+  for (size_t i = 0; i < signals.size(); ++i) sigaction(signals[i], &sa, old ? &(*old)[i] : nullptr);
+}
+
+void restore(const std::vector<int>& signals, const std::vector<struct sigaction>& old) {
+  for (size_t i = 0; i < signals.size(); ++i) sigaction(signals[i], &old[i], nullptr);
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// In the child, between fork and exec: only what is safe there, then exec, or exit 127.
+[[noreturn]] void become(const SpawnOptions& o, pid_t parent, char** argv, char** envp) {
+  if (o.die_with_parent) {
+    // If the parent is killed (mpirun's SIGKILL to the wrapper after a grace period), the child
+    // must not live on as an orphan holding its GPU. The parent may have died before prctl.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(128 + SIGKILL);
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  set_handlers(o.forwarded, dfl, nullptr);
+  if (o.search_path) {
+    execvpe(argv[0], argv, envp);
+  } else {
+    execve(argv[0], argv, envp);
+  }
+  std::fprintf(stderr, "%s: cannot start %s: %s\n", o.who.c_str(), argv[0], std::strerror(errno));
+  _exit(127);
+}
+
+}  // namespace
+
+std::vector<std::string> merged_environment(const char* const* base, const EnvList& extra) {
+  std::map<std::string, std::string> vars;
+  for (const char* const* e = base; *e; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) vars[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : extra) vars[k] = v;
+  std::vector<std::string> out;
+  for (const auto& [k, v] : vars) out.push_back(k + "=" + v);
+  return out;
+}
+
+int last_forwarded_signal() { return g_signal; }
+
+int spawn_and_wait(const std::vector<std::string>& argv, const SpawnOptions& o) {
+  std::vector<std::string> args = argv;
+  std::vector<std::string> env = o.env.empty() ? std::vector<std::string>{} : merged_environment(environ, o.env);
+  std::vector<char*> argp = pointers(args);
+  std::vector<char*> envp = pointers(env);
+
+  struct sigaction sa {};
+  sa.sa_sigaction = forward;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  std::vector<struct sigaction> old;
+  g_forward_kernel_signals = o.forward_kernel_signals;
+  g_signal = 0;
+  set_handlers(o.forwarded, sa, &old);
+
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    restore(o.forwarded, old);
+    throw LaunchError("cannot start " + argv[0] + ": fork: " + std::strerror(err));
+  }
+  if (pid == 0) become(o, parent, argp.data(), o.env.empty() ? environ : envp.data());
+  g_child = pid;
+  if (g_signal) kill(pid, g_signal);  // arrived before the child existed
+
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  if (o.restore_handlers) restore(o.forwarded, old);
+  return status;
+}
+
+}  // namespace xlaunch::launcher

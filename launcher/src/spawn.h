@@ -1,0 +1,41 @@
+// Running one child process to its end while passing signals on to it: mpirun under `xlaunch run`
+// (job.h), and the training process under `xlaunch __rank` (rank_wrapper.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launch_plan.h"
+
+namespace xlaunch::launcher {
+
+struct SpawnOptions {
+  std::vector<int> forwarded;  // signals passed on to the child while it runs
+  // false: a forwarded signal the kernel sent (a Ctrl-C at the terminal, SI_KERNEL) is not passed
+  // on, because the child, in our process group, got it directly.
+  bool forward_kernel_signals = true;
+  EnvList env;  // set over this process's environment for the child; empty: the environment as it is
+  bool search_path = false;  // a bare argv[0] is searched in PATH (execvp); else it is a path
+  bool die_with_parent = false;  // SIGKILL the child if this process dies first (PR_SET_PDEATHSIG)
+  // true: the handlers in place before are put back once the child has ended. false: the
+  // forwarding handlers stay, with nothing left to forward to, so a signal that arrives while the
+  // caller records how the child ended does not cut that short.
+  bool restore_handlers = true;
+  std::string who = "xlaunch";  // how messages name this process
+};
+
+// Starts argv (argv[0] the program) as a child with the forwarding handlers installed, waits for
+// it, and returns waitpid's status. A forwarded signal that arrives before the child exists is
+// sent to it as soon as it does. When exec fails the child says why on stderr and exits 127.
+// Throws LaunchError when fork fails. Not reentrant: one child at a time per process.
+int spawn_and_wait(const std::vector<std::string>& argv, const SpawnOptions& o);
+
+// The last forwarded signal that reached this process while spawn_and_wait ran (0: none), whether
+// passed on or not: a job the user interrupted is not restarted.
+int last_forwarded_signal();
+
+// Pure: the environment `base` (NAME=VALUE entries, null-terminated, like environ) with `extra`
+// set over it, sorted by name; entries without '=' are dropped.
+std::vector<std::string> merged_environment(const char* const* base, const EnvList& extra);
+
+}  // namespace xlaunch::launcher
