@@ -40,7 +40,7 @@ endif()
 # Only the headers a user includes are installed: the runtime's internals (communicator
 # implementations, the bucket plan, the checkpoint format, the MPI/CUDA check macros) are not.
 set(user_headers accelerator.h autocast.h communicator.h dataset.h env_vars.h error.h fashion_mnist.h
-    grad_scaler.h loader.h metrics.h mixed_precision.h process_state.h reducer.h sampler.h)
+    grad_scaler.h loader.h metrics.h mixed_precision.h place.h process_state.h reducer.h sampler.h)
 file(GLOB_RECURSE installed RELATIVE ${prefix}/include/xlaunch ${prefix}/include/xlaunch/*)
 list(SORT installed)
 list(SORT user_headers)
