@@ -104,11 +104,13 @@ std::string status_dir_for(const config::LaunchConfig& c, const std::string& run
   return base + "/xlaunch-status-" + run_id + "-" + std::to_string(attempt);
 }
 
+// What the ranks left there: their exit statuses, their progress boards, the watchdog's verdict.
 void remove_status_dir(const std::string& dir, int num_processes) {
-  for (int r = 0; r < num_processes; ++r) unlink((dir + "/rank-" + std::to_string(r)).c_str());
+  for (int r = 0; r < num_processes; ++r)
+    for (const char* kind : {"/rank-", "/progress-"}) unlink((dir + kind + std::to_string(r)).c_str());
+  unlink((dir + "/verdict").c_str());
   rmdir(dir.c_str());
 }
-
 void print_plan(FILE* out, const LaunchPlan& plan) {
   for (const auto& [name, value] : plan.env)
     std::fprintf(out, "export %s\n", shell_join({name + "=" + value}).c_str());
@@ -166,14 +168,23 @@ int run_attempts(const config::LaunchConfig& c, Environment env, const std::stri
       print_plan(stderr, plan);
     }
     const int status = run_plan(plan);
-    const JobOutcome outcome = summarize_job(status, read_rank_statuses(env.status_dir), c.num_processes);
+    const JobOutcome outcome = summarize_job(status, read_rank_statuses(env.status_dir), c.num_processes,
+                                             read_verdict(env.status_dir));
     remove_status_dir(env.status_dir, c.num_processes);
     if (outcome.exit_code == 0) return 0;
     const int sig = last_forwarded_signal();
-    if (sig) std::fprintf(stderr, "xlaunch: stopped by signal %d (SIG%s), forwarded to the job\n", sig, sigabbrev_np(sig));
+    if (sig) {
+      // Whatever the ranks died of, the job ended because the user (or a scheduler) stopped it: the
+      // shell's convention, 128 + the signal (130 for Ctrl-C), and no restart.
+      std::fprintf(stderr, "xlaunch: stopped by signal %d (SIG%s), forwarded to the job; %s\n", sig, sigabbrev_np(sig),
+                   outcome.message.c_str());
+      std::fprintf(stderr, "xlaunch: exit code %d\n", 128 + sig);
+      return 128 + sig;
+    }
     std::fprintf(stderr, "xlaunch: job failed: %s\n", outcome.message.c_str());
-    if (sig || attempt >= c.max_restarts) {
-      std::fprintf(stderr, "xlaunch: exit code %d\n", outcome.exit_code);
+    if (attempt >= c.max_restarts) {
+      const std::string from = outcome.rank >= 0 ? ", from rank " + std::to_string(outcome.rank) : "";
+      std::fprintf(stderr, "xlaunch: exit code %d%s\n", outcome.exit_code, from.c_str());
       return outcome.exit_code;
     }
     std::fprintf(stderr, "xlaunch: restarting the job (restart %d of %d)\n", attempt + 1, c.max_restarts);

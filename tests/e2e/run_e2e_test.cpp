@@ -146,19 +146,23 @@ TEST_F(RunE2E, AnotherMpiIsRefusedWithTheFix) {
   EXPECT_TRUE(has(none.output, "mpirun not found in PATH: install Open MPI")) << none.output;
 }
 
-TEST_F(RunE2E, SigtermStopsTheWholeJob) {
-  auto c = spawn({XLAUNCH_BIN, "run", "--cpu", "-n", "2", RANK_EXIT_BIN, "--sleep", "60"}, env_);
-  ASSERT_TRUE(c.read_until("rank 0 ready", 60) && c.read_until("rank 1 ready", 60)) << c.output;
-  const auto started = std::chrono::steady_clock::now();
-  kill(c.pid, SIGTERM);
-  const int code = c.wait();
-  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
-  EXPECT_NE(code, 0) << c.output;
-  EXPECT_TRUE(has(c.output, "signal 15 (SIGTERM)")) << c.output;
-  // Both ranks are gone.
-  for (const char* tag : {"rank 0 of 2 pid ", "rank 1 of 2 pid "}) {
-    const pid_t pid = std::atoi(c.output.c_str() + c.output.find(tag) + std::strlen(tag));
-    EXPECT_TRUE(kill(pid, 0) != 0 || access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0) << pid;
+// SIGTERM (a scheduler's cancel) and SIGINT (Ctrl-C) stop every rank; the exit code is the
+// shell's 128 + signal, whatever the ranks died of.
+TEST_F(RunE2E, ASignalStopsTheWholeJob) {
+  for (const auto& [sig, name] : {std::pair{SIGTERM, "signal 15 (SIGTERM)"}, std::pair{SIGINT, "signal 2 (SIGINT)"}}) {
+    auto c = spawn({XLAUNCH_BIN, "run", "--cpu", "-n", "2", RANK_EXIT_BIN, "--sleep", "60"}, env_);
+    ASSERT_TRUE(c.read_until("rank 0 ready", 60) && c.read_until("rank 1 ready", 60)) << c.output;
+    const auto started = std::chrono::steady_clock::now();
+    kill(c.pid, sig);
+    const int code = c.wait();
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+    EXPECT_EQ(code, 128 + sig) << c.output;
+    EXPECT_TRUE(has(c.output, name)) << c.output;
+    // Both ranks are gone.
+    for (const char* tag : {"rank 0 of 2 pid ", "rank 1 of 2 pid "}) {
+      const pid_t pid = std::atoi(c.output.c_str() + c.output.find(tag) + std::strlen(tag));
+      EXPECT_TRUE(kill(pid, 0) != 0 || access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0) << pid;
+    }
   }
 }
 

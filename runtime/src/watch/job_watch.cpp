@@ -37,7 +37,8 @@ void start_job_watch(int rank, int world) {
   s.rank = rank;
   s.world = world;
   s.timeout_s = static_cast<double>(env::get_int(env::kTimeoutS));
-  if (s.timeout_s <= 0) throw env::bad_value(env::kTimeoutS, env::raw(env::kTimeoutS), "a number of seconds >= 1");
+  if (s.timeout_s < 0) throw env::bad_value(env::kTimeoutS, env::raw(env::kTimeoutS), "a number of seconds >= 0");
+  if (s.timeout_s == 0) return disable(s);
   s.debug = env::get_bool(env::kDebug);
   s.dir = env::get_string(env::kStatusDir);
   if (s.dir.empty()) {

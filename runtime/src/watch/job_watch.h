@@ -3,7 +3,9 @@
 
 namespace xlaunch::watch {
 
-// Collective over MPI_COMM_WORLD. Reads XLAUNCH_TIMEOUT_S, XLAUNCH_DEBUG and XLAUNCH_STATUS_DIR
+// Collective over MPI_COMM_WORLD (unless XLAUNCH_TIMEOUT_S is 0: then no watchdog at all, no board,
+// nothing logged, and waits are unbounded; scripts/bench/faults.sh measures the watchdog's cost
+// against that). Reads XLAUNCH_TIMEOUT_S, XLAUNCH_DEBUG and XLAUNCH_STATUS_DIR
 // (the directory `xlaunch run` made for this attempt). Without one (ranks started by mpirun
 // directly), rank 0 makes a private directory (mode 0700) and broadcasts its path; the boards are
 // removed from it at a normal exit. A rank that cannot make its board there (another machine

@@ -43,6 +43,7 @@ Watch& watch() {
 }
 
 thread_local int t_bucket = -1;
+std::atomic<bool> g_logging{true};
 
 const Board* peer(Watch& w, int r) {
   if (r == w.settings.rank) return w.mine;
@@ -169,6 +170,11 @@ void open_peer_boards() {
   for (int r = 0; r < w.settings.world; ++r) peer(w, r);
 }
 
+void disable(const Settings& s) {
+  watch().settings = s;
+  g_logging.store(false);
+}
+
 const Settings& settings() { return watch().settings; }
 
 int add_poller(std::function<std::string(bool)> poll) {
@@ -199,6 +205,7 @@ BucketScope::BucketScope(int bucket) : saved_(t_bucket) { t_bucket = bucket; }
 BucketScope::~BucketScope() { t_bucket = saved_; }
 
 uint64_t issued(const char* op, const char* dtype, int64_t numel, int elem_bytes) {
+  if (!g_logging.load(std::memory_order_relaxed)) return 0;
   Board& b = *watch().mine;
   const uint64_t seq = b.issued.fetch_add(1, std::memory_order_acq_rel);
   CollectiveRecord& r = b.slot(seq);
@@ -217,6 +224,7 @@ uint64_t issued(const char* op, const char* dtype, int64_t numel, int elem_bytes
 }
 
 void started(uint64_t seq) {
+  if (!g_logging.load(std::memory_order_relaxed)) return;
   Watch& w = watch();
   CollectiveRecord& r = w.mine->slot(seq);
   r.start_ns.store(now_ns(), std::memory_order_relaxed);
@@ -227,6 +235,7 @@ void started(uint64_t seq) {
 }
 
 void finished(uint64_t seq, bool ok) {
+  if (!g_logging.load(std::memory_order_relaxed)) return;
   Board& b = *watch().mine;
   CollectiveRecord& r = b.slot(seq);
   const int64_t t = now_ns();
@@ -237,6 +246,7 @@ void finished(uint64_t seq, bool ok) {
 }
 
 void set_step(int64_t step) {
+  if (!g_logging.load(std::memory_order_relaxed)) return;
   Board& b = *watch().mine;
   b.step.store(step, std::memory_order_relaxed);
   b.step_ns.store(now_ns(), std::memory_order_relaxed);

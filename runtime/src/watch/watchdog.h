@@ -40,6 +40,9 @@ void start(const Settings& s);
 // Maps every other rank's board; call once every rank has started (after a barrier), so that a
 // rank which leaves early is seen even if it removes its board on the way out.
 void open_peer_boards();
+// No watchdog in this process (XLAUNCH_TIMEOUT_S=0): the collective log below does nothing; a
+// non-zero exit still skips MPI_Finalize.
+void disable(const Settings& s);
 // The settings start() was given (defaults before it).
 const Settings& settings();
 
