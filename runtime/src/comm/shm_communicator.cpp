@@ -59,7 +59,7 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Communicator> fallback) : fallb
       error = e.what();
     }
   }
-  if (any_failed(error, error)) throw CommError(error);
+  if (agree_failed(error)) throw CommError(error);
   if (rank() != 0) {
     try {
       ctl_ = reinterpret_cast<Control*>(map_shm_segment(ctl_name, ctl_bytes_, false));
@@ -67,7 +67,7 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Communicator> fallback) : fallb
       error = e.what();
     }
   }
-  const bool failed = any_failed(error, error);
+  const bool failed = agree_failed(error);
   if (rank() == 0) shm_unlink(ctl_name.c_str());  // every rank has it mapped; nothing leaks on a crash
   if (failed) throw CommError(error);
   thread_.start();
@@ -88,9 +88,9 @@ ShmCommunicator::Place* ShmCommunicator::places_of(int r) const {
   return reinterpret_cast<Place*>(ctl_ + 1) + static_cast<size_t>(r) * kMaxPlaces;
 }
 
-bool ShmCommunicator::any_failed(const std::string& error_here, std::string& first_error) {
-  const Agreement a = agree_on_error(*fallback_, error_here);
-  if (a.failed()) first_error = "rank " + std::to_string(a.rank) + ": " + a.message;
+bool ShmCommunicator::agree_failed(std::string& error) {
+  const Agreement a = agree_on_error(*fallback_, error);
+  if (a.failed()) error = "rank " + std::to_string(a.rank) + ": " + a.message;
   return a.failed();
 }
 
@@ -106,7 +106,7 @@ bool ShmCommunicator::map_segments(size_t bytes, Segment& seg, const char* conse
   } catch (const CommError& e) {
     error = e.what();
   }
-  bool failed = any_failed(error, error);
+  bool failed = agree_failed(error);
   if (!failed) {
     for (int r = 0; r < size() && error.empty(); ++r) {
       if (r == rank()) continue;
@@ -116,7 +116,7 @@ bool ShmCommunicator::map_segments(size_t bytes, Segment& seg, const char* conse
         error = e.what();
       }
     }
-    failed = any_failed(error, error);
+    failed = agree_failed(error);
   }
   if (seg.maps[rank()]) shm_unlink(name_of(rank()).c_str());
   if (!failed) return true;

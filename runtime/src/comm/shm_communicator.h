@@ -72,8 +72,9 @@ class ShmCommunicator final : public Communicator, public SharedMemoryTransport 
     std::vector<char*> maps;       // every rank's mapping of its buffer, by rank
     SharedPool* pool = nullptr;    // set when this rank's buffer is the gradient pool
   };
-  // Whether a setup step failed anywhere (through the MPI communicator); every rank gets the same.
-  bool any_failed(const std::string& error_here, std::string& first_error);
+  // Whether a setup step failed anywhere (agreed through the MPI communicator). error: this rank's
+  // ("" when the step went well here); on failure, the first failing rank's, the same on every rank.
+  bool agree_failed(std::string& error);
   // Collective: one segment per rank, mapped by every rank; false on every rank if any failed
   // (rank 0 then warns: "xlaunch: <consequence>: <why>").
   bool map_segments(size_t bytes, Segment& seg, const char* consequence);

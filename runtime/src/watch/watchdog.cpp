@@ -64,10 +64,9 @@ const CollectiveRecord* oldest_open(const Board& b) {
   return nullptr;
 }
 
-bool process_gone(const Board& b) {
-  char host[64] = {};
-  gethostname(host, sizeof host - 1);
-  return std::strncmp(host, b.host, sizeof host) == 0 && kill(b.pid, 0) != 0 && errno == ESRCH;
+// A peer on this machine (its board's host is ours) whose process no longer exists.
+bool process_gone(const Board& mine, const Board& b) {
+  return std::strncmp(mine.host, b.host, sizeof b.host) == 0 && kill(b.pid, 0) != 0 && errno == ESRCH;
 }
 
 // Runs every poller; the first error any of them reports.
@@ -107,7 +106,7 @@ void check(Watch& w) {
     if (b->life.load() == int32_t(Life::Exited)) {
       if (b->exit_status.load() == 0 || now - b->exit_ns.load() > kGraceNs)
         conclude(w, left_verdict(w.settings.rank, *open, r, *b, now));
-    } else if (process_gone(*b)) {
+    } else if (process_gone(*w.mine, *b)) {
       if (!w.gone_since[r]) w.gone_since[r] = now;
       if (now - w.gone_since[r] > kGraceNs) conclude(w, gone_verdict(w.settings.rank, *open, r, *b, now));
     }
@@ -135,9 +134,10 @@ void compare_with(Watch& w, int r, const CollectiveRecord& mine) {
   const uint64_t seq = mine.seq.load();
   const int64_t deadline = now_ns() + static_cast<int64_t>(w.settings.timeout_s * kSecond);
   auto pause = std::chrono::microseconds(20);
+  const Board* b = peer(w, r);
+  if (!b) return;  // not visible from here (another machine, no shared directory): nothing to compare
   for (;;) {
-    const Board* b = peer(w, r);
-    if (b && b->issued.load(std::memory_order_acquire) > seq) {
+    if (b->issued.load(std::memory_order_acquire) > seq) {
       const CollectiveRecord* theirs = b->find(seq);
       if (theirs && !same_collective(mine, *theirs)) {
         const Verdict v = mismatch_verdict(w.settings.rank, mine, r, *theirs);
@@ -146,7 +146,7 @@ void compare_with(Watch& w, int r, const CollectiveRecord& mine) {
       }
       return;
     }
-    if ((b && b->life.load() == int32_t(Life::Exited)) || now_ns() > deadline) return;  // the watchdog decides
+    if (b->life.load() == int32_t(Life::Exited) || now_ns() > deadline) return;  // the watchdog decides
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
   }
