@@ -20,6 +20,7 @@
 #include "launch_plan.h"
 #include "machine.h"
 #include "overrides.h"
+#include "private_files.h"
 #include "programs.h"
 #include "rank_status.h"
 #include "xlaunch/config/config_error.h"
@@ -96,21 +97,29 @@ void make_dirs(const std::string& dir) {
       throw LaunchError("cannot create directory " + dir.substr(0, i) + ": " + std::strerror(errno));
 }
 
-// Per-attempt directory where the ranks record how they ended. Under log_dir when there is one,
-// so ranks on other machines can report through a shared filesystem.
-std::string status_dir_for(const config::LaunchConfig& c, const std::string& run_id, int attempt) {
+// Where each attempt's status directory goes: under log_dir when there is one, so ranks on other
+// machines can report through a shared filesystem; else $TMPDIR or /tmp.
+std::string status_base(const config::LaunchConfig& c) {
   const char* tmp = std::getenv("TMPDIR");
-  const std::string base = !c.log_dir.empty() ? c.log_dir : (tmp && *tmp ? tmp : "/tmp");
-  return base + "/xlaunch-status-" + run_id + "-" + std::to_string(attempt);
+  return !c.log_dir.empty() ? c.log_dir : (tmp && *tmp ? tmp : "/tmp");
 }
 
-// What the ranks left there: their exit statuses, their progress boards, the watchdog's verdict.
-void remove_status_dir(const std::string& dir, int num_processes) {
-  for (int r = 0; r < num_processes; ++r)
-    for (const char* kind : {"/rank-", "/progress-"}) unlink((dir + kind + std::to_string(r)).c_str());
-  unlink((dir + "/verdict").c_str());
-  rmdir(dir.c_str());
+std::string status_prefix(const std::string& run_id, int attempt) {
+  return "xlaunch-status-" + run_id + "-" + std::to_string(attempt) + "-";
 }
+
+// A new directory of this user's, mode 0700, with a random part in its name (docs/security.md):
+// another user can neither predict it nor plant files in it.
+std::string make_status_dir(const config::LaunchConfig& c, const std::string& run_id, int attempt) {
+  std::string why;
+  const std::string dir = files::make_private_dir(status_base(c), status_prefix(run_id, attempt), &why);
+  if (dir.empty())
+    throw LaunchError("cannot make the job's status directory: " + why +
+                      (c.log_dir.empty() ? "; set TMPDIR to a directory of your own"
+                                         : "; choose a log_dir of your own (--log_dir)"));
+  return dir;
+}
+
 void print_plan(FILE* out, const LaunchPlan& plan) {
   for (const auto& [name, value] : plan.env)
     std::fprintf(out, "export %s\n", shell_join({name + "=" + value}).c_str());
@@ -160,8 +169,7 @@ int run_attempts(const config::LaunchConfig& c, Environment env, const std::stri
   const std::vector<std::string> train_args(command.begin() + 1, command.end());
   for (int attempt = 0;; ++attempt) {
     env.restart_count = attempt;
-    env.status_dir = status_dir_for(c, env.run_id, attempt);
-    make_dirs(env.status_dir);
+    env.status_dir = make_status_dir(c, env.run_id, attempt);
     const LaunchPlan plan = make_launch_plan(c, env, command[0], train_args);
     if (verbose) {
       std::fprintf(stderr, "xlaunch: Open MPI %s; launching:\n", mpi_version.c_str());
@@ -170,7 +178,7 @@ int run_attempts(const config::LaunchConfig& c, Environment env, const std::stri
     const int status = run_plan(plan);
     const JobOutcome outcome = summarize_job(status, read_rank_statuses(env.status_dir), c.num_processes,
                                              read_verdict(env.status_dir));
-    remove_status_dir(env.status_dir, c.num_processes);
+    files::remove_private_dir(env.status_dir);
     if (outcome.exit_code == 0) return 0;
     const int sig = last_forwarded_signal();
     if (sig) {
@@ -214,7 +222,7 @@ int run_job(const RunOptions& o, const Invocation& inv) {
   if (o.dry_run) {
     const auto found = find_program("mpirun", path_env());
     env.mpirun = found ? *found : "mpirun";
-    env.status_dir = status_dir_for(c, env.run_id, 0);
+    env.status_dir = status_base(c) + "/" + status_prefix(env.run_id, 0) + "XXXXXX";  // made when it runs
     print_plan(stdout, make_launch_plan(c, env, command[0], {command.begin() + 1, command.end()}));
     return 0;
   }

@@ -9,37 +9,43 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
+
+#include "private_files.h"
 
 namespace xlaunch::launcher {
 
-void write_rank_status(const std::string& dir, const RankStatus& s) {
-  const std::string path = dir + "/rank-" + std::to_string(s.rank);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << s.rank << ' ' << (s.signaled ? 1 : 0) << ' ' << s.code << ' ' << s.end_ns << '\n';
-  }
-  std::rename(tmp.c_str(), path.c_str());
+bool write_rank_status(const std::string& dir, const RankStatus& s, std::string* why) {
+  const int fd = files::open_private_dir(dir, why);
+  if (fd < 0) return false;
+  const std::string text = std::to_string(s.rank) + ' ' + (s.signaled ? "1" : "0") + ' ' + std::to_string(s.code) +
+                           ' ' + std::to_string(s.end_ns) + '\n';
+  const bool ok = files::write_private_file(fd, "rank-" + std::to_string(s.rank), text, why);
+  close(fd);
+  return ok;
 }
 
 std::vector<RankStatus> read_rank_statuses(const std::string& dir) {
   std::vector<RankStatus> out;
-  DIR* d = opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
+  std::string why;
+  const int fd = files::open_private_dir(dir, &why);
+  if (fd < 0) return out;
+  DIR* d = fdopendir(dup(fd));
+  while (dirent* e = d ? readdir(d) : nullptr) {
     const std::string name = e->d_name;
-    if (name.rfind("rank-", 0) != 0 || name.find(".tmp") != std::string::npos) continue;
-    std::ifstream in(dir + "/" + name);
+    if (name.rfind("rank-", 0) != 0) continue;
+    const auto text = files::read_private_file(fd, name);
+    if (!text) continue;
+    std::istringstream in(*text);
     RankStatus s;
     int signaled = 0;
-    if (in >> s.rank >> signaled >> s.code >> s.end_ns) {
+    if (in >> s.rank >> signaled >> s.code >> s.end_ns && name == "rank-" + std::to_string(s.rank)) {
       s.signaled = signaled != 0;
       out.push_back(s);
     }
   }
-  closedir(d);
+  if (d) closedir(d);
+  close(fd);
   std::sort(out.begin(), out.end(), [](const RankStatus& a, const RankStatus& b) { return a.rank < b.rank; });
   return out;
 }
@@ -51,15 +57,10 @@ std::string describe(const RankStatus& s) {
 }
 
 std::optional<JobVerdict> read_verdict(const std::string& dir) {
-  const std::string path = dir + "/verdict";
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  std::string why;
+  const int fd = files::open_private_dir(dir, &why);
   if (fd < 0) return std::nullopt;
-  struct stat st {};
-  std::string text;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_size < 65536) {
-    text.resize(static_cast<size_t>(st.st_size));
-    if (read(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) text.clear();
-  }
+  const std::string text = files::read_private_file(fd, "verdict").value_or("");
   close(fd);
   std::istringstream in(text);
   JobVerdict v;

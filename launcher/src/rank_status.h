@@ -20,10 +20,12 @@ struct RankStatus {
   int64_t end_ns = 0;     // CLOCK_REALTIME when it ended; orders the failures
 };
 
-// Writes dir/rank-R atomically (temporary file, then rename).
-void write_rank_status(const std::string& dir, const RankStatus& s);
+// Writes dir/rank-R atomically (a new temporary file, then rename), when dir is a private
+// directory of this user's (private_files.h). Returns false and sets *why otherwise.
+bool write_rank_status(const std::string& dir, const RankStatus& s, std::string* why);
 
-// Every status in dir, by rank. Unparsable files are skipped.
+// Every status in dir, by rank, when dir is a private directory of this user's. Only regular files
+// this user owns are read (a forged or linked one is skipped), and unparsable ones are skipped.
 std::vector<RankStatus> read_rank_statuses(const std::string& dir);
 
 // "exited with code 3", "was killed by signal 9 (SIGKILL)".
@@ -37,7 +39,8 @@ struct JobVerdict {
   std::string message;
 };
 
-// D/verdict, if there is one, it is a regular file owned by this user, and it parses.
+// D/verdict, if D is a private directory of this user's, the verdict a regular file owned by this
+// user, and it parses.
 std::optional<JobVerdict> read_verdict(const std::string& dir);
 
 struct JobOutcome {

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -74,7 +75,11 @@ int rank_wrapper_main(int argc, char** argv) {
   s.signaled = WIFSIGNALED(status);
   s.code = s.signaled ? WTERMSIG(status) : WEXITSTATUS(status);
   s.end_ns = now_ns();
-  if (!status_dir.empty()) write_rank_status(status_dir, s);
+  std::string why;
+  // A directory that does not exist here is a machine whose ranks report through mpirun alone (no
+  // shared log_dir); one that exists but is not this user's private directory is refused, loudly.
+  if (!status_dir.empty() && !write_rank_status(status_dir, s, &why) && access(status_dir.c_str(), F_OK) == 0)
+    std::fprintf(stderr, "xlaunch __rank: warning: rank %d's exit status is not recorded: %s\n", s.rank, why.c_str());
 
   if (s.signaled) {  // end the same way, so mpirun reports the signal too
     struct sigaction dfl {};

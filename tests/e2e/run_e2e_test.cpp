@@ -102,6 +102,34 @@ TEST_F(RunE2E, ARankKilledByASignalIsNamed) {
   EXPECT_TRUE(has(r.output, "rank 0 was killed by signal 9 (SIGKILL)")) << r.output;
 }
 
+// Issue 16's attack, from inside the status directory: links where the wrappers write their exit
+// statuses, pointing at a file of the user's. The status directory is new, private and named
+// unguessably; the links are replaced, not followed; the job's outcome is still reported right;
+// nothing is left behind.
+TEST_F(RunE2E, LinksInTheStatusDirectoryAreNotFollowed) {
+  const std::string victim = dir_ + "/victim", script = dir_ + "/plant.sh";
+  std::ofstream(victim) << "precious\n";
+  std::ofstream(script) << "#!/bin/sh\n"
+                           "d=\"$XLAUNCH_STATUS_DIR\"; r=$OMPI_COMM_WORLD_RANK\n"
+                           "stat -c \"status_dir=%n mode=%a owner=%u\" \"$d\"\n"
+                           "ln -s " << victim << " \"$d/rank-$r.tmp\"; ln -s " << victim << " \"$d/rank-$r\"\n"
+                           "[ \"$r\" = 1 ] && exit 3\nexit 0\n";
+  chmod(script.c_str(), 0755);
+  const auto r = run({XLAUNCH_BIN, "run", "--cpu", "-n", "2", script}, env_);
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_TRUE(has(r.output, "xlaunch: exit code 3, from rank 1")) << r.output;
+  EXPECT_TRUE(has(r.output, "mode=700 owner=" + std::to_string(geteuid()))) << r.output;
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "precious\n");
+  // Named with a random part after run id and attempt, and removed with what the ranks left.
+  const size_t at = r.output.find("status_dir=" + dir_ + "/xlaunch-status-");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string path = r.output.substr(at + 11, r.output.find(' ', at) - at - 11);
+  EXPECT_EQ(path.size() - path.rfind("-0-"), 9u) << path << ": six random characters after the attempt";
+  EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " was removed";
+}
+
 TEST_F(RunE2E, MissingBinaryIsReportedBeforeAnythingStarts) {
   const auto r = run({XLAUNCH_BIN, "run", "--cpu", "-n", "2", dir_ + "/no_such_train"}, with({fake_mpirun_path("x")}));
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -59,20 +59,6 @@ TEST(SummarizeJob, MpirunFailedBeforeTheRanksReported) {
   EXPECT_EQ(summarize_job(exited(0), {{0, false, 0, 1}}, 2).exit_code, 1);
 }
 
-TEST(RankStatusFiles, WriteThenRead) {
-  char tmpl[] = "/tmp/xlaunch_status_test.XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  write_rank_status(dir, {1, false, 3, 42});
-  write_rank_status(dir, {0, true, 9, 43});
-  const auto all = read_rank_statuses(dir);
-  ASSERT_EQ(all.size(), 2u);
-  EXPECT_EQ(all[0].rank, 0);
-  EXPECT_TRUE(all[0].signaled);
-  EXPECT_EQ(all[0].code, 9);
-  EXPECT_EQ(all[1].code, 3);
-  EXPECT_EQ(all[1].end_ns, 42);
-}
-
 // The wrapper names a rank's status file with the rank the runtime (xlaunch/place.h) sees.
 TEST(RankFromEnv, AgreesWithTheRuntimesPlace) {
   const std::vector<std::pair<std::map<std::string, std::string>, int>> cases = {

@@ -1,0 +1,45 @@
+// Files that only this user can have written: what the launcher and the ranks exchange through the
+// status directory (rank exit statuses, progress boards, the watchdog's verdict), and the checks
+// that keep another local user from planting, forging or redirecting them (docs/security.md).
+//
+// Shared by the launcher and the runtime (no torch, no MPI). Every function reports a problem as
+// a sentence naming the path and the reason; the callers turn it into their own error or warning.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+namespace xlaunch::files {
+
+// Why `dir` is not a safe place to create private files in, or "" when it is: it must be a
+// directory owned by this user or by root, and a directory others may write to must be sticky
+// (like /tmp), so that nobody else can rename or replace what this user creates there.
+std::string parent_problem(const std::string& dir);
+
+// Creates a new directory `parent/prefix` + 6 random characters, mode 0700 (mkdtemp), after
+// checking parent_problem(parent). Returns its path, or "" and sets *why.
+std::string make_private_dir(const std::string& parent, const std::string& prefix, std::string* why);
+
+// Opens `dir` (O_DIRECTORY|O_NOFOLLOW: not through a symbolic link) when it is owned by this user
+// and no one else may write to it. Returns the descriptor, or -1 and sets *why.
+int open_private_dir(const std::string& dir, std::string* why);
+
+// Writes `bytes` to dirfd/name atomically: a new temporary file with a random name (O_CREAT|O_EXCL|
+// O_NOFOLLOW, mode 0600: never an existing file or a link someone planted), then renamed over
+// `name` (which replaces a link there instead of following it). Returns false and sets *why.
+bool write_private_file(int dirfd, const std::string& name, const std::string& bytes, std::string* why);
+
+// Contents of dirfd/name when it is a regular file (not a link) owned by this user and at most
+// max_bytes long; nullopt otherwise (missing, foreign, forged through a link, too large).
+std::optional<std::string> read_private_file(int dirfd, const std::string& name, size_t max_bytes = 65536);
+
+// Removes every entry of the private directory `dir` that this user owns, then the directory
+// itself. Nothing happens when `dir` is not a private directory of this user.
+void remove_private_dir(const std::string& dir);
+
+// "uid 65534 (nobody)": who owns something, for messages.
+std::string describe_owner(uid_t uid);
+
+}  // namespace xlaunch::files
