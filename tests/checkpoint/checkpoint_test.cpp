@@ -126,3 +126,83 @@ TEST(CheckpointFiles, RefusesCorruptMissingAndForeignDirectories) {
   EXPECT_THROW(xlaunch::checkpoint::write_atomically(foreign.string(), {{"x.txt", "one"}}), xlaunch::UsageError);
   EXPECT_TRUE(fs::exists(foreign / "notes.txt"));
 }
+
+// Issue 16: links someone planted beside the checkpoint are not written through, and another
+// user's checkpoint directory is refused (played by root with chown; skipped as another user).
+namespace {
+
+std::string text_of(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+template <class F>
+std::string usage_error_of(F&& f) {
+  try {
+    f();
+  } catch (const xlaunch::UsageError& e) {
+    return e.what();
+  }
+  return "(no UsageError)";
+}
+
+}  // namespace
+
+TEST(CheckpointSecurity, PlantedLinksAndStaleTemporariesAreNotFollowed) {
+  const fs::path dir = scratch("e"), victim = scratch("victim");
+  std::ofstream(victim) << "precious";
+  fs::create_symlink(victim, dir.string() + ".tmp");  // the name older versions wrote to
+  fs::create_directories(dir.string() + ".tmp-abc123");  // a killed save's temporary
+  xlaunch::checkpoint::write_atomically(dir.string(), {{"x.txt", "one"}, {"sub/deeper/y.txt", "two"}});
+  EXPECT_EQ(text_of(victim), "precious");
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir.string() + ".tmp"))) << "our stale link was removed";
+  EXPECT_FALSE(fs::exists(dir.string() + ".tmp-abc123")) << "our stale temporary was removed";
+  EXPECT_EQ(xlaunch::checkpoint::read_verified(dir.string()).at("sub/deeper/y.txt"), "two");
+  // The directory's mode is what mkdir gives under the umask, not mkdtemp's 0700.
+  const mode_t mask = umask(022);
+  umask(mask);
+  EXPECT_EQ(static_cast<mode_t>(fs::status(dir).permissions()) & 0777, 0777 & ~mask);
+}
+
+TEST(CheckpointSecurity, ALinkAsTheCheckpointDirectoryIsRefusedForSavingButLoads) {
+  const fs::path real = scratch("f"), link = scratch("f-link");
+  xlaunch::checkpoint::write_atomically(real.string(), {{"x.txt", "one"}});
+  fs::create_directory_symlink(real, link);
+  const std::string e = usage_error_of([&] { xlaunch::checkpoint::write_atomically(link.string(), {{"x.txt", "2"}}); });
+  EXPECT_NE(e.find("is a symbolic link"), std::string::npos) << e;
+  EXPECT_EQ(xlaunch::checkpoint::read_verified(link.string()).at("x.txt"), "one");
+}
+
+TEST(CheckpointSecurity, AnotherUsersCheckpointIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "playing another user needs root (chown)";
+  const fs::path dir = scratch("g");
+  xlaunch::checkpoint::write_atomically(dir.string(), {{"x.txt", "one"}});
+  ASSERT_EQ(chown(dir.c_str(), 65534, 65534), 0);
+  std::string e = usage_error_of([&] { xlaunch::checkpoint::write_atomically(dir.string(), {{"x.txt", "2"}}); });
+  EXPECT_NE(e.find("belongs to uid 65534"), std::string::npos) << e;
+  e = usage_error_of([&] { xlaunch::checkpoint::read_verified(dir.string()); });
+  EXPECT_NE(e.find("belongs to uid 65534"), std::string::npos) << e;
+  EXPECT_EQ(text_of(dir / "x.txt"), "one");
+  // A forged file in our own checkpoint: not read either.
+  const fs::path mine = scratch("h");
+  xlaunch::checkpoint::write_atomically(mine.string(), {{"x.txt", "one"}});
+  ASSERT_EQ(chown((mine / "x.txt").c_str(), 65534, 65534), 0);
+  e = usage_error_of([&] { xlaunch::checkpoint::read_verified(mine.string()); });
+  EXPECT_NE(e.find("not a regular file of this user's"), std::string::npos) << e;
+  // Another user's <dir>.old would be removed by the save: refused.
+  const fs::path other = scratch("i");
+  fs::create_directories(other.string() + ".old");
+  ASSERT_EQ(chown((other.string() + ".old").c_str(), 65534, 65534), 0);
+  e = usage_error_of([&] { xlaunch::checkpoint::write_atomically(other.string(), {{"x.txt", "2"}}); });
+  EXPECT_NE(e.find("belongs to uid 65534"), std::string::npos) << e;
+}
+
+TEST(CheckpointSecurity, AParentEveryoneMayWriteIsRefusedUnlessSticky) {
+  const fs::path parent = scratch("open");
+  fs::create_directories(parent);
+  fs::permissions(parent, fs::perms::all);
+  const std::string e = usage_error_of([&] { xlaunch::checkpoint::write_atomically((parent / "c").string(), {{"x", "1"}}); });
+  EXPECT_NE(e.find("not sticky"), std::string::npos) << e;
+  fs::permissions(parent, fs::perms::all | fs::perms::sticky_bit);
+  xlaunch::checkpoint::write_atomically((parent / "c").string(), {{"x", "1"}});
+}

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -16,7 +17,9 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
+#include "private_files.h"
 #include "xlaunch/error.h"
 
 namespace fs = std::filesystem;
@@ -40,8 +43,9 @@ void notify(const std::string& event) {
 
 // ---- files, durably ------------------------------------------------------------------------
 
+// Always a new file (O_EXCL|O_NOFOLLOW): never an existing one, never through a link.
 void write_file(const fs::path& path, const std::string& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) throw_io("cannot create", path);
   size_t done = 0;
   while (done < bytes.size()) {
@@ -91,12 +95,29 @@ bool is_empty_dir(const fs::path& path) {
   return entries == 0;
 }
 
+// A regular file of this user's (not a link, not someone else's), whole.
 std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_io("cannot open", path);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) throw_io("cannot open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+    ::close(fd);
+    throw UsageError("load_state: " + path.string() + " is not a regular file of this user's (" +
+                     files::describe_owner(::geteuid()) + "); a checkpoint is read only from files its user wrote");
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      throw_io("cannot read", path);
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return bytes;
 }
 
 uint32_t crc32_of(const std::string& bytes) {
@@ -130,20 +151,82 @@ std::string manifest_of(const Files& files) {
   return os.str();
 }
 
-void write_tree(const fs::path& tmp, const Files& files) {
-  remove_tree(tmp);  // left over by a save that was killed
-  std::error_code ec;
-  if (!fs::create_directories(tmp, ec) && ec) throw Error("cannot create " + tmp.string() + ": " + ec.message());
+// The process's umask, without changing it (umask(2) would, for every thread, for a moment).
+mode_t current_umask() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key)
+    if (key == "Umask:") {
+      std::string octal;
+      status >> octal;
+      return static_cast<mode_t>(std::stoul(octal, nullptr, 8));
+    }
+  return 022;
+}
+
+// save_state replaces <dir> and <dir>.old by rename and removes them: refused when either is a
+// link (the rename would replace the link, not write where it points) or another user's.
+void check_replaceable(const fs::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;  // missing: nothing to replace
+  if (S_ISLNK(st.st_mode))
+    throw UsageError("save_state: " + path.string() + " is a symbolic link; a save replaces the checkpoint " +
+                     "directory by rename, which would replace the link instead of writing where it points. " +
+                     "Pass the directory it points to");
+  if (st.st_uid != ::geteuid())
+    throw UsageError("save_state: " + path.string() + " belongs to " + files::describe_owner(st.st_uid) +
+                     ", not to this user (" + files::describe_owner(::geteuid()) + "); xlaunch does not replace " +
+                     "another user's files. Choose a checkpoint directory of your own");
+}
+
+// Refused: a parent anyone may write to without the sticky bit (anyone could swap the checkpoint).
+void check_parent(const fs::path& parent) {
+  struct stat st {};
+  if (::stat(parent.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+    throw UsageError("save_state: " + parent.string() + " may be written by every user and is not sticky like " +
+                     "/tmp: anyone could replace the checkpoint there. Choose a directory of your own");
+}
+
+// Temporaries of saves that were killed: <dir>.tmp-XXXXXX (and <dir>.tmp, from older versions),
+// this user's only.
+void remove_stale_temporaries(const fs::path& parent, const fs::path& dir) {
+  const std::string base = dir.filename().string() + ".tmp";
+  DIR* d = ::opendir(parent.c_str());
+  if (!d) return;
+  std::vector<fs::path> stale;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    struct stat st {};
+    if ((name == base || (name.rfind(base + "-", 0) == 0 && name.size() == base.size() + 7)) &&
+        ::lstat((parent / name).c_str(), &st) == 0 && st.st_uid == ::geteuid())
+      stale.push_back(parent / name);
+  }
+  ::closedir(d);
+  for (const auto& p : stale) remove_tree(p);
+}
+
+// A new directory of this user's next to <dir> (mkdtemp: a random name, never one that exists),
+// holding the files; its mode is what mkdir would give under the umask.
+fs::path write_tree(const fs::path& dir, const Files& files) {
+  std::string tmpl = dir.string() + ".tmp-XXXXXX";
+  if (!::mkdtemp(tmpl.data())) throw_io("cannot create a directory next to", dir);
+  const fs::path tmp = tmpl;
   std::set<fs::path> dirs{tmp};
   for (const auto& [path, bytes] : files) {
     const fs::path target = tmp / path;
-    if (dirs.insert(target.parent_path()).second) fs::create_directories(target.parent_path());
+    fs::path sub = tmp;
+    for (const auto& part : fs::path(path).parent_path()) {
+      sub /= part;
+      if (dirs.insert(sub).second && ::mkdir(sub.c_str(), 0755) != 0) throw_io("cannot create", sub);
+    }
     write_file(target, bytes);
     notify("wrote " + path);
   }
   write_file(tmp / "MANIFEST", manifest_of(files));
   notify("wrote MANIFEST");
   for (const auto& d : dirs) fsync_dir(d);
+  if (::chmod(tmp.c_str(), 0777 & ~current_umask()) != 0) throw_io("cannot set the mode of", tmp);
+  return tmp;
 }
 
 }  // namespace
@@ -151,13 +234,17 @@ void write_tree(const fs::path& tmp, const Files& files) {
 void set_save_hook(std::function<void(const std::string&)> hook) { save_hook() = std::move(hook); }
 
 void write_atomically(const std::string& dir_text, const Files& files) {
-  const fs::path dir = normalized(dir_text), tmp = sibling(dir, ".tmp"), old = sibling(dir, ".old");
+  const fs::path dir = normalized(dir_text), old = sibling(dir, ".old");
   const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
   fs::create_directories(parent);
+  check_parent(parent);
+  check_replaceable(dir);
+  check_replaceable(old);
   if (fs::exists(dir) && !fs::exists(dir / "MANIFEST") && !is_empty_dir(dir))
     throw UsageError("save_state: " + dir.string() + " exists and is not an xlaunch checkpoint (no MANIFEST); "
                      "it would be replaced. Choose another directory, or remove it");
-  write_tree(tmp, files);
+  remove_stale_temporaries(parent, dir);
+  const fs::path tmp = write_tree(dir, files);
   fsync_dir(parent);
   // Directories cannot replace each other in one rename: move the previous checkpoint aside
   // first. In between, <dir> is missing and <dir>.old is complete; read_verified falls back to it.
@@ -187,6 +274,11 @@ Files read_verified(const std::string& dir_text, bool* fell_back) {
     dir = old;
     if (fell_back) *fell_back = true;
   }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0 && st.st_uid != ::geteuid())
+    throw UsageError("load_state: " + dir.string() + " belongs to " + files::describe_owner(st.st_uid) +
+                     ", not to this user (" + files::describe_owner(::geteuid()) + "); a checkpoint another user " +
+                     "can write may have been altered. Copy it to a directory of your own (cp -r) to load it");
   const fs::path manifest_path = dir / "MANIFEST";
   if (!fs::exists(manifest_path))
     throw UsageError("load_state: " + dir.string() + " is not a complete xlaunch checkpoint: " +

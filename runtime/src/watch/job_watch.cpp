@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "private_files.h"
 #include "watch/board.h"
 #include "watch/watchdog.h"
 #include "xlaunch/env_vars.h"
@@ -23,11 +24,19 @@ std::string shared_private_dir(int rank) {
   char path[4096] = {};
   if (rank == 0) {
     const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/xlaunch-watch-XXXXXX";
-    if (tmpl.size() < sizeof path && mkdtemp(tmpl.data())) std::memcpy(path, tmpl.c_str(), tmpl.size());
+    std::string why;
+    const std::string dir = files::make_private_dir(tmp && *tmp ? tmp : "/tmp", "xlaunch-watch-", &why);
+    if (dir.empty()) std::fprintf(stderr, "xlaunch: warning: %s; progress boards stay private to each rank\n", why.c_str());
+    if (dir.size() < sizeof path) std::memcpy(path, dir.c_str(), dir.size());
   }
   MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
   return path;
+}
+
+bool private_dir_ok(const std::string& dir, std::string* why) {
+  const int fd = files::open_private_dir(dir, why);
+  if (fd >= 0) close(fd);
+  return fd >= 0;
 }
 
 }  // namespace
@@ -44,6 +53,11 @@ void start_job_watch(int rank, int world) {
   if (s.dir.empty()) {
     s.dir = shared_private_dir(rank);
     g_private_dir = s.dir;
+  } else if (std::string why; !private_dir_ok(s.dir, &why)) {
+    // Boards and the verdict go only where nobody else can plant or read them (docs/security.md).
+    std::fprintf(stderr, "xlaunch: warning: %s=%s is refused: %s; this rank's progress is visible to itself only\n",
+                 env::kStatusDir.name, s.dir.c_str(), why.c_str());
+    s.dir.clear();
   }
   try {
     start(s);
