@@ -12,6 +12,13 @@
 #include "ddp/grad_capture.h"
 #include "comm/mpi_communicator.h"
 #include "comm/shm_communicator.h"
+#include "comm/shm_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
 
 using xlaunch::ReduceOp;
 using xlaunch::SharedPool;
@@ -104,4 +111,52 @@ TEST_F(Shm, PoolBlocksOutliveTheCommunicator) {
   EXPECT_TRUE(t.equal(values(100, 0, 0, at::kFloat) * 2 + 1));
   t.add_(1);
   EXPECT_TRUE(t.equal(values(100, 0, 0, at::kFloat) * 2 + 2));
+}
+
+// Issue 16: a segment that already exists under the name a rank draws (a stale job's, or one
+// planted to get in the way) is reported and left alone; the rank draws another name and the job
+// goes on. The test makes each rank's first draw for every segment collide with one it planted.
+TEST(ShmNames, ASegmentInTheWayIsReportedNotReusedAndTheJobGoesOn) {
+  auto world = xlaunch::MpiCommunicator::world();
+  const int r = world->rank();
+  at::Tensor pid0 = at::full({1}, static_cast<int64_t>(getpid()), at::kLong);
+  world->broadcast(pid0, 0);
+  const std::string prefix = "/xlaunch-" + std::to_string(pid0.item<int64_t>());
+  const uint64_t planted_nonce = 0x5ec0000000000000ull | (static_cast<uint64_t>(getpid()) << 8) | static_cast<uint64_t>(r);
+  std::vector<std::string> planted = {xlaunch::shm_segment_name(prefix + "-0", planted_nonce)};
+  if (r == 0) planted.push_back(xlaunch::shm_segment_name(prefix + "-ctl", planted_nonce));
+  for (const auto& name : planted) {
+    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    ASSERT_GE(fd, 0) << name << ": " << std::strerror(errno);
+    ASSERT_EQ(write(fd, "planted", 7), 7);
+    close(fd);
+  }
+  bool next_collides = true;  // every segment's first draw collides, its second does not
+  xlaunch::set_shm_nonce_source([&] {
+    const bool collide = next_collides;
+    next_collides = !next_collides;
+    return collide ? planted_nonce : planted_nonce + 0x100000000ull + static_cast<uint64_t>(std::rand());
+  });
+  testing::internal::CaptureStderr();
+  {
+    auto comm = std::make_shared<ShmCommunicator>(world);
+    at::Tensor t = comm->allocate(1001, at::TensorOptions().dtype(at::kFloat));
+    ASSERT_TRUE(comm->holds(t)) << "the bucket is in shared memory after all";
+    t.copy_(values(1001, 0, r, at::kFloat));
+    comm->allreduce(t, ReduceOp::Sum);
+    EXPECT_TRUE(t.equal(values(1001, 0, 0, at::kFloat) * 2 + 1));
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  xlaunch::set_shm_nonce_source(nullptr);
+  for (const auto& name : planted) {
+    EXPECT_NE(err.find("shared-memory segment " + name + " exists already"), std::string::npos) << err;
+    EXPECT_NE(err.find("not reusing it"), std::string::npos) << err;
+    const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+    ASSERT_GE(fd, 0) << name << " is left where it was";
+    char text[8] = {};
+    EXPECT_EQ(read(fd, text, 7), 7);
+    EXPECT_STREQ(text, "planted") << name << " was not written";
+    close(fd);
+    shm_unlink(name.c_str());
+  }
 }

@@ -2,12 +2,12 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/full.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <random>
 
 #include "check.h"
 #include "comm/agree.h"
@@ -41,28 +41,30 @@ kernels::ReduceKind kind_of(ReduceOp op) {
 }  // namespace
 
 ShmCommunicator::ShmCommunicator(std::shared_ptr<Communicator> fallback) : fallback_(std::move(fallback)) {
-  // A name shared by every rank of this job: rank 0's choice, broadcast.
-  at::Tensor id = at::empty({2}, at::kLong);
-  std::random_device rd;
-  id[0] = static_cast<int64_t>(getpid());
-  id[1] = static_cast<int64_t>(rd() & 0x7fffffff);
-  fallback_->broadcast(id, 0);
-  prefix_ = "/xlaunch-" + std::to_string(id[0].item<int64_t>()) + "-" + std::to_string(id[1].item<int64_t>());
-  const std::string ctl_name = prefix_ + "-ctl";
-  ctl_bytes_ = sizeof(Control) + static_cast<size_t>(size()) * kMaxPlaces * sizeof(Place);
+  // The control segment: rank 0 creates it under a random name and tells the others.
   std::string error;
+  NewShmSegment ctl;
+  ctl_bytes_ = sizeof(Control) + static_cast<size_t>(size()) * kMaxPlaces * sizeof(Place);
   if (rank() == 0) {
     try {
-      ctl_ = reinterpret_cast<Control*>(map_shm_segment(ctl_name, ctl_bytes_, true));
+      ctl = create_shm_segment("/xlaunch-" + std::to_string(getpid()) + "-ctl", ctl_bytes_);
+      ctl_ = reinterpret_cast<Control*>(ctl.map);
       new (ctl_) Control{};
     } catch (const CommError& e) {
       error = e.what();
     }
   }
   if (agree_failed(error)) throw CommError(error);
+  // Rank 0's pid names the job's segments for people (ls /dev/shm); the nonces make them unguessable.
+  at::Tensor id = at::empty({2}, at::kLong);
+  id[0] = static_cast<int64_t>(getpid());
+  id[1] = static_cast<int64_t>(ctl.nonce);
+  fallback_->broadcast(id, 0);
+  prefix_ = "/xlaunch-" + std::to_string(id[0].item<int64_t>());
+  const std::string ctl_name = shm_segment_name(prefix_ + "-ctl", static_cast<uint64_t>(id[1].item<int64_t>()));
   if (rank() != 0) {
     try {
-      ctl_ = reinterpret_cast<Control*>(map_shm_segment(ctl_name, ctl_bytes_, false));
+      ctl_ = reinterpret_cast<Control*>(open_shm_segment(ctl_name, ctl_bytes_));
     } catch (const CommError& e) {
       error = e.what();
     }
@@ -96,29 +98,34 @@ bool ShmCommunicator::agree_failed(std::string& error) {
 
 bool ShmCommunicator::map_segments(size_t bytes, Segment& seg, const char* consequence) {
   seg.bytes = std::max<size_t>(1, bytes);
-  const auto name_of = [&](int r) { return prefix_ + "-" + std::to_string(segments_.size()) + "-" + std::to_string(r); };
+  const std::string prefix = prefix_ + "-" + std::to_string(segments_.size());
   seg.maps.assign(size(), nullptr);
   // Every rank agrees on success at each stage, so a failure anywhere (a full /dev/shm) makes every
   // rank do without, instead of leaving one waiting at a barrier.
   std::string error;
+  NewShmSegment mine;
   try {
-    seg.maps[rank()] = map_shm_segment(name_of(rank()), seg.bytes, true);
+    mine = create_shm_segment(prefix, seg.bytes);
+    seg.maps[rank()] = mine.map;
   } catch (const CommError& e) {
     error = e.what();
   }
   bool failed = agree_failed(error);
   if (!failed) {
+    // Each rank's name has its own random part: everyone learns everyone's.
+    const at::Tensor nonces = fallback_->allgather(at::full({1}, static_cast<int64_t>(mine.nonce), at::kLong)).view({-1});
     for (int r = 0; r < size() && error.empty(); ++r) {
       if (r == rank()) continue;
       try {
-        seg.maps[r] = map_shm_segment(name_of(r), seg.bytes, false);
+        seg.maps[r] = open_shm_segment(shm_segment_name(prefix, static_cast<uint64_t>(nonces[r].item<int64_t>())),
+                                       seg.bytes);
       } catch (const CommError& e) {
         error = e.what();
       }
     }
     failed = agree_failed(error);
   }
-  if (seg.maps[rank()]) shm_unlink(name_of(rank()).c_str());
+  if (seg.maps[rank()]) shm_unlink(shm_segment_name(prefix, mine.nonce).c_str());
   if (!failed) return true;
   for (char* m : seg.maps)
     if (m) munmap(m, seg.bytes);
