@@ -179,6 +179,7 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
         "an integer >= 1, or 0 to let the runtime decide");
   check(c.max_restarts >= 0, "max_restarts", q(c.max_restarts), "an integer >= 0");
   check(c.timeout_s >= 1, "timeout_s", q(c.timeout_s), "an integer >= 1 (seconds)");
+  check(c.trace_steps >= 1 && c.trace_steps <= 100000, "trace_steps", q(c.trace_steps), "an integer from 1 to 100000");
 
   // Relations between keys.
   const bool distributed = c.distributed_type != DistributedType::No;

@@ -258,6 +258,9 @@ std::vector<Field> build_fields() {
   f.push_back(string_field("log_dir", [](LaunchConfig& c) -> std::string& { return c.log_dir; }));
   f.push_back(int_field("max_restarts", [](LaunchConfig& c) -> int& { return c.max_restarts; }));
   f.push_back(int_field("timeout_s", [](LaunchConfig& c) -> int& { return c.timeout_s; }));
+  f.push_back(bool_field("report", [](LaunchConfig& c) -> bool& { return c.report; }));
+  f.push_back(string_field("trace_dir", [](LaunchConfig& c) -> std::string& { return c.trace_dir; }));
+  f.push_back(int_field("trace_steps", [](LaunchConfig& c) -> int& { return c.trace_steps; }));
   return f;
 }
 

@@ -38,6 +38,9 @@ std::string value_of(const env::Var& v, const LaunchConfig& c, const Environment
   if (name == env::kNumCpuThreads.name) return std::to_string(c.num_cpu_threads_per_process);
   if (name == env::kDebug.name) return flag(c.debug);
   if (name == env::kTimeoutS.name) return std::to_string(c.timeout_s);
+  if (name == env::kReport.name) return flag(c.report);
+  if (name == env::kTraceDir.name) return c.trace_dir;
+  if (name == env::kTraceSteps.name) return std::to_string(c.trace_steps);
   if (name == env::kLogDir.name) return c.log_dir;
   if (name == env::kRunId.name) return e.run_id;
   if (name == env::kRestartCount.name) return std::to_string(e.restart_count);

@@ -73,6 +73,9 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   c.log_dir = "/tmp/logs dir";
   c.max_restarts = 3;
   c.timeout_s = 60;
+  c.report = false;
+  c.trace_dir = "/tmp/trace";
+  c.trace_steps = 7;
 
   const std::string dir = temp_dir();
   const std::string path = dir + "/sub/dir/cfg.yaml";
@@ -87,6 +90,9 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   EXPECT_EQ(l.config.log_dir, "/tmp/logs dir");
   EXPECT_EQ(l.config.ddp.bucket_cap_mb, 12.5);
   EXPECT_FALSE(l.config.ddp.broadcast_buffers);
+  EXPECT_FALSE(l.config.report);
+  EXPECT_EQ(l.config.trace_dir, "/tmp/trace");
+  EXPECT_EQ(l.config.trace_steps, 7);
 }
 
 TEST(ConfigRoundTrip, DefaultsSurviveAndStringsThatLookLikeBoolsStayStrings) {

@@ -37,6 +37,9 @@ inline constexpr Var kPrefetchFactor         {"XLAUNCH_PREFETCH_FACTOR", Type::I
 inline constexpr Var kNumCpuThreads          {"XLAUNCH_NUM_CPU_THREADS", Type::Int, "0", "intra-op threads per rank, handed to the program as OMP_NUM_THREADS; 0: the runtime's default (cores / local ranks)"};
 inline constexpr Var kDebug                  {"XLAUNCH_DEBUG", Type::Bool, "0", "1: before each collective, every rank checks that the others issue the same one"};
 inline constexpr Var kTimeoutS               {"XLAUNCH_TIMEOUT_S", Type::Int, "600", "seconds a collective may wait without progress before the job is declared stuck"};
+inline constexpr Var kReport                 {"XLAUNCH_REPORT", Type::Bool, "1", "1: record where each step's time goes, for the utilization report"};
+inline constexpr Var kTraceDir               {"XLAUNCH_TRACE_DIR", Type::String, "", "directory for the timeline (each rank's part, merged by xlaunch run into trace.json); empty: none"};
+inline constexpr Var kTraceSteps             {"XLAUNCH_TRACE_STEPS", Type::Int, "50", "optimizer steps the timeline covers, after the warm-up"};
 inline constexpr Var kLogDir                 {"XLAUNCH_LOG_DIR", Type::String, "", "directory for per-rank logs; empty: none"};
 inline constexpr Var kRunId                  {"XLAUNCH_RUN_ID", Type::String, "", "identifier of this launch, the same on every rank"};
 inline constexpr Var kRestartCount           {"XLAUNCH_RESTART_COUNT", Type::Int, "0", "how many times the launcher has restarted this job"};
@@ -48,7 +51,8 @@ inline constexpr Var kConfigFile             {"XLAUNCH_CONFIG_FILE", Type::Strin
 inline constexpr const Var* kAll[] = {
     &kDistributedType, &kUseCpu,       &kGpuIds,     &kMixedPrecision, &kGradAccumSteps,
     &kBucketCapMb,     &kFindUnusedParameters,       &kBroadcastBuffers, &kNumWorkers,
-    &kPinMemory,       &kPrefetchFactor, &kNumCpuThreads, &kDebug,    &kTimeoutS,       &kLogDir,
+    &kPinMemory,       &kPrefetchFactor, &kNumCpuThreads, &kDebug,    &kTimeoutS,
+    &kReport,          &kTraceDir,     &kTraceSteps, &kLogDir,
     &kRunId,           &kRestartCount, &kStatusDir,    &kConfigFile,
 };
 

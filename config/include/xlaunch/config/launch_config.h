@@ -64,6 +64,9 @@ struct LaunchConfig {
   std::string log_dir;  // empty: no per-rank logs
   int max_restarts = 0;
   int timeout_s = 600;
+  bool report = true;       // per-step phases, and the utilization report at the end of the job
+  std::string trace_dir;    // empty: no timeline; else DIR/trace.json and DIR/report.html
+  int trace_steps = 50;     // steps in the timeline, after the warm-up
 };
 
 // Ranks started on each machine: num_processes / num_machines.
