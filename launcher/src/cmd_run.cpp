@@ -19,10 +19,14 @@
 #include "launch_error.h"
 #include "launch_plan.h"
 #include "machine.h"
+#include "monitor.h"
+#include "nvml.h"
 #include "overrides.h"
 #include "private_files.h"
 #include "programs.h"
 #include "rank_status.h"
+#include "report.h"
+#include "timeline.h"
 #include "xlaunch/config/config_error.h"
 
 namespace xlaunch::launcher {
@@ -163,9 +167,35 @@ void check_launchable(const config::LaunchConfig& c) {
     throw LaunchError("hostfile " + c.mpi.hostfile + " not found; fix mpi.hostfile or --hostfile");
 }
 
+void write_report_json(const std::string& dir, const JobReport& r) {
+  std::string why;
+  const int fd = files::open_private_dir(dir, &why);
+  if (fd < 0 || !files::write_private_file(fd, "report.json", report_json(r), &why))
+    std::fprintf(stderr, "xlaunch: warning: no report.json in %s: %s\n", dir.c_str(), why.c_str());
+  if (fd >= 0) close(fd);
+}
+
+// The utilization report (report.h) and the timeline (timeline.h) of an attempt that ran.
+void report_attempt(const config::LaunchConfig& c, const std::string& status_dir, const GpuSampler& gpus,
+                    const JobMonitor* monitor) {
+  std::vector<std::optional<profile::RankStats>> stats;
+  for (int r = 0; r < c.num_processes; ++r) stats.push_back(read_rank_stats(status_dir, r));
+  JobReport report = make_report(stats, gpus.mean());
+  report.advice = advise(report, c);
+  if (report.total_steps > 0) {
+    std::fprintf(stderr, "%s", format_report(report).c_str());
+    if (!c.log_dir.empty()) write_report_json(c.log_dir, report);
+  }
+  if (c.trace_dir.empty()) return;
+  std::fprintf(stderr, "xlaunch: %s\n", merge_trace(c.trace_dir, report, gpus.history()).c_str());
+  write_report_json(c.trace_dir, report);
+  const std::string html = write_report_html(c.trace_dir, report, monitor ? monitor->rates() : std::vector<RatePoint>{});
+  if (!html.empty()) std::fprintf(stderr, "xlaunch: report in %s\n", html.c_str());
+}
+
 // Runs the job, and again after a failure while max_restarts allows; returns the exit code.
 int run_attempts(const config::LaunchConfig& c, Environment env, const std::string& mpi_version, bool verbose,
-                 const std::vector<std::string>& command) {
+                 double monitor_s, const std::vector<std::string>& command) {
   const std::vector<std::string> train_args(command.begin() + 1, command.end());
   for (int attempt = 0;; ++attempt) {
     env.restart_count = attempt;
@@ -175,7 +205,13 @@ int run_attempts(const config::LaunchConfig& c, Environment env, const std::stri
       std::fprintf(stderr, "xlaunch: Open MPI %s; launching:\n", mpi_version.c_str());
       print_plan(stderr, plan);
     }
+    std::unique_ptr<GpuSampler> gpus = c.report || monitor_s > 0 ? std::make_unique<GpuSampler>() : nullptr;
+    std::unique_ptr<JobMonitor> monitor =
+        c.report ? std::make_unique<JobMonitor>(env.status_dir, c.num_processes, monitor_s, gpus.get()) : nullptr;
     const int status = run_plan(plan);
+    if (monitor) monitor->stop();
+    if (gpus) gpus->stop();
+    if (c.report) report_attempt(c, env.status_dir, *gpus, monitor.get());
     const JobOutcome outcome = summarize_job(status, read_rank_statuses(env.status_dir), c.num_processes,
                                              read_verdict(env.status_dir));
     files::remove_private_dir(env.status_dir);
@@ -229,7 +265,11 @@ int run_job(const RunOptions& o, const Invocation& inv) {
   const OpenMpi mpi = find_open_mpi(path_env());
   env.mpirun = mpi.mpirun;
   if (!c.log_dir.empty()) make_dirs(c.log_dir);
-  return run_attempts(c, env, mpi.version, o.verbose, command);
+  if (!c.trace_dir.empty()) make_dirs(c.trace_dir);
+  if (o.monitor_s < 0) throw LaunchError("--monitor " + std::to_string(o.monitor_s) + ": give seconds > 0");
+  if (o.monitor_s > 0 && !c.report)
+    throw LaunchError("--monitor needs the step counters, which report: false turns off; set report: true");
+  return run_attempts(c, env, mpi.version, o.verbose, o.monitor_s, command);
 }
 
 Runner setup_run(CLI::App* cmd) {
@@ -242,6 +282,7 @@ Runner setup_run(CLI::App* cmd) {
                                                     "else Accelerate's default_config.yaml)");
   cmd->add_flag("--dry_run", o->dry_run, "Print the exact command and environment, then exit");
   cmd->add_flag("--verbose", o->verbose, "Print the command before running it");
+  cmd->add_option("--monitor", o->monitor_s, "Print the job's steps/s, phase split and GPU use every SECONDS");
   cmd->footer("Usage: xlaunch run (or launch) [options] train_bin [args...]\n"
               "Everything from train_bin on is passed to it unchanged (or put it after --).");
   return [o](const Invocation& inv) { return run_job(*o, inv); };

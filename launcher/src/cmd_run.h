@@ -14,6 +14,7 @@ struct RunOptions {
   std::string config_file;
   bool dry_run = false;
   bool verbose = false;
+  double monitor_s = 0;  // --monitor SECONDS: a progress line every SECONDS; 0: none
 };
 
 // Loads the config, applies the options, checks everything that can be checked before starting,

@@ -157,6 +157,7 @@ void add_override_options(CLI::App* app, Overrides& o) {
   app->add_option("--max_restarts", o.max_restarts, "Restart a failed job up to this many times");
   app->add_option("--hostfile,--mpirun_hostfile", o.hostfile, "Open MPI hostfile listing the machines");
   app->add_option("--log_dir", o.log_dir, "Directory for per-rank logs");
+  app->add_option("--trace", o.trace_dir, "Write a timeline of every rank (DIR/trace.json) and DIR/report.html");
   app->add_flag("--multi_gpu", o.multi_gpu, "One process per GPU (distributed_type MULTI_GPU)");
   app->add_flag("--cpu,--use_cpu", o.cpu, "Train on CPUs even where GPUs exist");
   app->add_flag("--debug", o.debug, "Extra consistency checks and verbose runtime logging");
@@ -217,6 +218,7 @@ std::vector<std::string> apply_overrides(LaunchConfig& c, const Overrides& o, in
   take(o.max_restarts, c.max_restarts, "max_restarts");
   take(o.hostfile, c.mpi.hostfile, "mpi.hostfile");
   take(o.log_dir, c.log_dir, "log_dir");
+  take(o.trace_dir, c.trace_dir, "trace_dir");
   if (o.gpu_ids) {
     c.gpu_ids = parse_gpu_ids(*o.gpu_ids);
     set.push_back("gpu_ids");

@@ -16,7 +16,7 @@ namespace xlaunch::launcher {
 struct Overrides {
   std::optional<int> num_processes, num_machines, machine_rank, main_process_port, gradient_accumulation_steps,
       num_cpu_threads_per_process, max_restarts;
-  std::optional<std::string> main_process_ip, mixed_precision, hostfile, log_dir, gpu_ids;
+  std::optional<std::string> main_process_ip, mixed_precision, hostfile, log_dir, gpu_ids, trace_dir;
   bool cpu = false, multi_gpu = false, debug = false;
   std::vector<std::string> ignored;  // Accelerate options given that mean nothing here, by name
 };
@@ -24,7 +24,8 @@ struct Overrides {
 // Adds the options that set config keys, spelled as `accelerate launch` spells them: -n/
 // --num_processes, --num_machines, --machine_rank, --main_process_ip, --main_process_port,
 // --gpu_ids, --mixed_precision, --gradient_accumulation_steps, --num_cpu_threads_per_process,
-// --max_restarts, --debug, --multi_gpu, --cpu/--use_cpu, --hostfile/--mpirun_hostfile, --log_dir.
+// --max_restarts, --debug, --multi_gpu, --cpu/--use_cpu, --hostfile/--mpirun_hostfile, --log_dir;
+// and --trace DIR (trace_dir).
 void add_override_options(CLI::App* app, Overrides& o);
 
 // Adds the `accelerate launch` options that xlaunch accepts and ignores with a warning (--quiet,

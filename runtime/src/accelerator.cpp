@@ -11,6 +11,7 @@
 #include <functional>
 #include <thread>
 
+#include "profile/step_clock.h"
 #include "xlaunch/autocast.h"
 #include "check.h"
 #include "xlaunch/metrics.h"
@@ -222,7 +223,8 @@ void Accelerator::broadcast_buffers(size_t model_id) {
   if (!buffers.empty()) broadcast_coalesced(*communicator(device_), buffers);
 }
 
-ForwardScope::ForwardScope(Accelerator& acc, size_t model_id) {
+ForwardScope::ForwardScope(Accelerator& acc, size_t model_id)
+    : phase_(std::make_shared<profile::PhaseScope>(profile::kForward)) {
   acc.broadcast_buffers(model_id);
   if (acc.mixed_precision_ != MixedPrecision::No)
     autocast_ = std::make_shared<AutocastGuard>(acc.device_.type(), acc.mixed_precision_);
@@ -231,6 +233,7 @@ ForwardScope::ForwardScope(Accelerator& acc, size_t model_id) {
 ForwardScope::~ForwardScope() = default;
 
 void Accelerator::backward(const at::Tensor& loss) {
+  const profile::PhaseScope phase(profile::kBackward);
   const bool sync = sync_gradients();
   at::Tensor scaled = loss;
   if (options_.gradient_accumulation_steps > 1) scaled = scaled / options_.gradient_accumulation_steps;
@@ -259,8 +262,12 @@ Accelerator::NoSyncGuard::~NoSyncGuard() { acc_.no_sync_ = saved_; }
 void PreparedOptimizer::step() {
   skipped_ = false;
   if (!acc_->sync_gradients()) return;
-  acc_->optimizer_step(*this, *inner_, skipped_);
+  {
+    const profile::PhaseScope phase(profile::kOptimizer);
+    acc_->optimizer_step(*this, *inner_, skipped_);
+  }
   if (!skipped_) watch::set_step(++acc_->step_);
+  profile::step_done(acc_->step_);
 }
 
 void PreparedOptimizer::zero_grad(bool set_to_none) {

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdlib>
 
+#include "profile/job_profile.h"
 #include "check.h"
 #include "watch/job_watch.h"
 #include "watch/watchdog.h"
@@ -48,6 +49,7 @@ ProcessState::ProcessState() {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if (place_.world_size > 1) watch::start_job_watch(place_.rank, place_.world_size);
   }
+  profile::start_job_profile(place_.rank, place_.world_size, place_.local_rank, mpi_active_);
 }
 
 ProcessState::~ProcessState() {

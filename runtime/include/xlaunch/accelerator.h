@@ -67,6 +67,7 @@ class ForwardScope {
   ForwardScope& operator=(const ForwardScope&) = delete;
 
  private:
+  std::shared_ptr<void> phase_;     // the step clock's "forward" phase (docs/performance.md)
   std::shared_ptr<void> autocast_;  // the autocast guard, when mixed precision is on
 };
 

@@ -4,6 +4,8 @@
 
 #include <future>
 
+#include "profile/step_clock.h"
+#include "profile/trace.h"
 #include "watch/watchdog.h"
 
 namespace xlaunch {
@@ -11,6 +13,8 @@ namespace xlaunch {
 struct CommThread::Item {
   const char* kind;
   uint64_t seq;
+  uint64_t bytes = 0;
+  int bucket = -1;
   std::function<void()> op;
   std::promise<void> done;
 };
@@ -79,6 +83,8 @@ std::shared_ptr<Work> CommThread::enqueue(const CollectiveInfo& info, std::funct
     std::lock_guard<std::mutex> lk(mu_);
     // Numbered under the lock: the log's order is the queue's.
     item->seq = watch::issued(info.op, dtype_name(info.dtype), info.numel, static_cast<int>(c10::elementSize(info.dtype)));
+    item->bytes = static_cast<uint64_t>(info.numel) * c10::elementSize(info.dtype);
+    item->bucket = watch::current_bucket();
     queue_.push_back(item);
   }
   cv_.notify_one();
@@ -100,8 +106,14 @@ void CommThread::loop() {
     try {
       watch::started(item->seq);
       if (observer) observer(item->kind, item->seq);
+      const uint64_t t0 = profile::monotonic_ns();
       item->op();
       watch::finished(item->seq, true);
+      profile::collective_done(item->bytes);
+      if (profile::trace::active())
+        profile::trace::span(profile::trace::kCommThread, item->kind, t0, profile::monotonic_ns() - t0,
+                             "{\"seq\":" + std::to_string(item->seq) + ",\"bucket\":" + std::to_string(item->bucket) +
+                                 ",\"bytes\":" + std::to_string(item->bytes) + "}");
       item->done.set_value();
     } catch (...) {
       watch::finished(item->seq, false);

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <string>
 
+#include "profile/step_clock.h"
+#include "profile/trace.h"
+
 namespace xlaunch::detail {
 
 EpochRun::EpochRun(std::shared_ptr<const Source> source, std::shared_ptr<const DeviceStage> stage, EpochPlan plan,
@@ -89,7 +92,12 @@ void EpochRun::worker_loop() {
       if (stopping_ || next_start_ >= plan_.end_batch) return;
       k = next_start_++;
     }
+    const bool traced = profile::trace::active();
+    const uint64_t t0 = traced ? profile::monotonic_ns() : 0;
     Slot slot = produce(k);
+    if (traced)
+      profile::trace::span(profile::trace::loader_thread_id(), "batch", t0, profile::monotonic_ns() - t0,
+                           "{\"batch\":" + std::to_string(k) + ",\"epoch\":" + std::to_string(plan_.epoch) + "}");
     {
       std::lock_guard<std::mutex> lk(mu_);
       ready_.emplace(k, std::move(slot));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "profile/step_clock.h"
 #include "data/epoch_run.h"
 #include "data/loader_stage.h"
 
@@ -148,7 +149,9 @@ Loader::Iterator& Loader::Iterator::operator++() {
   }
   try {
     Batch b;
+    const profile::PhaseScope phase(profile::kDataWait);
     if (run_->next(b)) {
+      profile::add_samples(static_cast<uint64_t>(b.size()));
       *last_span_ = b.span;
       progress_->handed = b.index + 1;
       current_ = std::move(b);

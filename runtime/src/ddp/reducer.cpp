@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "profile/step_clock.h"
 #include "check.h"
 #include "comm/shared_memory.h"
 #include "ddp/bucket_plan.h"
@@ -217,9 +218,12 @@ void Reducer::finalize_backward() {
     launch_ready_buckets();
     XLAUNCH_ASSERT(next_launch_ == buckets_.size(), "every bucket started");
   }
-  for (auto& bucket : buckets_) {
-    bucket.work->wait();
-    bucket.work.reset();
+  {
+    const profile::PhaseScope phase(profile::kCommWait);  // what the overlap with backward did not hide
+    for (auto& bucket : buckets_) {
+      bucket.work->wait();
+      bucket.work.reset();
+    }
   }
   if (unused.empty() || options_.find_unused_parameters) return;
   std::ostringstream os;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "private_files.h"
+#include "profile/trace.h"
 #include "watch/board.h"
 #include "watch/watchdog.h"
 #include "xlaunch/env_vars.h"
@@ -74,6 +75,7 @@ void start_job_watch(int rank, int world) {
 void install_exit_hook() {
   on_exit(
       [](int status, void*) {
+        profile::trace::write();  // before a failing rank's _exit skips the atexit handlers
         if (record_exit(status)) {
           std::fflush(nullptr);
           _exit(status);

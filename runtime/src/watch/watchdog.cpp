@@ -203,6 +203,7 @@ bool record_exit(int status) {
 
 BucketScope::BucketScope(int bucket) : saved_(t_bucket) { t_bucket = bucket; }
 BucketScope::~BucketScope() { t_bucket = saved_; }
+int current_bucket() { return t_bucket; }
 
 uint64_t issued(const char* op, const char* dtype, int64_t numel, int elem_bytes) {
   if (!g_logging.load(std::memory_order_relaxed)) return 0;

@@ -73,6 +73,9 @@ class BucketScope {
   int saved_;
 };
 
+// The bucket BucketScope marks on this thread, or -1.
+int current_bucket();
+
 // On the issuing thread, in program order: the collective's sequence number.
 uint64_t issued(const char* op, const char* dtype, int64_t numel, int elem_bytes);
 // When it starts running. With debug on, first compares it with every rank's collective of the

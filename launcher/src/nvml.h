@@ -1,0 +1,51 @@
+// GPU use through NVML, loaded with dlopen at run time (no link-time dependency): libnvidia-ml.so.1,
+// or the library XLAUNCH_NVML_LIBRARY names. A thread samples every GPU of this machine about
+// 10 times a second while the job runs. Without NVML (no driver, no GPU) there are no samples and
+// the report's GPU columns show "-".
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "report.h"
+
+namespace xlaunch::launcher {
+
+struct GpuSample {
+  double sm_pct = 0, mem_used_gib = 0, mem_total_gib = 0, power_w = 0;
+};
+
+class GpuSampler {
+ public:
+  explicit GpuSampler(double interval_s = 0.1);
+  ~GpuSampler();  // stops the thread
+  GpuSampler(const GpuSampler&) = delete;
+  GpuSampler& operator=(const GpuSampler&) = delete;
+
+  bool available() const { return gpus_ > 0; }
+  std::string why_unavailable() const { return why_; }
+  // The latest sample of each GPU (empty when unavailable).
+  std::vector<GpuSample> latest() const;
+  // The mean over every sample so far, per GPU (empty when unavailable).
+  std::vector<GpuUse> mean() const;
+  // Every sample so far: (CLOCK_REALTIME in seconds, per GPU), for the timeline's counters.
+  std::vector<std::pair<double, std::vector<GpuSample>>> history() const;
+  void stop();
+
+ private:
+  struct Api;
+  void loop(double interval_s);
+  std::unique_ptr<Api> api_;
+  int gpus_ = 0;
+  std::string why_;
+  mutable std::mutex mu_;
+  std::vector<std::pair<double, std::vector<GpuSample>>> samples_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace xlaunch::launcher

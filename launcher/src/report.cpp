@@ -1,0 +1,294 @@
+#include "report.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "private_files.h"
+
+namespace xlaunch::launcher {
+
+using profile::kPhases;
+using profile::RankStats;
+
+std::optional<RankStats> read_rank_stats(const std::string& status_dir, int rank) {
+  std::string why;
+  const int dirfd = files::open_private_dir(status_dir, &why);
+  if (dirfd < 0) return std::nullopt;
+  const int fd = openat(dirfd, ("stats-" + std::to_string(rank)).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  close(dirfd);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  void* p = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+      st.st_size == static_cast<off_t>(sizeof(RankStats)))
+    p = mmap(nullptr, sizeof(RankStats), PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return std::nullopt;
+  const auto* live = static_cast<const RankStats*>(p);
+  std::optional<RankStats> out;
+  for (int attempt = 0; attempt < 100 && !out; ++attempt) {
+    const uint64_t v0 = live->version.load(std::memory_order_acquire);
+    if (v0 % 2 == 1) {
+      usleep(100);
+      continue;
+    }
+    out.emplace(*live);  // checked below: a copy made while the rank wrote is taken again
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (live->version.load(std::memory_order_relaxed) != v0) out.reset();
+  }
+  munmap(p, sizeof(RankStats));
+  if (out && (out->magic != profile::kStatsMagic || out->rank != rank)) out.reset();
+  return out;
+}
+
+namespace {
+
+// Steps left out at the start: kWarmupSteps, or a fifth of a short run.
+uint64_t warmup_of(uint64_t steps) {
+  return steps >= 2 * static_cast<uint64_t>(profile::kWarmupSteps) ? profile::kWarmupSteps : steps / 5;
+}
+
+RankReport summarize(const RankStats& s, uint64_t warmup) {
+  RankReport r;
+  r.rank = s.rank;
+  r.present = true;
+  r.host = std::string(s.host, strnlen(s.host, sizeof s.host));
+  const uint64_t steps = s.total.steps;
+  if (steps <= warmup) return r;
+  profile::Totals w;  // the window's
+  if (steps <= static_cast<uint64_t>(profile::kRingSteps)) {
+    for (uint64_t i = warmup; i < steps; ++i) {
+      const profile::StepRecord& rec = s.ring[i % profile::kRingSteps];
+      for (int p = 0; p < kPhases; ++p) {
+        w.phase_ns[p] += rec.phase_ns[p];
+        w.wall_ns += rec.phase_ns[p];
+      }
+      w.samples += rec.samples;
+    }
+    w.steps = steps - warmup;
+    const uint64_t cpu_before = warmup > 0 ? s.ring[(warmup - 1) % profile::kRingSteps].cpu_ns : 0;
+    w.cpu_ns = s.ring[(steps - 1) % profile::kRingSteps].cpu_ns - cpu_before;
+  } else {
+    w.steps = steps - s.at_warmup.steps;
+    w.samples = s.total.samples - s.at_warmup.samples;
+    w.wall_ns = s.total.wall_ns - s.at_warmup.wall_ns;
+    w.cpu_ns = s.total.cpu_ns - s.at_warmup.cpu_ns;
+    for (int p = 0; p < kPhases; ++p) w.phase_ns[p] = s.total.phase_ns[p] - s.at_warmup.phase_ns[p];
+  }
+  // Collectives per step: over the window when the warm-up snapshot exists, else over the run.
+  const bool snap = s.at_warmup.steps > 0 && warmup == s.at_warmup.steps;
+  const double coll_steps = static_cast<double>(snap ? steps - s.at_warmup.steps : steps);
+  r.collectives_per_step = static_cast<double>(s.total.collectives - (snap ? s.at_warmup.collectives : 0)) / coll_steps;
+  r.mb_per_step = static_cast<double>(s.total.bytes - (snap ? s.at_warmup.bytes : 0)) / coll_steps / 1e6;
+  r.steps = w.steps;
+  const double wall_s = static_cast<double>(w.wall_ns) / 1e9;
+  if (wall_s <= 0) return r;
+  r.steps_per_s = static_cast<double>(w.steps) / wall_s;
+  r.samples_per_s = static_cast<double>(w.samples) / wall_s;
+  for (int p = 0; p < kPhases; ++p) r.phase_pct[p] = 100.0 * static_cast<double>(w.phase_ns[p]) / static_cast<double>(w.wall_ns);
+  r.step_ms = wall_s * 1e3 / static_cast<double>(w.steps);
+  r.busy_ms = r.step_ms * (1 - r.phase_pct[profile::kCommWait] / 100);
+  r.cpu_pct = 100.0 * static_cast<double>(w.cpu_ns) / static_cast<double>(w.wall_ns);
+  return r;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string pct(double v) { return fixed(v, 1) + "%"; }
+
+// "2.0x": how much faster a step gets when a share `p_pct` of it goes away.
+std::string speedup(double p_pct) { return fixed(100 / std::max(1.0, 100 - p_pct), 1) + "x"; }
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+JobReport make_report(const std::vector<std::optional<RankStats>>& stats, const std::vector<GpuUse>& gpus) {
+  JobReport out;
+  out.world = static_cast<int>(stats.size());
+  for (const auto& s : stats) out.total_steps = std::max<uint64_t>(out.total_steps, s ? s->total.steps : 0);
+  const uint64_t warmup = warmup_of(out.total_steps);
+  out.first_step = warmup + 1;
+  out.last_step = out.total_steps;
+  for (int r = 0; r < out.world; ++r) {
+    RankReport rr;
+    rr.rank = r;
+    if (stats[r]) {
+      rr = summarize(*stats[r], warmup);
+      if (!gpus.empty()) rr.gpu = gpus[static_cast<size_t>(stats[r]->local_rank) % gpus.size()];
+    }
+    out.ranks.push_back(rr);
+  }
+  return out;
+}
+
+std::vector<std::string> advise(const JobReport& r, const config::LaunchConfig& c) {
+  std::vector<std::string> out;
+  std::vector<const RankReport*> ranks;
+  for (const auto& rr : r.ranks)
+    if (rr.present && rr.steps > 0) ranks.push_back(&rr);
+  if (ranks.empty()) return out;
+  const auto worst = [&](int phase) {
+    return **std::max_element(ranks.begin(), ranks.end(), [&](const RankReport* a, const RankReport* b) {
+      return a->phase_pct[phase] < b->phase_pct[phase];
+    });
+  };
+  const auto over = [&](int phase, double threshold) {
+    std::vector<int> v;
+    for (const auto* rr : ranks)
+      if (rr->phase_pct[phase] > threshold) v.push_back(rr->rank);
+    return v;
+  };
+
+  // 1. Waiting for data.
+  if (const auto slow = over(profile::kDataWait, kDataWaitPct); !slow.empty()) {
+    const RankReport& w = worst(profile::kDataWait);
+    const std::string workers = c.loader.num_workers == config::LoaderSection::kAutoWorkers
+                                    ? std::string("auto")
+                                    : std::to_string(c.loader.num_workers);
+    out.push_back("data wait is " + pct(w.phase_pct[profile::kDataWait]) + " of the step on " + rank_list(slow) +
+                  " (threshold " + pct(kDataWaitPct) + "): the loader does not keep up. Raise loader.num_workers (now " +
+                  workers + ", or set it to auto)" + (c.use_cpu || config::runs_on_cpu(c) ? "" : " and keep loader.pin_memory: true") +
+                  ", or make the dataset's get() cheaper; without the wait, steps would be up to " +
+                  speedup(w.phase_pct[profile::kDataWait]) + " faster");
+  }
+  // 3. One rank slower than the others: everyone waits for it in every allreduce.
+  std::vector<int> stragglers;
+  if (ranks.size() > 1) {
+    std::vector<double> busy;
+    for (const auto* rr : ranks) busy.push_back(rr->busy_ms);
+    const double med = median(busy);
+    for (const auto* rr : ranks)
+      if (med > 0 && rr->busy_ms > kStragglerRatio * med) {
+        stragglers.push_back(rr->rank);
+        out.push_back("rank " + std::to_string(rr->rank) + " (" + rr->host + ") is a straggler: its own work takes " +
+                      fixed(rr->busy_ms, 2) + " ms per step, " + pct(100 * (rr->busy_ms / med - 1)) +
+                      " above the median " + fixed(med, 2) + " ms (threshold " + pct(100 * (kStragglerRatio - 1)) +
+                      "), and every other rank waits for it in each allreduce. Look for what else runs on its machine, "
+                      "its CPU binding (mpi.bind_to), or more work in its data shard; steps would be up to " +
+                      speedup(100 * (1 - med / rr->busy_ms)) + " faster without it");
+      }
+  }
+  // 2. Waiting for gradients. The transfer is paid by every rank; waiting for a slower peer only by
+  // the faster ones (a straggler: above; jitter: ranks take turns). So it counts only when every
+  // rank waits (with a straggler: when the stragglers themselves wait).
+  std::vector<int> slow = over(profile::kCommWait, kCommWaitPct);
+  if (!stragglers.empty())
+    slow.erase(std::remove_if(slow.begin(), slow.end(), [&](int r) {
+      return std::find(stragglers.begin(), stragglers.end(), r) == stragglers.end();
+    }), slow.end());
+  if (!slow.empty() && slow.size() == (stragglers.empty() ? ranks.size() : stragglers.size())) {
+    const RankReport& w = worst(profile::kCommWait);
+    out.push_back("communication wait is " + pct(w.phase_pct[profile::kCommWait]) + " of the step on " + rank_list(slow) +
+                  " (threshold " + pct(kCommWaitPct) + "; " + fixed(w.collectives_per_step, 1) + " collectives, " +
+                  fixed(w.mb_per_step, 2) + " MB per step): the gradient allreduce is not hidden behind backward. Raise "
+                  "ddp.bucket_cap_mb (now " + fixed(c.ddp.bucket_cap_mb, 0) + ") for fewer, larger allreduces, raise "
+                  "gradient_accumulation_steps (now " + std::to_string(c.gradient_accumulation_steps) +
+                  ") to reduce once per several batches, or use a larger batch per rank; without the wait, steps would be up to " +
+                  speedup(w.phase_pct[profile::kCommWait]) + " faster");
+  }
+  // 4. and 5. The GPU.
+  for (const auto* rr : ranks) {
+    if (!rr->gpu) continue;
+    if (rr->gpu->sm_pct < kGpuSmPct && rr->phase_pct[profile::kDataWait] <= kDataWaitPct)
+      out.push_back("GPU SM use is " + pct(rr->gpu->sm_pct) + " on rank " + std::to_string(rr->rank) +
+                    " while data wait is low (" + pct(rr->phase_pct[profile::kDataWait]) + "): the host is the " +
+                    "bottleneck. Remove host syncs from the loop (.item(), printing or copying tensors to the CPU every "
+                    "step), and batch small kernels (larger batches, fused ops); the GPU has " +
+                    pct(100 - rr->gpu->sm_pct) + " of its time to give");
+    if (rr->gpu->mem_total_gib > 0 && 100 * rr->gpu->mem_used_gib / rr->gpu->mem_total_gib < kGpuMemPct)
+      out.push_back("GPU memory use is " + fixed(rr->gpu->mem_used_gib, 1) + " of " + fixed(rr->gpu->mem_total_gib, 1) +
+                    " GiB on rank " + std::to_string(rr->rank) + " (under " + pct(kGpuMemPct) + "): a larger batch " +
+                    "per rank fits, and usually raises samples/s (scale the learning rate with it)");
+  }
+  return out;
+}
+
+std::string format_report(const JobReport& r) {
+  std::ostringstream os;
+  os << "xlaunch: utilization, steps " << r.first_step << "-" << r.last_step << " of " << r.total_steps << ", "
+     << r.world << " rank" << (r.world == 1 ? "" : "s") << "\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%-5s %8s %10s", "rank", "steps/s", "samples/s");
+  os << line;
+  for (const char* n : profile::kPhaseNames) {
+    std::snprintf(line, sizeof line, " %9s", n);
+    os << line;
+  }
+  std::snprintf(line, sizeof line, " %5s %6s %8s\n", "cpu", "gpu_sm", "gpu_mem");
+  os << line;
+  for (const auto& rr : r.ranks) {
+    if (!rr.present || rr.steps == 0) {
+      os << std::to_string(rr.rank) << (rr.present ? "     no steps after the warm-up\n"
+                                                   : "     - (its stats are not visible here: a machine without a shared "
+                                                     "log_dir, or it never started)\n");
+      continue;
+    }
+    std::snprintf(line, sizeof line, "%-5d %8.2f %10.1f", rr.rank, rr.steps_per_s, rr.samples_per_s);
+    os << line;
+    for (double p : rr.phase_pct) os << " " << std::string(9 - std::min<size_t>(9, pct(p).size()), ' ') << pct(p);
+    const std::string sm = rr.gpu ? fixed(rr.gpu->sm_pct, 0) + "%" : "-";
+    const std::string mem = rr.gpu && rr.gpu->mem_total_gib > 0
+                                ? fixed(100 * rr.gpu->mem_used_gib / rr.gpu->mem_total_gib, 0) + "%"
+                                : "-";
+    std::snprintf(line, sizeof line, " %4.0f%% %6s %8s\n", rr.cpu_pct, sm.c_str(), mem.c_str());
+    os << line;
+  }
+  for (const auto& a : r.advice) os << "xlaunch: advice: " << a << "\n";
+  return os.str();
+}
+
+std::string report_json(const JobReport& r) {
+  std::ostringstream os;
+  const auto str = [](const std::string& s) {
+    std::string o = "\"";
+    for (char ch : s) {
+      if (ch == '"' || ch == '\\') o += '\\';
+      if (static_cast<unsigned char>(ch) >= 0x20) o += ch;
+    }
+    return o + "\"";
+  };
+  os << "{\n  \"world\": " << r.world << ",\n  \"first_step\": " << r.first_step << ",\n  \"last_step\": " << r.last_step
+     << ",\n  \"total_steps\": " << r.total_steps << ",\n  \"ranks\": [";
+  for (size_t i = 0; i < r.ranks.size(); ++i) {
+    const auto& rr = r.ranks[i];
+    os << (i ? ",\n" : "\n") << "    {\"rank\": " << rr.rank << ", \"present\": " << (rr.present ? "true" : "false")
+       << ", \"host\": " << str(rr.host) << ", \"steps\": " << rr.steps << ", \"steps_per_s\": " << rr.steps_per_s
+       << ", \"samples_per_s\": " << rr.samples_per_s << ", \"step_ms\": " << rr.step_ms << ", \"busy_ms\": " << rr.busy_ms
+       << ", \"cpu_pct\": " << rr.cpu_pct << ", \"collectives_per_step\": " << rr.collectives_per_step
+       << ", \"mb_per_step\": " << rr.mb_per_step << ", \"phase_pct\": {";
+    for (int p = 0; p < kPhases; ++p) os << (p ? ", " : "") << str(profile::kPhaseNames[p]) << ": " << rr.phase_pct[p];
+    os << "}";
+    if (rr.gpu)
+      os << ", \"gpu\": {\"sm_pct\": " << rr.gpu->sm_pct << ", \"mem_used_gib\": " << rr.gpu->mem_used_gib
+         << ", \"mem_total_gib\": " << rr.gpu->mem_total_gib << ", \"power_w\": " << rr.gpu->power_w << "}";
+    os << "}";
+  }
+  os << "\n  ],\n  \"advice\": [";
+  for (size_t i = 0; i < r.advice.size(); ++i) os << (i ? ",\n" : "\n") << "    " << str(r.advice[i]);
+  os << (r.advice.empty() ? "]\n}\n" : "\n  ]\n}\n");
+  return os.str();
+}
+
+}  // namespace xlaunch::launcher

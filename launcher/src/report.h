@@ -1,0 +1,59 @@
+// The utilization report `xlaunch run` prints when a job ends (docs/performance.md): per rank,
+// over the steady-state steps (after the warm-up), steps/s, samples/s, where the step's wall time
+// went (profile/step_stats.h), CPU and GPU use; then advice lines, each naming the measurement,
+// the knob and the expected effect. The same numbers go to report.json.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "profile/step_stats.h"
+#include "xlaunch/config/launch_config.h"
+
+namespace xlaunch::launcher {
+
+// Rank r's stats file in the status directory, copied consistently (its sequence lock), when it is
+// a regular file this user owns and holds stats; nullopt otherwise.
+std::optional<profile::RankStats> read_rank_stats(const std::string& status_dir, int rank);
+
+// GPU use over the job, from NVML (nvml.h): per GPU of the machine that ran rank 0.
+struct GpuUse {
+  double sm_pct = 0, mem_used_gib = 0, mem_total_gib = 0, power_w = 0;
+};
+
+struct RankReport {
+  int rank = 0;
+  bool present = false;  // its stats were readable (a rank on a machine without a shared log_dir: no)
+  std::string host;
+  uint64_t steps = 0;    // in the window
+  double steps_per_s = 0, samples_per_s = 0;
+  double phase_pct[profile::kPhases] = {};
+  double step_ms = 0;    // mean wall time of a step
+  double busy_ms = 0;    // mean step time spent on its own work: wall minus the wait for collectives
+  double cpu_pct = 0;    // CPU time over wall time, all threads (100 = one core)
+  double collectives_per_step = 0, mb_per_step = 0;
+  std::optional<GpuUse> gpu;  // the GPU its local rank uses, when NVML answered
+};
+
+struct JobReport {
+  int world = 0;
+  uint64_t first_step = 0, last_step = 0, total_steps = 0;  // the window, 1-based and inclusive
+  std::vector<RankReport> ranks;
+  std::vector<std::string> advice;
+};
+
+// Thresholds of the advice (docs/performance.md).
+inline constexpr double kDataWaitPct = 10, kCommWaitPct = 15, kStragglerRatio = 1.10, kGpuSmPct = 70,
+                        kGpuMemPct = 50;
+
+// stats[r]: rank r's, or nullopt. gpus: per GPU (rank r uses gpus[local_rank % size]), may be empty.
+JobReport make_report(const std::vector<std::optional<profile::RankStats>>& stats, const std::vector<GpuUse>& gpus);
+
+// The advice for a report, given the config the job ran with (for the knobs' current values).
+std::vector<std::string> advise(const JobReport& r, const config::LaunchConfig& c);
+
+std::string format_report(const JobReport& r);  // the table and the advice, for the terminal
+std::string report_json(const JobReport& r);
+
+}  // namespace xlaunch::launcher

@@ -1,0 +1,195 @@
+#include "timeline.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstdio>
+#include <sstream>
+
+#include "private_files.h"
+
+namespace xlaunch::launcher {
+namespace {
+
+std::string json_string(const std::string& s) {
+  std::string o = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if (static_cast<unsigned char>(ch) >= 0x20) o += ch;
+  }
+  return o + "\"";
+}
+
+std::string html_escaped(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '<') o += "&lt;";
+    else if (ch == '>') o += "&gt;";
+    else if (ch == '&') o += "&amp;";
+    else o += ch;
+  }
+  return o;
+}
+
+// One event per line, as profile/trace.cpp writes them; *epoch_ns from its epoch line.
+void take_events(const std::string& text, std::vector<std::string>& out, long long* epoch_ns) {
+  std::istringstream in(text);
+  std::string line;
+  const std::string epoch_key = "{\"xlaunch_epoch_ns\":";
+  while (std::getline(in, line)) {
+    if (line.rfind(epoch_key, 0) == 0) {
+      *epoch_ns = std::atoll(line.c_str() + epoch_key.size());
+      continue;
+    }
+    if (line.size() < 2 || line[0] != '{' || line == "{}") continue;
+    if (line.back() == ',') line.pop_back();
+    out.push_back(line);
+  }
+}
+
+const char* const kColors[profile::kPhases] = {"#e4572e", "#4c78a8", "#72b7b2", "#f2cf5b", "#9467bd", "#bab0ac"};
+
+}  // namespace
+
+std::string merge_trace(const std::string& dir, const JobReport& report,
+                        const std::vector<std::pair<double, std::vector<GpuSample>>>& gpu_history) {
+  std::string why;
+  const int dirfd = files::open_private_dir(dir, &why);
+  if (dirfd < 0) return "no timeline: " + why;
+  std::vector<std::string> events;
+  long long epoch_ns = 0;  // the ranks' timestamps count from it
+  int merged = 0;
+  std::vector<int> missing;
+  for (int r = 0; r < report.world; ++r) {
+    const std::string name = "trace-rank" + std::to_string(r) + ".json";
+    const auto text = files::read_private_file(dirfd, name, size_t{1} << 30);
+    if (!text) {
+      missing.push_back(r);
+      continue;
+    }
+    ++merged;
+    const std::string host = r < static_cast<int>(report.ranks.size()) ? report.ranks[r].host : "";
+    events.push_back("{\"ph\":\"M\",\"pid\":" + std::to_string(r) + ",\"name\":\"process_name\",\"args\":{\"name\":" +
+                     json_string("rank " + std::to_string(r) + (host.empty() ? "" : " (" + host + ")")) + "}}");
+    events.push_back("{\"ph\":\"M\",\"pid\":" + std::to_string(r) + ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" +
+                     std::to_string(r) + "}}");
+    take_events(*text, events, &epoch_ns);
+    unlinkat(dirfd, name.c_str(), 0);
+  }
+  if (!gpu_history.empty()) {
+    const int pid = report.world;  // the GPUs get a track of their own, after the ranks
+    events.push_back("{\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
+                     ",\"name\":\"process_name\",\"args\":{\"name\":\"GPUs (NVML, machine of xlaunch run)\"}}");
+    char buf[256];
+    for (const auto& [t, per_gpu] : gpu_history)
+      for (size_t g = 0; g < per_gpu.size(); ++g) {
+        std::snprintf(buf, sizeof buf,
+                      "{\"ph\":\"C\",\"pid\":%d,\"name\":\"gpu%zu\",\"ts\":%.3f,\"args\":{\"sm_pct\":%.1f,"
+                      "\"mem_used_gib\":%.2f,\"power_w\":%.1f}}",
+                      pid, g, (t - static_cast<double>(epoch_ns) / 1e9) * 1e6, per_gpu[g].sm_pct, per_gpu[g].mem_used_gib, per_gpu[g].power_w);
+        events.push_back(buf);
+      }
+  }
+  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  for (size_t i = 0; i < events.size(); ++i) out += events[i] + (i + 1 < events.size() ? ",\n" : "\n");
+  out += "]}\n";
+  const bool ok = merged > 0 && files::write_private_file(dirfd, "trace.json", out, &why);
+  close(dirfd);
+  if (merged == 0) return "no timeline: no rank wrote its part to " + dir;
+  if (!ok) return "no timeline: " + why;
+  std::string msg = "timeline of " + std::to_string(merged) + " rank" + (merged == 1 ? "" : "s") + " in " + dir +
+                    "/trace.json (open it in https://ui.perfetto.dev or chrome://tracing)";
+  if (!missing.empty()) msg += "; " + std::to_string(missing.size()) + " rank(s) wrote none (a machine without a shared trace_dir?)";
+  return msg;
+}
+
+std::string write_report_html(const std::string& dir, const JobReport& report, const std::vector<RatePoint>& rates) {
+  std::ostringstream h;
+  h << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>xlaunch utilization report</title>\n"
+    << "<style>body{font-family:sans-serif;margin:24px;color:#222}td,th{padding:2px 8px;text-align:right}"
+    << "th{border-bottom:1px solid #888}li{margin:6px 0}</style></head><body>\n"
+    << "<h1>Where the time goes</h1>\n<p>Steps " << report.first_step << "&ndash;" << report.last_step << " of "
+    << report.total_steps << ", " << report.world << " rank(s).</p>\n";
+
+  // Phase split per rank: one stacked bar each.
+  const int bar_w = 600, row_h = 28, left = 80;
+  const int height = row_h * (report.world + 1) + 30;
+  h << "<h2>Phase split per rank</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + bar_w + 20
+    << "\" height=\"" << height << "\" font-size=\"12\">\n";
+  for (int r = 0; r < report.world; ++r) {
+    const RankReport& rr = report.ranks[r];
+    const int y = 10 + r * row_h;
+    h << "<text x=\"0\" y=\"" << y + 16 << "\">rank " << r << "</text>\n";
+    double x = left;
+    for (int p = 0; p < profile::kPhases && rr.present; ++p) {
+      const double w = bar_w * rr.phase_pct[p] / 100.0;
+      h << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << row_h - 6 << "\" fill=\""
+        << kColors[p] << "\"><title>" << profile::kPhaseNames[p] << " " << rr.phase_pct[p] << "%</title></rect>\n";
+      x += w;
+    }
+  }
+  const int ly = 10 + report.world * row_h + 10;
+  for (int p = 0; p < profile::kPhases; ++p)
+    h << "<rect x=\"" << left + p * 100 << "\" y=\"" << ly << "\" width=\"12\" height=\"12\" fill=\"" << kColors[p]
+      << "\"/><text x=\"" << left + p * 100 + 16 << "\" y=\"" << ly + 11 << "\">" << profile::kPhaseNames[p] << "</text>\n";
+  h << "</svg>\n";
+
+  // Steps/s over time (rank 0, one point a second).
+  h << "<h2>Steps per second over time (rank 0)</h2>\n";
+  if (rates.size() < 2) {
+    h << "<p>The job was too short for a curve.</p>\n";
+  } else {
+    const double t_max = rates.back().t_s;
+    double v_max = 0;
+    for (const auto& p : rates) v_max = std::max(v_max, p.steps_per_s);
+    v_max = v_max > 0 ? v_max * 1.1 : 1;
+    const int w = 600, ht = 200, pad = 40;
+    h << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w + pad + 10 << "\" height=\"" << ht + pad
+      << "\" font-size=\"12\">\n<line x1=\"" << pad << "\" y1=\"" << ht << "\" x2=\"" << w + pad << "\" y2=\"" << ht
+      << "\" stroke=\"#888\"/><line x1=\"" << pad << "\" y1=\"0\" x2=\"" << pad << "\" y2=\"" << ht
+      << "\" stroke=\"#888\"/>\n<text x=\"0\" y=\"12\">" << static_cast<int>(v_max) << "</text><text x=\"" << w
+      << "\" y=\"" << ht + 16 << "\">" << static_cast<int>(t_max) << " s</text>\n<polyline fill=\"none\" stroke=\"#4c78a8\" "
+      << "stroke-width=\"2\" points=\"";
+    for (const auto& p : rates) h << pad + w * p.t_s / t_max << "," << ht - ht * p.steps_per_s / v_max << " ";
+    h << "\"/>\n</svg>\n";
+  }
+
+  // The numbers and the advice.
+  h << "<h2>Per rank</h2>\n<table><tr><th>rank</th><th>host</th><th>steps/s</th><th>samples/s</th>";
+  for (const char* n : profile::kPhaseNames) h << "<th>" << n << "</th>";
+  h << "<th>cpu</th><th>gpu_sm</th></tr>\n";
+  char buf[64];
+  for (const auto& rr : report.ranks) {
+    h << "<tr><td>" << rr.rank << "</td><td>" << html_escaped(rr.host) << "</td>";
+    std::snprintf(buf, sizeof buf, "<td>%.2f</td><td>%.1f</td>", rr.steps_per_s, rr.samples_per_s);
+    h << buf;
+    for (double p : rr.phase_pct) {
+      std::snprintf(buf, sizeof buf, "<td>%.1f%%</td>", p);
+      h << buf;
+    }
+    std::snprintf(buf, sizeof buf, "<td>%.0f%%</td>", rr.cpu_pct);
+    h << buf << "<td>" << (rr.gpu ? std::to_string(static_cast<int>(rr.gpu->sm_pct)) + "%" : "-") << "</td></tr>\n";
+  }
+  h << "</table>\n<h2>Advice</h2>\n";
+  if (report.advice.empty()) h << "<p>Nothing crosses a threshold: no advice.</p>\n";
+  else {
+    h << "<ul>\n";
+    for (const auto& a : report.advice) h << "<li>" << html_escaped(a) << "</li>\n";
+    h << "</ul>\n";
+  }
+  h << "</body></html>\n";
+
+  std::string why;
+  const int dirfd = files::open_private_dir(dir, &why);
+  const bool ok = dirfd >= 0 && files::write_private_file(dirfd, "report.html", h.str(), &why);
+  if (dirfd >= 0) close(dirfd);
+  if (!ok) {
+    std::fprintf(stderr, "xlaunch: warning: no report.html: %s\n", why.c_str());
+    return "";
+  }
+  return dir + "/report.html";
+}
+
+}  // namespace xlaunch::launcher

@@ -1,0 +1,26 @@
+// What `xlaunch run --trace DIR` leaves in DIR when the job ends (docs/performance.md):
+//  - trace.json: one Chrome trace over all ranks (pid = rank, tid = thread), merged from the ranks'
+//    trace-rank<r>.json (profile/trace.h, already on rank 0's clock), with NVML samples as
+//    counter events; opens in Perfetto UI and chrome://tracing;
+//  - report.html: one self-contained page (inline SVG): the phase split per rank, steps/s over
+//    time, and the advice.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "monitor.h"
+#include "nvml.h"
+#include "report.h"
+
+namespace xlaunch::launcher {
+
+// Merges the ranks' parts into DIR/trace.json and removes them. Returns a sentence for the user:
+// what was written, or why not.
+std::string merge_trace(const std::string& dir, const JobReport& report,
+                        const std::vector<std::pair<double, std::vector<GpuSample>>>& gpu_history);
+
+// Writes DIR/report.html. Returns its path, or "" (and a warning on stderr) when it cannot.
+std::string write_report_html(const std::string& dir, const JobReport& report, const std::vector<RatePoint>& rates);
+
+}  // namespace xlaunch::launcher

@@ -1,0 +1,71 @@
+#include "profile/job_profile.h"
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+
+#include "profile/step_clock.h"
+#include "profile/trace.h"
+#include "xlaunch/env_vars.h"
+
+namespace xlaunch::profile {
+namespace {
+
+// Rank 0's CLOCK_REALTIME minus this rank's, from the ping-pong with the shortest round trip of 5
+// (NTP's estimate: the reply is taken to come from halfway through the round trip).
+int64_t clock_offset_to_rank0(int rank, int world) {
+  constexpr int kRounds = 5;
+  int64_t best = 0;
+  uint64_t best_rtt = std::numeric_limits<uint64_t>::max();
+  for (int r = 1; r < world; ++r) {
+    for (int i = 0; i < kRounds; ++i) {
+      if (rank == 0) {
+        int64_t dummy = 0;
+        MPI_Recv(&dummy, 1, MPI_INT64_T, r, 7301, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        const int64_t now = static_cast<int64_t>(realtime_ns());
+        MPI_Send(&now, 1, MPI_INT64_T, r, 7302, MPI_COMM_WORLD);
+      } else if (rank == r) {
+        const int64_t t1 = static_cast<int64_t>(realtime_ns());
+        MPI_Send(&t1, 1, MPI_INT64_T, 0, 7301, MPI_COMM_WORLD);
+        int64_t t0 = 0;
+        MPI_Recv(&t0, 1, MPI_INT64_T, 0, 7302, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        const int64_t t2 = static_cast<int64_t>(realtime_ns());
+        if (static_cast<uint64_t>(t2 - t1) < best_rtt) {
+          best_rtt = static_cast<uint64_t>(t2 - t1);
+          best = t0 - (t1 + t2) / 2;
+        }
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+void start_job_profile(int rank, int world, int local_rank, bool mpi_active) {
+  ClockSettings c;
+  c.dir = env::get_string(env::kStatusDir);
+  c.rank = rank;
+  c.world = world;
+  c.local_rank = local_rank;
+  c.enabled = env::get_bool(env::kReport);
+  start(c);
+
+  trace::Settings t;
+  t.dir = env::get_string(env::kTraceDir);
+  if (t.dir.empty()) return;
+  t.rank = rank;
+  t.steps = env::get_int(env::kTraceSteps);
+  if (t.steps < 1) throw env::bad_value(env::kTraceSteps, env::raw(env::kTraceSteps), "an integer >= 1");
+  t.epoch_ns = static_cast<int64_t>(realtime_ns());
+  if (mpi_active && world > 1) {
+    t.clock_offset_ns = clock_offset_to_rank0(rank, world);
+    MPI_Bcast(&t.epoch_ns, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  }
+  trace::start(t);
+  std::atexit([] { trace::write(); });
+}
+
+}  // namespace xlaunch::profile

@@ -1,0 +1,176 @@
+#include "profile/step_clock.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "profile/trace.h"
+
+namespace xlaunch::profile {
+namespace {
+
+struct Clock {
+  bool enabled = false;
+  RankStats* stats = nullptr;
+  std::thread::id owner;                     // the training thread: the first to mark a phase
+  std::vector<Phase> stack;                  // open phases, innermost last
+  uint64_t mark_ns = 0;                      // when the innermost phase was last charged
+  uint64_t step_start_ns = 0;                // monotonic; 0 before the first phase
+  uint64_t step_start_real_ns = 0;
+  uint64_t phase_ns[kPhases] = {};           // this step's, so far
+  uint64_t samples = 0;
+  std::atomic<uint64_t> collectives{0}, bytes{0};
+};
+
+Clock& clock() {
+  static Clock c;
+  return c;
+}
+
+uint64_t cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// dir/stats-<rank>, mapped; in this process's memory when there is no directory or it fails.
+RankStats* map_stats(const std::string& dir, int rank) {
+  if (!dir.empty()) {
+    const std::string path = dir + "/stats-" + std::to_string(rank);
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0 && ftruncate(fd, sizeof(RankStats)) == 0) {
+      void* p = mmap(nullptr, sizeof(RankStats), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      close(fd);
+      if (p != MAP_FAILED) return new (p) RankStats{};
+    } else if (fd >= 0) {
+      close(fd);
+    }
+    std::fprintf(stderr, "xlaunch: warning: cannot create %s (%s); no utilization report for rank %d\n", path.c_str(),
+                 std::strerror(errno), rank);
+  }
+  return new RankStats{};
+}
+
+bool on_training_thread(Clock& c) {
+  if (c.step_start_ns == 0 && c.stack.empty() && c.owner == std::thread::id()) c.owner = std::this_thread::get_id();
+  return c.owner == std::this_thread::get_id();
+}
+
+}  // namespace
+
+uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void start(const ClockSettings& s) {
+  Clock& c = clock();
+  c.enabled = s.enabled;
+  if (!s.enabled) return;
+  c.stats = map_stats(s.dir, s.rank);
+  RankStats& st = *c.stats;
+  st.rank = s.rank;
+  st.world = s.world;
+  st.local_rank = s.local_rank;
+  st.pid = static_cast<int32_t>(getpid());
+  gethostname(st.host, sizeof st.host - 1);
+  st.magic = kStatsMagic;  // last: a reader takes the file for stats only from here on
+}
+
+PhaseScope::PhaseScope(Phase p) : phase_(p) {
+  Clock& c = clock();
+  counted_ = c.enabled && on_training_thread(c);
+  if (!counted_) return;
+  const uint64_t now = monotonic_ns();
+  if (c.step_start_ns == 0) {
+    c.step_start_ns = now;
+    c.step_start_real_ns = realtime_ns();
+  }
+  if (!c.stack.empty()) c.phase_ns[c.stack.back()] += now - c.mark_ns;
+  c.stack.push_back(p);
+  c.mark_ns = now;
+  start_ns_ = now;
+}
+
+PhaseScope::~PhaseScope() {
+  if (!counted_) return;
+  Clock& c = clock();
+  const uint64_t now = monotonic_ns();
+  c.phase_ns[phase_] += now - c.mark_ns;
+  c.stack.pop_back();
+  c.mark_ns = now;
+  if (trace::active()) trace::span(trace::kTrainThread, kPhaseNames[phase_], start_ns_, now - start_ns_);
+}
+
+void add_samples(uint64_t n) {
+  Clock& c = clock();
+  if (c.enabled && on_training_thread(c)) c.samples += n;
+}
+
+void collective_done(uint64_t bytes) {
+  Clock& c = clock();
+  if (!c.enabled) return;
+  c.collectives.fetch_add(1, std::memory_order_relaxed);
+  c.bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void step_done(int64_t step) {
+  Clock& c = clock();
+  if (!c.enabled || !on_training_thread(c) || c.step_start_ns == 0) return;
+  const uint64_t now = monotonic_ns();
+  if (!c.stack.empty()) {  // a step inside a phase (unusual): charge it so far
+    c.phase_ns[c.stack.back()] += now - c.mark_ns;
+    c.mark_ns = now;
+  }
+  const uint64_t wall = now - c.step_start_ns;
+  uint64_t measured = 0;
+  for (int p = 0; p < kOther; ++p) measured += c.phase_ns[p];
+  c.phase_ns[kOther] = wall > measured ? wall - measured : 0;
+
+  RankStats& st = *c.stats;
+  st.version.fetch_add(1, std::memory_order_acq_rel);  // odd: being written
+  Totals& t = st.total;
+  if (t.steps == 0) st.start_ns = c.step_start_real_ns;
+  StepRecord& r = st.ring[t.steps % kRingSteps];
+  r.end_ns = realtime_ns();
+  r.samples = c.samples;
+  r.cpu_ns = cpu_ns();
+  std::memcpy(r.phase_ns, c.phase_ns, sizeof r.phase_ns);
+  ++t.steps;
+  t.samples += c.samples;
+  t.wall_ns += wall;
+  t.cpu_ns = r.cpu_ns;
+  for (int p = 0; p < kPhases; ++p) t.phase_ns[p] += c.phase_ns[p];
+  t.collectives = c.collectives.load(std::memory_order_relaxed);
+  t.bytes = c.bytes.load(std::memory_order_relaxed);
+  if (t.steps == static_cast<uint64_t>(kWarmupSteps)) st.at_warmup = t;
+  st.version.fetch_add(1, std::memory_order_release);  // even: consistent
+
+  if (trace::active()) trace::span(trace::kTrainThread, "step", c.step_start_ns, wall, "{\"step\":" + std::to_string(step) + "}");
+  trace::set_step(step);
+  std::memset(c.phase_ns, 0, sizeof c.phase_ns);
+  c.samples = 0;
+  c.step_start_ns = now;
+  c.step_start_real_ns = realtime_ns();
+}
+
+const RankStats& stats() {
+  Clock& c = clock();
+  if (!c.stats) c.stats = new RankStats{};
+  return *c.stats;
+}
+
+}  // namespace xlaunch::profile

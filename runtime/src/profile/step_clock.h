@@ -1,0 +1,51 @@
+// Where each optimizer step's time goes, per rank, always on (XLAUNCH_REPORT=0 turns it off):
+// the prepared loader, model, backward and optimizer mark their phases with PhaseScope; the
+// prepared optimizer's step ends the step. Each mark reads the monotonic clock (some 20 ns) and
+// the step's end writes one record into the rank's shared stats file (step_stats.h), which
+// `xlaunch run` reads for --monitor and the report. No device synchronization, ever: on CUDA the
+// phases are host time (what the training loop waits for); the GPU's own busy time comes from
+// NVML in the launcher.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "profile/step_stats.h"
+
+namespace xlaunch::profile {
+
+struct ClockSettings {
+  std::string dir;  // the status directory; empty: the stats stay in this process
+  int rank = 0, world = 1, local_rank = 0;
+  bool enabled = true;
+};
+
+// Once per process, before the first step (from start_job_watch).
+void start(const ClockSettings& s);
+
+// The training thread's phases. Time is exclusive: a phase inside another (the communication wait
+// at the end of backward) is taken out of the outer one. Scopes on other threads are not counted.
+class PhaseScope {
+ public:
+  explicit PhaseScope(Phase p);
+  ~PhaseScope();
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  bool counted_;
+  uint64_t start_ns_ = 0;
+  Phase phase_;
+};
+
+void add_samples(uint64_t n);             // a prepared loader handed over a batch of n samples
+void collective_done(uint64_t bytes);     // any thread: a collective over `bytes` finished
+void step_done(int64_t step);             // the prepared optimizer stepped (step: steps so far)
+
+// This rank's stats (tests; the launcher reads the file).
+const RankStats& stats();
+
+uint64_t monotonic_ns();
+uint64_t realtime_ns();
+
+}  // namespace xlaunch::profile

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The utilization report end to end: purpose-built jobs (report_job.cpp) on 2 ranks through
+# `xlaunch run`, each checked for the report's verdict in report.json; and the timeline of one of
+# them (--trace): trace.json parses, has every rank, its spans nest per thread, and every
+# collective's sequence numbers agree across ranks.
+#   report_test.sh XLAUNCH_BIN REPORT_JOB_BIN
+set -uo pipefail
+XLAUNCH=$1
+JOB=$2
+work=$(mktemp -d /tmp/xlaunch_report_test.XXXXXX)
+export XDG_CONFIG_HOME=$work/config TMPDIR=$work
+unset XLAUNCH_CONFIG_FILE
+failures=0
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+
+# run NAME WORKERS [job args...]: a 2-rank CPU job with its own log_dir; its output in NAME.log.
+# XOPTS: options of xlaunch run.
+run() {
+  local name=$1 workers=$2
+  shift 2
+  mkdir -p "$work/$name"
+  printf 'num_processes: 2\ndistributed_type: MULTI_CPU\nuse_cpu: true\nlog_dir: %s\nloader:\n  num_workers: %s\n' \
+    "$work/$name" "$workers" > "$work/$name.yaml"
+  "$XLAUNCH" run --config_file "$work/$name.yaml" ${XOPTS:-} "$@" > "$work/$name.log" 2>&1
+}
+
+# check NAME PYTHON-EXPRESSION DESCRIPTION: the expression over r (report.json) must be true.
+check() {
+  local name=$1 expr=$2 what=$3
+  if python3 - "$work/$1/report.json" "$expr" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ranks = r["ranks"]
+advice = " ".join(r["advice"])
+ok = eval(sys.argv[2])
+if not ok:
+    print(json.dumps(r, indent=1))
+sys.exit(0 if ok else 1)
+EOF
+  then pass "$what"; else fail "$what"; cat "$work/$name.log"; fi
+}
+
+# 1. A slow transform, one worker: waiting for data dominates, and the advice names the workers.
+run slow_loader 1 "$JOB" --steps 40 --get_us 400 --batch 32 || fail "slow_loader ran"
+check slow_loader 'max(x["phase_pct"]["data_wait"] for x in ranks) > 30 and "loader.num_workers" in advice' \
+  "a slow loader: data wait > 30% and the advice names loader.num_workers"
+grep -q "^xlaunch: utilization, steps" "$work/slow_loader.log" && grep -q "^xlaunch: advice: data wait" "$work/slow_loader.log" \
+  && pass "the report and its advice are printed" || { fail "the report is printed"; cat "$work/slow_loader.log"; }
+
+# 2. A large model, a tiny batch, allreduce over MPI: the wait for gradients dominates.
+run comm_bound 2 "$JOB" --steps 40 --hidden 1024 --layers 4 --features 1024 --batch 1 --cpu_allreduce mpi \
+  || fail "comm_bound ran"
+check comm_bound 'max(x["phase_pct"]["comm_wait"] for x in ranks) > 15 and "ddp.bucket_cap_mb" in advice and "gradient_accumulation_steps" in advice' \
+  "communication-bound: comm wait > 15% and the advice names the bucket and accumulation knobs"
+
+# 3. Rank 1 sleeps 5 ms in every step: it is named.
+run straggler 2 "$JOB" --steps 60 --straggler_rank 1 --straggler_ms 5 || fail "straggler ran"
+check straggler '"rank 1 (" in advice and "is a straggler" in advice and "rank 0 (" not in advice' \
+  "a straggler: rank 1 is named, rank 0 is not"
+
+# 4. Balanced: compute dominates, the loader keeps up, gradients are small: no advice. With the
+# timeline on.
+XOPTS="--trace $work/trace" run balanced 1 "$JOB" --steps 60 --hidden 256 --layers 2 --features 64 --batch 512 \
+  || fail "balanced ran"
+check balanced 'r["advice"] == [] and all(x["steps"] == 50 for x in ranks)' "a balanced job: no advice"
+
+python3 - "$work/trace/trace.json" <<'EOF' && pass "trace.json: every rank, spans nest per thread, collective numbers agree" || fail "trace.json"
+import json, sys, collections
+t = json.load(open(sys.argv[1]))
+ev = t["traceEvents"]
+spans = [e for e in ev if e.get("ph") == "X"]
+pids = {e["pid"] for e in spans}
+assert pids == {0, 1}, pids
+names = {e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
+assert {"training loop", "communication thread"} <= names, names
+assert any(n.startswith("loader worker") for n in names), names
+by_thread = collections.defaultdict(list)
+for e in spans:
+    by_thread[(e["pid"], e["tid"])].append(e)
+for key, es in by_thread.items():
+    es.sort(key=lambda e: (e["ts"], -e["dur"]))
+    stack = []
+    for e in es:
+        while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"] - 0.002:
+            stack.pop()
+        if stack:
+            top = stack[-1]
+            assert e["ts"] + e["dur"] <= top["ts"] + top["dur"] + 0.002, ("spans cross", key, top, e)
+        stack.append(e)
+steps = [e for e in spans if e["pid"] == 0 and e["name"] == "step"]
+assert len(steps) == 50, len(steps)
+phases = {e["name"] for e in spans if e["tid"] == 1}
+assert {"step", "data_wait", "forward", "backward", "optimizer"} <= phases, phases
+coll = {p: sorted((e["args"]["seq"], e["name"], e["args"]["bytes"]) for e in spans if e["pid"] == p and e["tid"] == 2)
+        for p in (0, 1)}
+assert coll[0] and coll[0] == coll[1], (coll[0][:5], coll[1][:5])
+EOF
+[ -s "$work/trace/report.html" ] && grep -q "<svg" "$work/trace/report.html" && ! grep -q "<script" "$work/trace/report.html" \
+  && pass "report.html: self-contained, with its charts" || fail "report.html"
+ls "$work"/trace/trace-rank* > /dev/null 2>&1 && fail "the ranks' parts are removed after merging" \
+  || pass "the ranks' parts are removed after merging"
+
+if [ "$failures" -eq 0 ]; then
+  rm -rf "$work"
+  echo "report_test: all passed"
+else
+  echo "report_test: $failures failed; files kept in $work"
+  exit 1
+fi
