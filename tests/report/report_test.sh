@@ -49,10 +49,12 @@ grep -q "^xlaunch: utilization, steps" "$work/slow_loader.log" && grep -q "^xlau
   && pass "the report and its advice are printed" || { fail "the report is printed"; cat "$work/slow_loader.log"; }
 
 # 2. A large model, a tiny batch, allreduce over MPI: the wait for gradients dominates.
-run comm_bound 2 "$JOB" --steps 40 --hidden 1024 --layers 4 --features 1024 --batch 1 --cpu_allreduce mpi \
+XOPTS="--monitor 1" run comm_bound 2 "$JOB" --steps 40 --hidden 1024 --layers 4 --features 1024 --batch 1 --cpu_allreduce mpi \
   || fail "comm_bound ran"
 check comm_bound 'max(x["phase_pct"]["comm_wait"] for x in ranks) > 15 and "ddp.bucket_cap_mb" in advice and "gradient_accumulation_steps" in advice' \
   "communication-bound: comm wait > 15% and the advice names the bucket and accumulation knobs"
+grep -Eq '^xlaunch: monitor [0-9]+s: [0-9.]+ steps/s, [0-9.]+ samples/s \| data_wait [0-9]+% .*comm_wait [0-9]+%' \
+  "$work/comm_bound.log" && pass "--monitor 1 prints the live line" || { fail "--monitor"; cat "$work/comm_bound.log"; }
 
 # 3. Rank 1 sleeps 5 ms in every step: it is named.
 run straggler 2 "$JOB" --steps 60 --straggler_rank 1 --straggler_ms 5 || fail "straggler ran"
@@ -60,9 +62,19 @@ check straggler '"rank 1 (" in advice and "is a straggler" in advice and "rank 0
   "a straggler: rank 1 is named, rank 0 is not"
 
 # 4. Balanced: compute dominates, the loader keeps up, gradients are small: no advice. With the
-# timeline on.
-XOPTS="--trace $work/trace" run balanced 1 "$JOB" --steps 60 --hidden 256 --layers 2 --features 64 --batch 512 \
-  || fail "balanced ran"
+# timeline on. A machine busy with other work makes the two ranks wait for each other by turns, which
+# can read as a communication wait on both: one more try before calling it a failure.
+balanced() {
+  rm -rf "$work/trace"
+  XOPTS="--trace $work/trace" run balanced 1 "$JOB" --steps 60 --hidden 256 --layers 2 --features 64 --batch 512
+}
+balanced || fail "balanced ran"
+if ! python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["advice"] == [] else 1)' \
+    "$work/balanced/report.json"; then
+  echo "balanced: advice on a balanced job; once more (a busy machine?):"
+  grep "^xlaunch: advice" "$work/balanced.log"
+  balanced || fail "balanced ran"
+fi
 check balanced 'r["advice"] == [] and all(x["steps"] == 50 for x in ranks)' "a balanced job: no advice"
 
 python3 - "$work/trace/trace.json" <<'EOF' && pass "trace.json: every rank, spans nest per thread, collective numbers agree" || fail "trace.json"
