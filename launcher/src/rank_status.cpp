@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -129,6 +130,26 @@ JobOutcome summarize_job(int wait_status, const std::vector<RankStatus>& ranks, 
   const int mpirun_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
                           : WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status) : 1;
   JobOutcome o;
+  // Ranks that left no status while every rank that did was stopped by mpirun (SIGTERM): they went
+  // first, with their wrappers (a machine lost, or its Open MPI daemon).
+  std::vector<int> silent;
+  for (int r = 0, k = 0; r < num_processes; ++r) {
+    while (k < static_cast<int>(ranks.size()) && ranks[k].rank < r) ++k;
+    if (k == static_cast<int>(ranks.size()) || ranks[k].rank != r) silent.push_back(r);
+  }
+  const bool all_stopped = !failed.empty() && std::all_of(failed.begin(), failed.end(), [](const RankStatus& r) {
+    return r.signaled && r.code == SIGTERM;
+  });
+  if (!silent.empty() && all_stopped && mpirun_code != 0) {
+    o.exit_code = mpirun_code;
+    o.rank = silent.front();
+    o.message = rank_list(silent) + " ended without an exit status (their machine, or Open MPI's daemon there, "
+                "is gone?; mpirun's message above says which)";
+    for (size_t i = 0; i < failed.size(); ++i)
+      o.message += (i == 0 ? "; after that, " : ", ") + std::string("rank ") + std::to_string(failed[i].rank) + " " +
+                   describe(failed[i]);
+    return o;
+  }
   if (!failed.empty()) {
     const RankStatus& first = failed.front();
     o.exit_code = first.signaled ? 128 + first.code : first.code;

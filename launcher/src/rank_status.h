@@ -57,7 +57,8 @@ struct JobOutcome {
 // signal); without one, mpirun's does. When the first failures are every rank of one machine, of
 // a job on several, and no rank elsewhere failed the same way, the message names the machine and
 // its ranks ("machine sim1 (ranks 2, 3): every rank was killed by signal 9 (SIGKILL)"): a machine
-// lost, not a bug in one rank.
+// lost, not a bug in one rank. Ranks that left no status, when every rank that did was stopped by
+// mpirun (SIGTERM), are named first: they went with their wrappers (a machine or its daemon lost).
 JobOutcome summarize_job(int mpirun_wait_status, const std::vector<RankStatus>& ranks, int num_processes,
                          const std::optional<JobVerdict>& verdict = std::nullopt);
 

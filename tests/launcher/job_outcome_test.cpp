@@ -103,6 +103,17 @@ TEST(SummarizeJob, OneRankOfAMachineOrAOneMachineJobNamesTheRank) {
   EXPECT_EQ(o.rank, 0);
 }
 
+TEST(SummarizeJob, RanksWithoutAStatusWhileTheOthersWereStoppedGoFirst) {
+  // sim1 lost with its Open MPI daemon: ranks 2 and 3 left nothing; mpirun stopped sim0's.
+  const auto o = summarize_job(exited(1), {{0, true, SIGTERM, 30, "sim0"}, {1, true, SIGTERM, 31, "sim0"}}, 4);
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_EQ(o.rank, 2);
+  EXPECT_EQ(o.message.rfind("ranks 2, 3 ended without an exit status", 0), 0u) << o.message;
+  EXPECT_NE(o.message.find("; after that, rank 0 was killed by signal 15 (SIGTERM), rank 1"), std::string::npos);
+  // A rank that failed by itself still decides, whoever is missing.
+  EXPECT_EQ(summarize_job(exited(1), {{0, false, 3, 30, "sim0"}}, 2).rank, 0);
+}
+
 TEST_F(VerdictFile, RankStatusesCarryTheirHost) {
   ASSERT_EQ(chmod(dir_.c_str(), 0700), 0);
   std::string why;
