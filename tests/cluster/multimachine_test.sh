@@ -120,6 +120,18 @@ took=$(echo "$(date +%s.%N) - $killed_at" | bc)
 grep -q "machine sim1 (ranks 2, 3): every rank was killed by signal 9 (SIGKILL)" "$work/kill.log" && [ "$rc" = 137 ] &&
   pass "sim1's ranks killed: exit 137 after ${took% *}s, '$(grep -o 'machine sim1 ([^;]*' "$work/kill.log" | head -1)'" ||
   fail "sim1's ranks killed: want exit 137 naming machine sim1 (ranks 2, 3), got $rc" kill
+# 6. Machine sim1 lost whole (its Open MPI daemon too): its ranks leave no status; they are named.
+run m2x2 lost "$train" --epochs 1000000 &
+job=$!
+for _ in $(seq 100); do [ "$(on_sim1 | wc -l)" = 2 ] && break; sleep 0.1; done
+sleep 1
+for p in $(ip netns pids sim1); do [ "$(cat /proc/"$p"/comm 2>/dev/null)" = sleep ] || kill -9 "$p" 2>/dev/null; done
+wait "$job"
+rc=$?
+grep -Eq "ranks ([01], )*2, 3 ended without an exit status" "$work/lost.log" && [ "$rc" != 0 ] &&
+  pass "sim1 lost whole: exit $rc, '$(grep -o 'ranks [0-9, ]*ended without an exit status' "$work/lost.log")'" ||
+  fail "sim1 lost whole: want ranks 2, 3 named as without an exit status, got exit $rc" lost
+
 left=""
 for h in sim0 sim1 sim2 sim3; do
   for p in $(ip netns pids "$h"); do
