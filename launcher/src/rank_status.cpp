@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -18,8 +20,13 @@ namespace xlaunch::launcher {
 bool write_rank_status(const std::string& dir, const RankStatus& s, std::string* why) {
   const int fd = files::open_private_dir(dir, why);
   if (fd < 0) return false;
+  std::string host = s.host;
+  if (host.empty()) {
+    char name[HOST_NAME_MAX + 1] = {0};
+    host = gethostname(name, sizeof name - 1) == 0 && name[0] ? name : "unknown-host";
+  }
   const std::string text = std::to_string(s.rank) + ' ' + (s.signaled ? "1" : "0") + ' ' + std::to_string(s.code) +
-                           ' ' + std::to_string(s.end_ns) + '\n';
+                           ' ' + std::to_string(s.end_ns) + ' ' + host + '\n';
   const bool ok = files::write_private_file(fd, "rank-" + std::to_string(s.rank), text, why);
   close(fd);
   return ok;
@@ -41,6 +48,7 @@ std::vector<RankStatus> read_rank_statuses(const std::string& dir) {
     int signaled = 0;
     if (in >> s.rank >> signaled >> s.code >> s.end_ns && name == "rank-" + std::to_string(s.rank)) {
       s.signaled = signaled != 0;
+      in >> s.host;  // absent in a status written without it
       out.push_back(s);
     }
   }
@@ -71,6 +79,46 @@ std::optional<JobVerdict> read_verdict(const std::string& dir) {
   return v;
 }
 
+namespace {
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
+}
+
+// When the first failures (by time) are every rank of one machine, the job ran on several, and no
+// rank elsewhere failed the same way:
+// "machine sim1 (ranks 2, 3): every rank was killed by signal 9 (SIGKILL)", and how many of
+// `failed` that covers; else {"", 0}.
+std::pair<std::string, size_t> machine_lost(const std::vector<RankStatus>& failed, const std::vector<RankStatus>& ranks) {
+  const std::string& host = failed.front().host;
+  if (host.empty()) return {"", 0};
+  std::vector<int> on_host;
+  bool several_machines = false;
+  for (const auto& r : ranks) {
+    if (r.host == host) on_host.push_back(r.rank);
+    else several_machines = true;
+  }
+  if (!several_machines || on_host.size() < 2 || failed.size() < on_host.size()) return {"", 0};
+  for (size_t i = 0; i < on_host.size(); ++i)
+    if (failed[i].host != host) return {"", 0};
+  // Ranks elsewhere that ended the same way (a bug every rank hit, a test every rank failed): not
+  // this machine's doing.
+  for (size_t i = on_host.size(); i < failed.size(); ++i)
+    for (size_t j = 0; j < on_host.size(); ++j)
+      if (describe(failed[i]) == describe(failed[j])) return {"", 0};
+  bool same_end = true;
+  for (size_t i = 1; i < on_host.size(); ++i) same_end = same_end && describe(failed[i]) == describe(failed[0]);
+  std::string how = same_end ? "every rank " + describe(failed[0]) : "";
+  if (!same_end)
+    for (size_t i = 0; i < on_host.size(); ++i)
+      how += (i ? ", " : "") + std::string("rank ") + std::to_string(failed[i].rank) + " " + describe(failed[i]);
+  return {"machine " + host + " (" + rank_list(on_host) + "): " + how, on_host.size()};
+}
+
+}  // namespace
+
 JobOutcome summarize_job(int wait_status, const std::vector<RankStatus>& ranks, int num_processes,
                          const std::optional<JobVerdict>& verdict) {
   if (verdict) return {verdict->exit_code, verdict->rank, verdict->message};
@@ -82,13 +130,35 @@ JobOutcome summarize_job(int wait_status, const std::vector<RankStatus>& ranks, 
   const int mpirun_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
                           : WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status) : 1;
   JobOutcome o;
+  // Ranks that left no status while every rank that did was stopped by mpirun (SIGTERM): they went
+  // first, with their wrappers (a machine lost, or its Open MPI daemon).
+  std::vector<int> silent;
+  for (int r = 0, k = 0; r < num_processes; ++r) {
+    while (k < static_cast<int>(ranks.size()) && ranks[k].rank < r) ++k;
+    if (k == static_cast<int>(ranks.size()) || ranks[k].rank != r) silent.push_back(r);
+  }
+  const bool all_stopped = !failed.empty() && std::all_of(failed.begin(), failed.end(), [](const RankStatus& r) {
+    return r.signaled && r.code == SIGTERM;
+  });
+  if (!silent.empty() && all_stopped && mpirun_code != 0) {
+    o.exit_code = mpirun_code;
+    o.rank = silent.front();
+    o.message = rank_list(silent) + " ended without an exit status (their machine, or Open MPI's daemon there, "
+                "is gone?; mpirun's message above says which)";
+    for (size_t i = 0; i < failed.size(); ++i)
+      o.message += (i == 0 ? "; after that, " : ", ") + std::string("rank ") + std::to_string(failed[i].rank) + " " +
+                   describe(failed[i]);
+    return o;
+  }
   if (!failed.empty()) {
     const RankStatus& first = failed.front();
     o.exit_code = first.signaled ? 128 + first.code : first.code;
     o.rank = first.rank;
-    o.message = "rank " + std::to_string(first.rank) + " " + describe(first);
-    for (size_t i = 1; i < failed.size(); ++i)
-      o.message += (i == 1 ? "; after that, " : ", ") + std::string("rank ") + std::to_string(failed[i].rank) +
+    const auto [machine, covered] = machine_lost(failed, ranks);
+    const size_t next = machine.empty() ? 1 : covered;
+    o.message = machine.empty() ? "rank " + std::to_string(first.rank) + " " + describe(first) : machine;
+    for (size_t i = next; i < failed.size(); ++i)
+      o.message += (i == next ? "; after that, " : ", ") + std::string("rank ") + std::to_string(failed[i].rank) +
                    " " + describe(failed[i]);
     return o;
   }

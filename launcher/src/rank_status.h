@@ -18,10 +18,12 @@ struct RankStatus {
   bool signaled = false;  // killed by a signal (code is the signal number) vs exited (code is the exit code)
   int code = 0;
   int64_t end_ns = 0;     // CLOCK_REALTIME when it ended; orders the failures
+  std::string host;       // the machine it ran on ("" when unknown: a status written before hosts were)
 };
 
 // Writes dir/rank-R atomically (a new temporary file, then rename), when dir is a private
-// directory of this user's (private_files.h). Returns false and sets *why otherwise.
+// directory of this user's (private_files.h); an empty s.host is written as this machine's host
+// name. Returns false and sets *why otherwise.
 bool write_rank_status(const std::string& dir, const RankStatus& s, std::string* why);
 
 // Every status in dir, by rank, when dir is a private directory of this user's. Only regular files
@@ -52,7 +54,11 @@ struct JobOutcome {
 // Pure. mpirun_wait_status: waitpid's status for mpirun; num_processes: ranks expected.
 // A verdict decides (a stuck job: 124; a rank that left early or a mismatch: 1; a rank that failed
 // while others waited: its code); else a failed rank decides the exit code (its code, or 128 +
-// signal); without one, mpirun's does.
+// signal); without one, mpirun's does. When the first failures are every rank of one machine, of
+// a job on several, and no rank elsewhere failed the same way, the message names the machine and
+// its ranks ("machine sim1 (ranks 2, 3): every rank was killed by signal 9 (SIGKILL)"): a machine
+// lost, not a bug in one rank. Ranks that left no status, when every rank that did was stopped by
+// mpirun (SIGTERM), are named first: they went with their wrappers (a machine or its daemon lost).
 JobOutcome summarize_job(int mpirun_wait_status, const std::vector<RankStatus>& ranks, int num_processes,
                          const std::optional<JobVerdict>& verdict = std::nullopt);
 

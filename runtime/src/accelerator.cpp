@@ -7,7 +7,12 @@
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/utils.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -54,6 +59,31 @@ std::string describe_params(const torch::nn::Module& m) {
     os << "buffer '" << item.key() << "' shape " << item.value().sizes() << " "
        << at::toString(item.value().scalar_type()) << "\n";
   return os.str();
+}
+
+// What processes must share to map each other's shared memory: the kernel (its boot id) and the
+// /dev/shm they see (the device and inode of its mount). Not the host name, which machines may
+// repeat, nor Open MPI's local ranks, which follow the hostfile's names: this differs between
+// machines, containers and namespaces with their own /dev/shm, and only between them.
+std::string shared_memory_domain() {
+  std::ifstream boot_file("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(boot_file, boot);
+  if (boot.empty()) {
+    char host[HOST_NAME_MAX + 1] = {0};
+    gethostname(host, sizeof host - 1);
+    boot = std::string("host ") + host;
+  }
+  struct stat st {};
+  return boot + " /dev/shm " +
+         (stat("/dev/shm", &st) == 0 ? std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) : "absent");
+}
+
+// Collective: whether every rank of comm sees the same shared memory as rank 0.
+bool one_shared_memory_domain(Communicator& comm) {
+  const std::string mine = shared_memory_domain();
+  const std::string ref = broadcast_string(comm, mine);
+  return !agree_on_error(comm, mine == ref ? "" : "another machine").failed();
 }
 
 std::vector<std::string> lines(const std::string& s) {
@@ -146,9 +176,9 @@ std::shared_ptr<Communicator> Accelerator::bucket_communicator(const at::Device&
     cpu_bucket_comm_ = cpu_comm_;
     if (options_.cpu_allreduce != "auto" && options_.cpu_allreduce != "mpi")
       throw UsageError("cpu_allreduce '" + options_.cpu_allreduce + "' is not one of auto, mpi");
-    // Every rank on this machine (the local ranks are the world) and MPI underneath: shared memory.
-    if (options_.cpu_allreduce == "auto" && world_ > 1 && local_world_ == world_ &&
-        cpu_comm_ == MpiCommunicator::world()) {
+    // Every rank sees the same shared memory (one machine) and MPI underneath: shared memory.
+    if (options_.cpu_allreduce == "auto" && world_ > 1 && cpu_comm_ == MpiCommunicator::world() &&
+        one_shared_memory_domain(*cpu_comm_)) {
       try {
         cpu_bucket_comm_ = std::make_shared<ShmCommunicator>(cpu_comm_);
       } catch (const CommError& e) {

@@ -61,4 +61,73 @@ TEST(SummarizeJob, WithoutAVerdictTheFirstFailedRankIsNamed) {
   EXPECT_EQ(summarize_job(exited(0), {{0, false, 0, 1}, {1, false, 0, 2}}, 2).rank, -1);
 }
 
+TEST(SummarizeJob, EveryRankOfOneMachineFailingFirstNamesTheMachine) {
+  // Machine sim1's ranks were killed; mpirun then ended sim0's.
+  const auto o = summarize_job(exited(137),
+                               {{0, true, SIGTERM, 30, "sim0"}, {1, true, SIGTERM, 31, "sim0"},
+                                {2, true, SIGKILL, 10, "sim1"}, {3, true, SIGKILL, 11, "sim1"}},
+                               4);
+  EXPECT_EQ(o.exit_code, 128 + SIGKILL);
+  EXPECT_EQ(o.rank, 2);
+  EXPECT_EQ(o.message,
+            "machine sim1 (ranks 2, 3): every rank was killed by signal 9 (SIGKILL); after that, rank 0 was killed by "
+            "signal 15 (SIGTERM), rank 1 was killed by signal 15 (SIGTERM)");
+}
+
+TEST(SummarizeJob, AMachineWhoseRanksEndedDifferentlyListsEach) {
+  const auto o = summarize_job(exited(3), {{0, true, SIGTERM, 30, "a"}, {1, false, 3, 10, "b"}, {2, true, SIGKILL, 11, "b"}}, 3);
+  EXPECT_EQ(o.rank, 1);
+  EXPECT_EQ(o.message,
+            "machine b (ranks 1, 2): rank 1 exited with code 3, rank 2 was killed by signal 9 (SIGKILL); after that, "
+            "rank 0 was killed by signal 15 (SIGTERM)");
+}
+
+TEST(SummarizeJob, OneRankOfAMachineOrAOneMachineJobNamesTheRank) {
+  // One rank of sim1 failed first: a rank's failure, not its machine's.
+  auto o = summarize_job(exited(3),
+                         {{0, true, SIGTERM, 30, "sim0"}, {1, true, SIGTERM, 31, "sim0"}, {2, false, 3, 10, "sim1"},
+                          {3, true, SIGTERM, 32, "sim1"}},
+                         4);
+  EXPECT_EQ(o.message.rfind("rank 2 exited with code 3; after that, rank 0", 0), 0u) << o.message;
+  // Every rank of both machines failed alike, sim0's first: the ranks' doing, not sim0's.
+  o = summarize_job(exited(1),
+                    {{0, false, 1, 10, "sim0"}, {1, false, 1, 11, "sim0"}, {2, false, 1, 12, "sim1"},
+                     {3, false, 1, 13, "sim1"}},
+                    4);
+  EXPECT_EQ(o.message.rfind("rank 0 exited with code 1; after that, rank 1", 0), 0u) << o.message;
+  // Every rank on the only machine.
+  o = summarize_job(exited(137), {{0, true, SIGKILL, 10, "a"}, {1, true, SIGKILL, 11, "a"}}, 2);
+  EXPECT_EQ(o.message, "rank 0 was killed by signal 9 (SIGKILL); after that, rank 1 was killed by signal 9 (SIGKILL)");
+  // Statuses without hosts (an older wrapper).
+  o = summarize_job(exited(137), {{0, true, SIGKILL, 10}, {1, true, SIGKILL, 11}}, 2);
+  EXPECT_EQ(o.rank, 0);
+}
+
+TEST(SummarizeJob, RanksWithoutAStatusWhileTheOthersWereStoppedGoFirst) {
+  // sim1 lost with its Open MPI daemon: ranks 2 and 3 left nothing; mpirun stopped sim0's.
+  const auto o = summarize_job(exited(1), {{0, true, SIGTERM, 30, "sim0"}, {1, true, SIGTERM, 31, "sim0"}}, 4);
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_EQ(o.rank, 2);
+  EXPECT_EQ(o.message.rfind("ranks 2, 3 ended without an exit status", 0), 0u) << o.message;
+  EXPECT_NE(o.message.find("; after that, rank 0 was killed by signal 15 (SIGTERM), rank 1"), std::string::npos);
+  // A rank that failed by itself still decides, whoever is missing.
+  EXPECT_EQ(summarize_job(exited(1), {{0, false, 3, 30, "sim0"}}, 2).rank, 0);
+}
+
+TEST_F(VerdictFile, RankStatusesCarryTheirHost) {
+  ASSERT_EQ(chmod(dir_.c_str(), 0700), 0);
+  std::string why;
+  ASSERT_TRUE(write_rank_status(dir_, {1, true, SIGKILL, 7, "sim1"}, &why)) << why;
+  ASSERT_TRUE(write_rank_status(dir_, {0, false, 0, 8}, &why)) << why;
+  std::ofstream(dir_ + "/rank-2") << "2 0 3 9\n";  // written without a host
+  const auto got = read_rank_statuses(dir_);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[1].host, "sim1");
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  EXPECT_EQ(got[0].host, host);  // this machine's, when the writer gave none
+  EXPECT_EQ(got[2].host, "");
+  EXPECT_EQ(got[2].code, 3);
+}
+
 }  // namespace

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# xlaunch on several machines, simulated on this host (scripts/cluster/sim.sh): 2 machines x 2
+# ranks through an ordinary hostfile, checked against what each rank must see.
+#   usage: multimachine_test.sh SOURCE_DIR BUILD_DIR
+# Needs root and network/UTS/mount namespaces: exits 77 (skipped, saying why) without them.
+# Every namespace, link and process it made is removed on exit, also when a check fails.
+set -u
+src=$1
+build=$2
+sim=$src/scripts/cluster/sim.sh
+"$sim" check || exit 77
+# One simulation per host at a time: another checkout's test run waits here instead of tearing
+# down this one's machines (the names and the bridge are the host's).
+exec 9>/run/xlsim.lock
+flock -w 600 9 || { echo "FAIL another multi-machine test held /run/xlsim.lock for 10 minutes"; exit 1; }
+
+work=$(mktemp -d /tmp/xlaunch_multimachine.XXXXXX)
+cleanup() { "$sim" down; rm -rf "$work"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+failures=0
+pass() { echo "PASS $1"; }
+fail() {
+  echo "FAIL $1"
+  [ -n "${2:-}" ] && sed 's/^/    /' "$work/$2.log"
+  failures=$((failures + 1))
+}
+
+"$sim" up 4 || { echo "FAIL sim.sh up 4"; exit 1; }
+# How Open MPI reaches the machines: environment only, nothing xlaunch knows about.
+eval "$("$sim" env)"
+
+xlaunch=$build/launcher/xlaunch
+mkdir -p "$work/logs"
+layout() {  # layout NAME MACHINES RANKS_PER_MACHINE: hostfile + config for sim0..sim<M-1>
+  local name=$1 m=$2 per=$3
+  : >"$work/$name.hosts"
+  for ((i = 0; i < m; i++)); do echo "sim$i slots=$per" >>"$work/$name.hosts"; done
+  cat >"$work/$name.yaml" <<EOF
+distributed_type: MULTI_CPU
+num_processes: $((m * per))
+num_machines: $m
+log_dir: $work/logs
+mpi:
+  hostfile: $work/$name.hosts
+EOF
+}
+layout m2x2 2 2
+layout m4x1 4 1
+layout m1x2 1 2
+run() {  # run LAYOUT LOG PROGRAM ARGS...: xlaunch run with that layout's config; output in LOG.log
+  local cfg=$work/$1.yaml log=$2
+  shift 2
+  timeout 120 "$xlaunch" run --config_file "$cfg" "$@" >"$work/$log.log" 2>&1
+}
+
+# 1. Where the ranks run, and what each decides there.
+probe=$build/tests/cluster/placement_probe
+if run m2x2 probe "$probe"; then
+  want="0 sim0 0 1 mpi
+1 sim0 1 0 mpi
+2 sim1 0 1 mpi
+3 sim1 1 0 mpi"
+  got=$(sed -n 's/^probe rank=\([0-9]*\) world=4 host=\([a-z0-9]*\) local_rank=\([0-9]*\) local_main=\([01]\) bucket_comm=\([a-z]*\) .*/\1 \2 \3 \4 \5/p' \
+        "$work/probe.log" | sort -n)
+  [ "$got" = "$want" ] && pass "2x2: ranks 0,1 on sim0 and 2,3 on sim1, local ranks 0,1 on each, local main = local rank 0, gradients over MPI" ||
+    fail "2x2 placement (want: $(echo $want))" probe
+  shm_ids=$(sed -n 's/^probe .*host=\([a-z0-9]*\) .* shm=\([0-9:]*\)$/\1 \2/p' "$work/probe.log" | sort -u)
+  [ "$(echo "$shm_ids" | wc -l)" = 2 ] && [ "$(echo "$shm_ids" | awk '{print $2}' | sort -u | wc -l)" = 2 ] &&
+    pass "each machine has its own /dev/shm" || fail "each machine has its own /dev/shm: $shm_ids" probe
+else
+  fail "placement probe on 2x2" probe
+fi
+if run m1x2 probe1 "$probe" && [ "$(grep -c 'host=sim0 .*bucket_comm=shm ' "$work/probe1.log")" = 2 ]; then
+  pass "1x2 on sim0: the two ranks of one machine reduce gradients through shared memory"
+else
+  fail "1x2 on sim0 uses shared memory" probe1
+fi
+
+# 2. xlaunch test, through the same config.
+if timeout 120 "$xlaunch" test --config_file "$work/m2x2.yaml" >"$work/selftest.log" 2>&1; then
+  pass "xlaunch test on 2x2"
+else
+  fail "xlaunch test on 2x2" selftest
+fi
+
+# 3. DDP equals one process doing the same work, across machines (MPI between them).
+if run m2x2 ddp "$build/tests/cluster/ddp_equivalence" && [ "$(grep -c 'ddp_equivalence .*world=4 bucket_comm=mpi .*PASS$' "$work/ddp.log")" = 4 ]; then
+  pass "2x2: 8 SGD momentum steps equal one process's on the 4 ranks' batches ($(grep -o 'grad_rel_err.*PASS' "$work/ddp.log" | head -1))"
+else
+  fail "2x2: DDP equals one process" ddp
+fi
+
+# 4. A checkpoint saved on 2x2 resumes on 4x1 (4 machines, 1 rank each) exactly.
+train=$build/tests/checkpoint/checkpoint_train_resume
+if run m2x2 straight "$train" --epochs 2 --out "$work/straight.bin" &&
+   run m2x2 save "$train" --epochs 2 --save "$work/ckpt" --stop-after-epochs 1 &&
+   run m4x1 resume "$train" --epochs 2 --resume "$work/ckpt" --out "$work/resumed.bin"; then
+  [ "$(ls -d "$work"/ckpt* | wc -l)" = 1 ] && [ -f "$work/ckpt/MANIFEST" ] &&
+    pass "2x2: one checkpoint directory written" || fail "2x2: one checkpoint directory written ($(ls -d "$work"/ckpt*))"
+  cmp -s "$work/straight.bin" "$work/resumed.bin" &&
+    pass "saved on 2x2, resumed on 4x1: parameters equal the straight 2x2 run's bitwise" ||
+    fail "saved on 2x2, resumed on 4x1: parameters differ from the straight run" resume
+else
+  fail "checkpoint runs (straight, save on 2x2, resume on 4x1)" resume
+fi
+
+# 5. Every rank of machine sim1 killed: the job ends, naming the machine and its ranks.
+run m2x2 kill "$train" --epochs 1000000 &
+job=$!
+comm=$(basename "$train" | cut -c1-15)
+on_sim1() { for p in $(ip netns pids sim1); do [ "$(cat /proc/"$p"/comm 2>/dev/null)" = "$comm" ] && echo "$p"; done; }
+for _ in $(seq 100); do [ "$(on_sim1 | wc -l)" = 2 ] && break; sleep 0.1; done
+sleep 1  # well into training
+killed_at=$(date +%s.%N)
+on_sim1 | xargs -r kill -9
+wait "$job"
+rc=$?
+took=$(echo "$(date +%s.%N) - $killed_at" | bc)
+grep -q "machine sim1 (ranks 2, 3): every rank was killed by signal 9 (SIGKILL)" "$work/kill.log" && [ "$rc" = 137 ] &&
+  pass "sim1's ranks killed: exit 137 after ${took% *}s, '$(grep -o 'machine sim1 ([^;]*' "$work/kill.log" | head -1)'" ||
+  fail "sim1's ranks killed: want exit 137 naming machine sim1 (ranks 2, 3), got $rc" kill
+# 6. Machine sim1 lost whole (its Open MPI daemon too): its ranks leave no status; they are named.
+run m2x2 lost "$train" --epochs 1000000 &
+job=$!
+for _ in $(seq 100); do [ "$(on_sim1 | wc -l)" = 2 ] && break; sleep 0.1; done
+sleep 1
+for p in $(ip netns pids sim1); do [ "$(cat /proc/"$p"/comm 2>/dev/null)" = sleep ] || kill -9 "$p" 2>/dev/null; done
+wait "$job"
+rc=$?
+grep -Eq "ranks ([01], )*2, 3 ended without an exit status" "$work/lost.log" && [ "$rc" != 0 ] &&
+  pass "sim1 lost whole: exit $rc, '$(grep -o 'ranks [0-9, ]*ended without an exit status' "$work/lost.log")'" ||
+  fail "sim1 lost whole: want ranks 2, 3 named as without an exit status, got exit $rc" lost
+
+left=""
+for h in sim0 sim1 sim2 sim3; do
+  for p in $(ip netns pids "$h"); do
+    [ "$(cat /proc/"$p"/comm 2>/dev/null)" = sleep ] || left+=" $h:$(cat /proc/"$p"/comm 2>/dev/null)"
+  done
+done
+[ -z "$left" ] && pass "no process of the job is left on any machine" || fail "processes left:$left"
+
+[ "$failures" = 0 ] && echo "all multi-machine checks passed" || echo "$failures multi-machine check(s) FAILED"
+[ "$failures" = 0 ]
