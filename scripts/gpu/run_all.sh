@@ -6,6 +6,8 @@
 # the loader's pinned/device path, the fused unscale kernel and fp16/bf16 training) and the GPU
 # benchmarks, and writes a log per part into OUT_DIR (default: $OUT, else ./gpu-results).
 # Needs mpirun (Open MPI) on PATH. Exit status: nonzero when any part failed.
+# The lent GPU machines have no Open MPI, yaml-cpp or CLI11 and no registry: there, use the bundle
+# instead (scripts/gpu/bundle.sh here, then its run.sh there; docs/gpu.md).
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT_DIR="${1:-${OUT:-$REPO/gpu-results}}"

@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# Every GPU check of xlaunch, from a bundle made by scripts/gpu/bundle.sh (this file is its run.sh):
+#   run.sh [--cpu-only] [RESULTS_DIR]
+# Needs nothing on the machine but a CUDA driver and a python whose torch is the 2.11.0 wheel
+# (XLAUNCH_PYTHON, else /opt/torch/.venv/bin/python3, else python3): LibTorch and the CUDA
+# libraries come from that wheel, everything else from the bundle (docs/gpu.md).
+#
+# Writes RESULTS_DIR (default: $OUT, else ./gpu-results): summary.txt, and one log per part in
+# logs/ (in logs.tar.gz alone when RESULTS_DIR is $OUT, the device tool's folder, which takes few
+# files). Prints one PASS/FAIL line per part, the bench= lines, and `gpu_checks: N passed, M failed`.
+# Sized for under 8 minutes on one H200: each part has a time limit, and the parts left when
+# XLAUNCH_GPU_BUDGET_S (default 450) seconds are spent fail as not run.
+# --cpu-only: only the CPU-side checks (the bundle's libraries, `xlaunch test` with 2 CPU ranks
+# through the bundled mpirun, an MPI test program), for a machine without a GPU (tests/bundle).
+# Exit status: 0 when every part passed. A benchmark below its target is reported, not a failure.
+set -uo pipefail
+B="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cpu_only=0
+if [ "${1:-}" = "--cpu-only" ]; then cpu_only=1; shift; fi
+RES="${1:-${OUT:-$PWD/gpu-results}}"
+mkdir -p "$RES/logs" || exit 2
+RES="$(cd "$RES" && pwd)"
+LOGS="$RES/logs"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/xlaunch-gpu.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+SUMMARY="$RES/summary.txt"
+: >"$SUMMARY"
+say() { echo "$*" | tee -a "$SUMMARY"; }
+
+# --- The environment: torch's libraries, the bundle's, and Open MPI relocated into the bundle.
+PY="${XLAUNCH_PYTHON:-}"
+[ -z "$PY" ] && [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
+PY="${PY:-python3}"
+torch_info=$("$PY" -c 'import os, torch; print(torch.__version__); print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>"$WORK/torch.err") ||
+  { say "run.sh: $PY cannot import torch: $(tail -3 "$WORK/torch.err")"; say "gpu_checks: 0 passed, 1 failed"; exit 2; }
+TORCH_VERSION=$(echo "$torch_info" | sed -n 1p)
+TORCH_LIB=$(echo "$torch_info" | sed -n 2p)
+SITE=$(cd "$TORCH_LIB/../.." && pwd)
+libpath="$B/lib:$TORCH_LIB"
+for d in "$SITE"/nvidia/*/lib; do [ -d "$d" ] && libpath="$libpath:$d"; done
+export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$B/bin:$PATH"
+export OPAL_PREFIX="$B" OPAL_EXEC_PREFIX="$B" OPAL_BINDIR="$B/bin" OPAL_SBINDIR="$B/bin" OPAL_LIBEXECDIR="$B/bin"
+export OPAL_LIBDIR="$B/lib" OPAL_PKGLIBDIR="$B/lib/openmpi3" OPAL_DATAROOTDIR="$B/share" OPAL_DATADIR="$B/share"
+export OPAL_PKGDATADIR="$B/share/openmpi" OPAL_SYSCONFDIR="$B/etc" OPAL_INCLUDEDIR="$B/include"
+export PMIX_PREFIX="$B" PMIX_EXEC_PREFIX="$B" PMIX_BINDIR="$B/bin" PMIX_LIBDIR="$B/lib" PMIX_PKGLIBDIR="$B/lib/pmix"
+export PMIX_DATAROOTDIR="$B/share" PMIX_DATADIR="$B/share" PMIX_PKGDATADIR="$B/share/pmix" PMIX_SYSCONFDIR="$B/etc"
+export PMIX_MCA_mca_base_component_path="$B/lib/pmix" OMPI_MCA_mca_base_component_path="$B/lib/openmpi3"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 GTEST_COLOR=no
+export HOME="$WORK/home" XLAUNCH_TIMEOUT_S="${XLAUNCH_TIMEOUT_S:-120}"
+mkdir -p "$HOME"
+MPIRUN=(mpirun --oversubscribe)
+[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+
+say "run.sh: bundle $B ($(sed -n 's/^commit: //p' "$B/MANIFEST.txt" 2>/dev/null)); torch $TORCH_VERSION from $TORCH_LIB"
+case "$TORCH_VERSION" in 2.11.0*) ;; *) say "run.sh: warning: the bundle is built against torch 2.11.0, this is $TORCH_VERSION";; esac
+
+# --- Parts: part NAME LIMIT_S COMMAND...; the log is $LOGS/NAME.log. A part fails on a nonzero
+# exit, a timeout, or (gtest) a skipped test: on a GPU machine the CUDA tests must run.
+BUDGET="${XLAUNCH_GPU_BUDGET_S:-450}"
+T0=$(date +%s)
+passed=0 failed=0
+notes=()
+part() {
+  local name=$1 limit=$2; shift 2
+  local log="$LOGS/$name.log" left=$(( BUDGET - ($(date +%s) - T0) )) t=$(date +%s) rc
+  if [ "$left" -lt 10 ]; then
+    say "FAIL $name (not run: the ${BUDGET} s budget is spent)"; failed=$((failed + 1)); return 1
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "# $name: $*" >"$log"
+  if [ "$(type -t "$1")" = function ]; then  # a function runs in a fresh bash, with what it uses
+    timeout -k 10 "$limit" bash -c "$(declare -f "$1"); $(declare -p B WORK W MPIRUN 2>/dev/null); \"\$@\"" _ "$@" >>"$log" 2>&1
+  else
+    timeout -k 10 "$limit" "$@" >>"$log" 2>&1
+  fi
+  rc=$?
+  local why=""
+  [ $rc -eq 124 ] && why=" (timed out after $limit s)"
+  [ $rc -ne 0 ] && [ -z "$why" ] && why=" (exit $rc)"
+  if [ $rc -eq 0 ] && grep -q 'SKIPPED \]' "$log"; then rc=1; why=" (a test skipped on a GPU machine)"; fi
+  if [ $rc -eq 0 ]; then
+    say "PASS $name ($(( $(date +%s) - t )) s)"; passed=$((passed + 1))
+  else
+    say "FAIL $name$why: $log"; failed=$((failed + 1))
+    grep -E '(FAILED|SKIPPED) \]|Failure|error' "$log" | head -8 | sed 's/^/    /' | tee -a "$SUMMARY"
+  fi
+  return $rc
+}
+# target NAME VALUE MIN: says whether a benchmark ratio met its target.
+target() {
+  awk -v n="$1" -v v="$2" -v m="$3" 'BEGIN { printf "  %s=%.3f (target >= %s): %s\n", n, v, m, (v + 0 >= m + 0 ? "met" : "MISSED") }' |
+    tee -a "$SUMMARY"
+}
+
+# --- CPU side: the bundle's libraries resolve, the launcher and MPI run from the bundle alone.
+check_libs() {
+  local bad=0 f
+  for f in "$B"/bin/* "$B"/lib/*.so* "$B"/lib/openmpi3/*.so "$B"/lib/pmix/*.so; do
+    if ldd "$f" 2>&1 | grep -q 'not found'; then echo "$f:"; ldd "$f" | grep 'not found'; bad=1; fi
+  done
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  ldd "$B/bin/xlaunch" "$B/lib/libxlaunch.so"
+  return $bad
+}
+printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\n' >"$WORK/cpu2.yaml"
+part libs 60 check_libs
+part mpirun_version 30 mpirun --version
+part selftest_cpu_2 180 xlaunch test --config_file "$WORK/cpu2.yaml"
+part mpi_communicator_cpu_2 180 "${MPIRUN[@]}" -np 2 "$B/bin/mpi_communicator_test"
+
+if [ $cpu_only = 0 ]; then
+  nvidia-smi >"$LOGS/nvidia-smi.log" 2>&1
+  NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+  say "gpus: $NGPU ($(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1))"
+  if [ "${NGPU:-0}" -lt 1 ]; then
+    say "FAIL gpu (nvidia-smi sees no GPU: run.sh --cpu-only runs the CPU side alone)"; failed=$((failed + 1))
+  else
+    W=$NGPU
+    [ "$W" = 1 ] && notes+=("world size 1: one GPU here, so the NCCL, DDP and training checks ran one rank; collectives across GPUs were not exercised")
+    if [ "$W" -gt 1 ]; then dist=MULTI_GPU; else dist=NO; fi
+    printf 'distributed_type: %s\nnum_processes: %s\n' "$dist" "$W" >"$WORK/gpu.yaml"
+
+    part nccl_world_$W 120 "${MPIRUN[@]}" -np "$W" "$B/bin/nccl_test"
+    part loader_cuda 120 "$B/bin/loader_test" --gtest_filter='LoaderCuda.*:-LoaderCuda.AskingForCudaWithoutAGpuSaysWhy'
+    part amp_unscale_cuda 120 "$B/bin/amp_unscale_test" --gtest_filter='AmpUnscaleCuda.*'
+    part grad_scaler_cuda 120 "$B/bin/grad_scaler_test" --gtest_filter='UnscaleAndCheck.Cuda*'
+    part autocast_cuda 180 "$B/bin/autocast_test" --gtest_filter='AutocastTraining.Cuda*'
+
+    # Fashion-MNIST, one epoch on the GPU(s) per precision: the accuracy line, and under fp16 the
+    # GradScaler's scale in the checkpoint (from 65536, halved once per skipped step; it grows only
+    # after 2000 clean steps, more than one epoch has).
+    monitor=()
+    xlaunch run --help 2>/dev/null | grep -qE -- '--monitor( |$)' && monitor=(--monitor 5)
+    for mp in no fp16 bf16; do
+      extra=(); [ "$mp" = bf16 ] && extra=("${monitor[@]}")
+      if part fashion_mnist_$mp 150 xlaunch run --config_file "$WORK/gpu.yaml" --mixed_precision "$mp" "${extra[@]}" \
+           "$B/bin/train_fashion_mnist" --data_dir "$B/data/fashion-mnist" --epochs 1 --checkpoint_dir "$WORK/fm_$mp"; then
+        line=$(grep -o 'epoch=1 .*' "$LOGS/fashion_mnist_$mp.log" | tail -1)
+        say "  fashion_mnist mixed_precision=$mp $line"
+        acc=$(echo "$line" | sed -n 's/.*test_acc=\([0-9.]*\).*/\1/p')
+        awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.85) }' || { say "FAIL fashion_mnist_$mp accuracy ${acc:-?} < 0.85"; failed=$((failed + 1)); passed=$((passed - 1)); }
+        if [ "$mp" = fp16 ]; then
+          scale=$(sed -n 's/^scaler scale //p' "$WORK/fm_fp16/metadata.txt" 2>/dev/null | head -1)
+          if [ -z "$scale" ]; then
+            say "FAIL fashion_mnist_fp16: no GradScaler state in its checkpoint"; failed=$((failed + 1)); passed=$((passed - 1))
+          else
+            awk -v s="$scale" 'BEGIN { k = log(65536 / s) / log(2); printf "  fp16 GradScaler: scale 65536 -> %s after one epoch: %d step(s) skipped for inf/NaN gradients, training went on (accuracy above)%s\n", s, k + 0.5, (k < 0.5 ? "; no overflow this run: AutocastTraining.Cuda and UnscaleAndCheck.Cuda inject them" : "") }' | tee -a "$SUMMARY"
+          fi
+        fi
+        if [ "$mp" = bf16 ] && [ ${#monitor[@]} -gt 0 ]; then
+          say "  utilization report (GPU columns):"
+          grep -i -E 'gpu' "$LOGS/fashion_mnist_bf16.log" | grep -v -E '^#|training on' | tail -4 | sed 's/^/    /' | tee -a "$SUMMARY"
+        fi
+      fi
+    done
+    [ ${#monitor[@]} -eq 0 ] && notes+=("utilization report: this xlaunch has no --monitor, so there are no GPU columns to show")
+
+    # A GPU checkpoint: fp16 (GradScaler state) and dropout drawn from the CUDA generator, stopped
+    # mid-epoch and resumed in a fresh job, against a job that ran straight through: bitwise equal.
+    ckpt_gpu() {
+      local opt rc=0
+      export XLAUNCH_MIXED_PRECISION=fp16
+      for opt in sgd adam; do
+        "${MPIRUN[@]}" -np "$W" "$B/bin/checkpoint_train_resume" --optimizer $opt --epochs 2 --out "$WORK/straight_$opt.bin" &&
+        "${MPIRUN[@]}" -np "$W" "$B/bin/checkpoint_train_resume" --optimizer $opt --epochs 2 --save "$WORK/ck_$opt" --stop-after-batches 11 &&
+        "${MPIRUN[@]}" -np "$W" "$B/bin/checkpoint_train_resume" --optimizer $opt --epochs 2 --resume "$WORK/ck_$opt" --out "$WORK/resumed_$opt.bin" ||
+          { echo "FAIL $opt: a job failed"; rc=1; continue; }
+        echo "--- $opt checkpoint metadata:"; cat "$WORK/ck_$opt/metadata.txt"
+        grep -q '^scaler scale ' "$WORK/ck_$opt/metadata.txt" && echo "PASS $opt: the fp16 GradScaler state is saved" ||
+          { echo "FAIL $opt: no GradScaler state in the checkpoint"; rc=1; }
+        grep -a -q cuda "$WORK/ck_$opt/rng/rank_0.pt" && echo "PASS $opt: the CUDA generator's state is saved" ||
+          { echo "FAIL $opt: no CUDA generator state in rng/rank_0.pt"; rc=1; }
+        cmp "$WORK/straight_$opt.bin" "$WORK/resumed_$opt.bin" && echo "PASS $opt: the resumed model is bitwise the straight one" ||
+          { echo "FAIL $opt: the resumed model differs from the straight one"; rc=1; }
+      done
+      return $rc
+    }
+    part checkpoint_gpu_fp16 150 ckpt_gpu && grep -E '^PASS' "$LOGS/checkpoint_gpu_fp16.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+
+    # Benchmarks, each a ratio to the device's own limit measured in the same run. A benchmark
+    # that gives no number fails; one below its target is reported as MISSED.
+    # bench NAME LIMIT_S KEY TARGET SED_EXPR COMMAND...: runs the part, prints "bench=NAME KEY=R ..."
+    bench() {
+      local name=$1 limit=$2 key=$3 min=$4 expr=$5; shift 5
+      part "bench_$name" "$limit" "$@" || return 1
+      local line r
+      line=$(grep "^bench=$name " "$LOGS/bench_$name.log" | tail -1)
+      r=$(sed -n "$expr" "$LOGS/bench_$name.log" | tail -1)
+      if [ -z "$r" ]; then
+        say "FAIL bench_$name: no $key in its output: $(grep '^bench=' "$LOGS/bench_$name.log" | tail -1)"
+        failed=$((failed + 1)); passed=$((passed - 1)); return 1
+      fi
+      say "${line:-bench=$name $key=$r}"
+      target "$key" "$r" "$min"
+    }
+    # bench_amp_unscale prints its own line (xlaunch/copy); the gpu_unscale line is made from it.
+    if part bench_gpu_unscale 120 "$B/bin/bench_amp_unscale" --devices cuda --iters 200 --rounds 7; then
+      r=$(sed -n 's/.*device=cuda ratio xlaunch\/copy=\([0-9.]*\).*/\1/p' "$LOGS/bench_gpu_unscale.log" | tail -1)
+      if [ -n "$r" ]; then
+        say "bench=gpu_unscale ratio_vs_d2d_copy=$r"; target ratio_vs_d2d_copy "$r" 0.9
+      else
+        say "FAIL bench_gpu_unscale: no ratio in its output"; failed=$((failed + 1)); passed=$((passed - 1))
+      fi
+    fi
+    bench gpu_loader 120 h2d_overlap 0.9 's/^bench=gpu_loader h2d_overlap=\([0-9.]*\).*/\1/p' \
+      "$B/bin/bench_loader" --overlap --workers 4 --batch 32 --batches 200 --rounds 5
+    bench gpu_ddp 150 ratio_vs_plain_libtorch 0.97 's/^bench=gpu_ddp .*ratio_vs_plain_libtorch=\([0-9.]*\).*/\1/p' \
+      "${MPIRUN[@]}" -np 1 "$B/bin/bench_ddp" --mode vs_plain --hidden 8192 --batch 512 --steps 50 --warmup 10 --rounds 5
+  fi
+fi
+
+for n in "${notes[@]}"; do say "note: $n"; done
+say "time: $(( $(date +%s) - T0 )) s"
+say "gpu_checks: $passed passed, $failed failed"
+# The device tool brings back few files: there, the logs travel as one archive.
+if [ -n "${OUT:-}" ] && [ "$RES" -ef "$OUT" ]; then
+  tar -czf "$RES/logs.tar.gz" -C "$RES" logs && rm -rf "$LOGS"
+fi
+[ "$failed" -eq 0 ]
