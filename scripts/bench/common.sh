@@ -33,3 +33,13 @@ check_peers_in_step() {
   done
 }
 check_peers_in_step
+
+# steps/s of 2-rank DDP training of the benchmark MLP (H=1024, batch 64, STEPS steps) under mpirun
+# with these extra mpirun arguments (e.g. -x XLAUNCH_TIMEOUT_S=0): what faults.sh and overhead.sh
+# compare across settings.
+ddp_h1024_steps_per_s() {
+  local out
+  out=$("${MPIRUN[@]}" -np 2 "$@" "$BUILD_DIR/scripts/bench/bench_ddp" --mode ddp --hidden 1024 --batch 64 \
+        --steps "$STEPS")
+  field steps_per_s "$out"
+}

@@ -45,17 +45,11 @@ for ranks in 2 3; do
   done
 done
 
-run_ddp() {  # extra mpirun args... -> steps_per_s
-  local out
-  out=$("${MPIRUN[@]}" -np 2 "$@" "$BUILD_DIR/scripts/bench/bench_ddp" --mode ddp --hidden 1024 --batch 64 \
-        --steps "$STEPS")
-  field steps_per_s "$out"
-}
 on=() off=() dbg=()
 for ((r = 0; r < ROUNDS; r++)); do
-  on+=("$(run_ddp)")
-  off+=("$(run_ddp -x XLAUNCH_TIMEOUT_S=0)")
-  dbg+=("$(run_ddp -x XLAUNCH_DEBUG=1)")
+  on+=("$(ddp_h1024_steps_per_s)")
+  off+=("$(ddp_h1024_steps_per_s -x XLAUNCH_TIMEOUT_S=0)")
+  dbg+=("$(ddp_h1024_steps_per_s -x XLAUNCH_DEBUG=1)")
 done
 awk -v on="$(median "${on[@]}")" -v off="$(median "${off[@]}")" -v dbg="$(median "${dbg[@]}")" \
   'BEGIN {printf "bench=watchdog hidden=1024 steps_per_s_on=%s steps_per_s_off=%s ratio_vs_off=%.3f ratio_debug_vs_off=%.3f\n", on, off, on / off, dbg / off}'

@@ -15,19 +15,13 @@ need_bin scripts/bench/bench_ddp
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-run() {  # extra mpirun args... -> steps_per_s
-  local out
-  out=$("${MPIRUN[@]}" -np 2 "$@" "$BUILD_DIR/scripts/bench/bench_ddp" --mode ddp --hidden 1024 --batch 64 \
-        --steps "$STEPS")
-  field steps_per_s "$out"
-}
 off=() rep=() tr=()
 for ((r = 0; r < ROUNDS; r++)); do
-  off+=("$(run -x XLAUNCH_REPORT=0)")
+  off+=("$(ddp_h1024_steps_per_s -x XLAUNCH_REPORT=0)")
   d=$(mktemp -d "$WORK/status.XXXXXX")
-  rep+=("$(run -x XLAUNCH_REPORT=1 -x XLAUNCH_STATUS_DIR="$d")")
+  rep+=("$(ddp_h1024_steps_per_s -x XLAUNCH_REPORT=1 -x XLAUNCH_STATUS_DIR="$d")")
   d=$(mktemp -d "$WORK/status.XXXXXX") t=$(mktemp -d "$WORK/trace.XXXXXX")
-  tr+=("$(run -x XLAUNCH_REPORT=1 -x XLAUNCH_STATUS_DIR="$d" -x XLAUNCH_TRACE_DIR="$t" -x XLAUNCH_TRACE_STEPS="$STEPS")")
+  tr+=("$(ddp_h1024_steps_per_s -x XLAUNCH_REPORT=1 -x XLAUNCH_STATUS_DIR="$d" -x XLAUNCH_TRACE_DIR="$t" -x XLAUNCH_TRACE_STEPS="$STEPS")")
 done
 awk -v off="$(median "${off[@]}")" -v rep="$(median "${rep[@]}")" -v tr="$(median "${tr[@]}")" \
   'BEGIN {printf "bench=overhead hidden=1024 steps_per_s_off=%s steps_per_s_report=%s steps_per_s_trace=%s report_ratio=%.3f trace_ratio=%.3f\n", off, rep, tr, rep / off, tr / off}'
