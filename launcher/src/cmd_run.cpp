@@ -180,9 +180,10 @@ void report_attempt(const config::LaunchConfig& c, const std::string& status_dir
                     const JobMonitor* monitor) {
   std::vector<std::optional<profile::RankStats>> stats;
   for (int r = 0; r < c.num_processes; ++r) stats.push_back(read_rank_stats(status_dir, r));
-  JobReport report = make_report(stats, gpus.mean());
+  // The GPUs of this machine belong to the ranks only when they train on GPUs.
+  JobReport report = make_report(stats, config::runs_on_cpu(c) ? std::vector<GpuUse>{} : gpus.mean());
   report.advice = advise(report, c);
-  if (report.total_steps > 0) {
+  if (c.report && report.total_steps > 0) {
     std::fprintf(stderr, "%s", format_report(report).c_str());
     if (!c.log_dir.empty()) write_report_json(c.log_dir, report);
   }
@@ -205,13 +206,24 @@ int run_attempts(const config::LaunchConfig& c, Environment env, const std::stri
       std::fprintf(stderr, "xlaunch: Open MPI %s; launching:\n", mpi_version.c_str());
       print_plan(stderr, plan);
     }
-    std::unique_ptr<GpuSampler> gpus = c.report || monitor_s > 0 ? std::make_unique<GpuSampler>() : nullptr;
+    const bool measured = c.report || !c.trace_dir.empty();
+    std::unique_ptr<GpuSampler> gpus = measured ? std::make_unique<GpuSampler>() : nullptr;
     std::unique_ptr<JobMonitor> monitor =
-        c.report ? std::make_unique<JobMonitor>(env.status_dir, c.num_processes, monitor_s, gpus.get()) : nullptr;
-    const int status = run_plan(plan);
+        measured ? std::make_unique<JobMonitor>(env.status_dir, c.num_processes, monitor_s, gpus.get()) : nullptr;
+    int status = 0;
+    try {
+      status = run_plan(plan);
+    } catch (...) {
+      files::remove_private_dir(env.status_dir);
+      throw;
+    }
     if (monitor) monitor->stop();
     if (gpus) gpus->stop();
-    if (c.report) report_attempt(c, env.status_dir, *gpus, monitor.get());
+    try {
+      if (measured) report_attempt(c, env.status_dir, *gpus, monitor.get());
+    } catch (const std::exception& e) {  // the job's outcome matters more than its report
+      std::fprintf(stderr, "xlaunch: warning: no utilization report: %s\n", e.what());
+    }
     const JobOutcome outcome = summarize_job(status, read_rank_statuses(env.status_dir), c.num_processes,
                                              read_verdict(env.status_dir));
     files::remove_private_dir(env.status_dir);

@@ -81,50 +81,71 @@ void GpuSampler::stop() {
 
 void GpuSampler::loop(double interval_s) {
   while (!stopping_) {
-    std::vector<GpuSample> now;
-    for (nvmlDevice_t d : api_->devices) {
-      GpuSample s;
-      nvmlUtilization_t u{};
-      nvmlMemory_t m{};
-      unsigned int mw = 0;
-      if (api_->util(d, &u) == 0) s.sm_pct = u.gpu;
-      if (api_->memory(d, &m) == 0) {
-        s.mem_used_gib = static_cast<double>(m.used) / (1ull << 30);
-        s.mem_total_gib = static_cast<double>(m.total) / (1ull << 30);
-      }
-      if (api_->power && api_->power(d, &mw) == 0) s.power_w = mw / 1000.0;
-      now.push_back(s);
-    }
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      samples_.emplace_back(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
-                            std::move(now));
-    }
+    sample();
     std::this_thread::sleep_for(std::chrono::duration<double>(interval_s));
   }
 }
 
+void GpuSampler::sample() {
+  std::vector<GpuSample> now;
+  std::lock_guard<std::mutex> lk(mu_);
+  sums_.resize(api_->devices.size());
+  sm_reads_.resize(sums_.size()), mem_reads_.resize(sums_.size()), power_reads_.resize(sums_.size());
+  for (size_t g = 0; g < api_->devices.size(); ++g) {
+    nvmlDevice_t d = api_->devices[g];
+    GpuSample s;
+    nvmlUtilization_t u{};
+    nvmlMemory_t m{};
+    unsigned int mw = 0;
+    // A reading NVML refuses (utilization on a MIG slice, say) is left out, not counted as 0.
+    if (api_->util(d, &u) == 0) {
+      s.sm_pct = u.gpu;
+      sums_[g].sm_pct += s.sm_pct, ++sm_reads_[g];
+    }
+    if (api_->memory(d, &m) == 0) {
+      s.mem_used_gib = static_cast<double>(m.used) / (1ull << 30);
+      s.mem_total_gib = static_cast<double>(m.total) / (1ull << 30);
+      sums_[g].mem_used_gib += s.mem_used_gib, ++mem_reads_[g];
+      sums_[g].mem_total_gib = s.mem_total_gib;
+    }
+    if (api_->power && api_->power(d, &mw) == 0) {
+      s.power_w = mw / 1000.0;
+      sums_[g].power_w += s.power_w, ++power_reads_[g];
+    }
+    now.push_back(s);
+  }
+  const double t = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (samples_.size() < kHistory) samples_.emplace_back(t, std::move(now));
+  else samples_[next_ % kHistory] = {t, std::move(now)};
+  ++next_;
+}
+
 std::vector<GpuSample> GpuSampler::latest() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return samples_.empty() ? std::vector<GpuSample>{} : samples_.back().second;
+  return next_ == 0 ? std::vector<GpuSample>{} : samples_[(next_ - 1) % kHistory].second;
 }
 
 std::vector<GpuUse> GpuSampler::mean() const {
   std::lock_guard<std::mutex> lk(mu_);
-  std::vector<GpuUse> out(samples_.empty() ? 0 : static_cast<size_t>(gpus_));
-  for (const auto& [t, per_gpu] : samples_)
-    for (size_t g = 0; g < per_gpu.size() && g < out.size(); ++g) {
-      out[g].sm_pct += per_gpu[g].sm_pct / samples_.size();
-      out[g].mem_used_gib += per_gpu[g].mem_used_gib / samples_.size();
-      out[g].mem_total_gib = per_gpu[g].mem_total_gib;
-      out[g].power_w += per_gpu[g].power_w / samples_.size();
-    }
+  std::vector<GpuUse> out;
+  for (size_t g = 0; g < sums_.size() && next_ > 0; ++g) {
+    if (sm_reads_[g] == 0 && mem_reads_[g] == 0) return {};  // NVML answers nothing useful: no columns
+    GpuUse u;
+    u.sm_pct = sm_reads_[g] ? sums_[g].sm_pct / sm_reads_[g] : -1;
+    u.mem_used_gib = mem_reads_[g] ? sums_[g].mem_used_gib / mem_reads_[g] : 0;
+    u.mem_total_gib = sums_[g].mem_total_gib;
+    u.power_w = power_reads_[g] ? sums_[g].power_w / power_reads_[g] : 0;
+    out.push_back(u);
+  }
   return out;
 }
 
 std::vector<std::pair<double, std::vector<GpuSample>>> GpuSampler::history() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return samples_;
+  if (samples_.size() < kHistory) return samples_;
+  std::vector<std::pair<double, std::vector<GpuSample>>> out;
+  for (size_t i = 0; i < kHistory; ++i) out.push_back(samples_[(next_ + i) % kHistory]);
+  return out;
 }
 
 }  // namespace xlaunch::launcher

@@ -32,18 +32,23 @@ class GpuSampler {
   std::vector<GpuSample> latest() const;
   // The mean over every sample so far, per GPU (empty when unavailable).
   std::vector<GpuUse> mean() const;
-  // Every sample so far: (CLOCK_REALTIME in seconds, per GPU), for the timeline's counters.
+  // The last kHistory samples: (CLOCK_REALTIME in seconds, per GPU), for the timeline's counters.
   std::vector<std::pair<double, std::vector<GpuSample>>> history() const;
   void stop();
 
  private:
   struct Api;
   void loop(double interval_s);
+  void sample();
   std::unique_ptr<Api> api_;
   int gpus_ = 0;
   std::string why_;
+  static constexpr size_t kHistory = 6000;  // 10 minutes at 10 Hz
   mutable std::mutex mu_;
-  std::vector<std::pair<double, std::vector<GpuSample>>> samples_;
+  std::vector<std::pair<double, std::vector<GpuSample>>> samples_;  // a ring of kHistory
+  size_t next_ = 0;                                                 // where the next sample goes
+  std::vector<GpuUse> sums_;                                        // of every sample that read
+  std::vector<int> sm_reads_, mem_reads_, power_reads_;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };

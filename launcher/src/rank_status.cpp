@@ -37,7 +37,9 @@ std::vector<RankStatus> read_rank_statuses(const std::string& dir) {
   std::string why;
   const int fd = files::open_private_dir(dir, &why);
   if (fd < 0) return out;
-  DIR* d = fdopendir(dup(fd));
+  const int listing = dup(fd);
+  DIR* d = listing >= 0 ? fdopendir(listing) : nullptr;
+  if (!d && listing >= 0) close(listing);
   while (dirent* e = d ? readdir(d) : nullptr) {
     const std::string name = e->d_name;
     if (name.rfind("rank-", 0) != 0) continue;

@@ -87,6 +87,8 @@ RankReport summarize(const RankStats& s, uint64_t warmup) {
   const double coll_steps = static_cast<double>(snap ? steps - s.at_warmup.steps : steps);
   r.collectives_per_step = static_cast<double>(s.total.collectives - (snap ? s.at_warmup.collectives : 0)) / coll_steps;
   r.mb_per_step = static_cast<double>(s.total.bytes - (snap ? s.at_warmup.bytes : 0)) / coll_steps / 1e6;
+  for (int p = 0; p < kPhases; ++p)
+    r.gpu_ms_per_step[p] = static_cast<double>(s.total.gpu_ns[p] - (snap ? s.at_warmup.gpu_ns[p] : 0)) / coll_steps / 1e6;
   r.steps = w.steps;
   const double wall_s = static_cast<double>(w.wall_ns) / 1e9;
   if (wall_s <= 0) return r;
@@ -199,7 +201,10 @@ std::vector<std::string> advise(const JobReport& r, const config::LaunchConfig& 
       return std::find(stragglers.begin(), stragglers.end(), r) == stragglers.end();
     }), slow.end());
   if (!slow.empty() && slow.size() == (stragglers.empty() ? ranks.size() : stragglers.size())) {
-    const RankReport& w = worst(profile::kCommWait);
+    const RankReport& w = **std::max_element(ranks.begin(), ranks.end(), [&](const RankReport* a, const RankReport* b) {
+      const auto in_slow = [&](const RankReport* x) { return std::find(slow.begin(), slow.end(), x->rank) != slow.end(); };
+      return (in_slow(a) ? a->phase_pct[profile::kCommWait] : -1) < (in_slow(b) ? b->phase_pct[profile::kCommWait] : -1);
+    });
     out.push_back("communication wait is " + pct(w.phase_pct[profile::kCommWait]) + " of the step on " + rank_list(slow) +
                   " (threshold " + pct(kCommWaitPct) + "; " + fixed(w.collectives_per_step, 1) + " collectives, " +
                   fixed(w.mb_per_step, 2) + " MB per step): the gradient allreduce is not hidden behind backward. Raise "
@@ -211,7 +216,9 @@ std::vector<std::string> advise(const JobReport& r, const config::LaunchConfig& 
   // 4. and 5. The GPU.
   for (const auto* rr : ranks) {
     if (!rr->gpu) continue;
-    if (rr->gpu->sm_pct < kGpuSmPct && rr->phase_pct[profile::kDataWait] <= kDataWaitPct)
+    // Low SM use with a slow loader, a straggler or a slow network has those causes (above).
+    if (rr->gpu->sm_pct >= 0 && rr->gpu->sm_pct < kGpuSmPct && rr->phase_pct[profile::kDataWait] <= kDataWaitPct &&
+        rr->phase_pct[profile::kCommWait] <= kCommWaitPct && stragglers.empty())
       out.push_back("GPU SM use is " + pct(rr->gpu->sm_pct) + " on rank " + std::to_string(rr->rank) +
                     " while data wait is low (" + pct(rr->phase_pct[profile::kDataWait]) + "): the host is the " +
                     "bottleneck. Remove host syncs from the loop (.item(), printing or copying tensors to the CPU every "
@@ -248,11 +255,20 @@ std::string format_report(const JobReport& r) {
     std::snprintf(line, sizeof line, "%-5d %8.2f %10.1f", rr.rank, rr.steps_per_s, rr.samples_per_s);
     os << line;
     for (double p : rr.phase_pct) os << " " << std::string(9 - std::min<size_t>(9, pct(p).size()), ' ') << pct(p);
-    const std::string sm = rr.gpu ? fixed(rr.gpu->sm_pct, 0) + "%" : "-";
+    const std::string sm = rr.gpu && rr.gpu->sm_pct >= 0 ? fixed(rr.gpu->sm_pct, 0) + "%" : "-";
     const std::string mem = rr.gpu && rr.gpu->mem_total_gib > 0
                                 ? fixed(100 * rr.gpu->mem_used_gib / rr.gpu->mem_total_gib, 0) + "%"
                                 : "-";
     std::snprintf(line, sizeof line, " %4.0f%% %6s %8s\n", rr.cpu_pct, sm.c_str(), mem.c_str());
+    os << line;
+  }
+  for (const auto& rr : r.ranks) {
+    const double* g = rr.gpu_ms_per_step;
+    if (g[profile::kForward] + g[profile::kBackward] + g[profile::kOptimizer] <= 0) continue;
+    std::snprintf(line, sizeof line,
+                  "xlaunch: rank %d's GPU time per step (CUDA events): forward %.2f ms, backward %.2f ms, optimizer "
+                  "%.2f ms, of a %.2f ms step\n",
+                  rr.rank, g[profile::kForward], g[profile::kBackward], g[profile::kOptimizer], rr.step_ms);
     os << line;
   }
   for (const auto& a : r.advice) os << "xlaunch: advice: " << a << "\n";
@@ -279,6 +295,8 @@ std::string report_json(const JobReport& r) {
        << ", \"cpu_pct\": " << rr.cpu_pct << ", \"collectives_per_step\": " << rr.collectives_per_step
        << ", \"mb_per_step\": " << rr.mb_per_step << ", \"phase_pct\": {";
     for (int p = 0; p < kPhases; ++p) os << (p ? ", " : "") << str(profile::kPhaseNames[p]) << ": " << rr.phase_pct[p];
+    os << "}, \"gpu_ms_per_step\": {";
+    for (int p = 0; p < kPhases; ++p) os << (p ? ", " : "") << str(profile::kPhaseNames[p]) << ": " << rr.gpu_ms_per_step[p];
     os << "}";
     if (rr.gpu)
       os << ", \"gpu\": {\"sm_pct\": " << rr.gpu->sm_pct << ", \"mem_used_gib\": " << rr.gpu->mem_used_gib

@@ -19,7 +19,8 @@ std::optional<profile::RankStats> read_rank_stats(const std::string& status_dir,
 
 // GPU use over the job, from NVML (nvml.h): per GPU of the machine that ran rank 0.
 struct GpuUse {
-  double sm_pct = 0, mem_used_gib = 0, mem_total_gib = 0, power_w = 0;
+  double sm_pct = 0;  // -1: NVML does not report it (a MIG slice)
+  double mem_used_gib = 0, mem_total_gib = 0, power_w = 0;
 };
 
 struct RankReport {
@@ -33,6 +34,7 @@ struct RankReport {
   double busy_ms = 0;    // mean step time spent on its own work: wall minus the wait for collectives
   double cpu_pct = 0;    // CPU time over wall time, all threads (100 = one core)
   double collectives_per_step = 0, mb_per_step = 0;
+  double gpu_ms_per_step[profile::kPhases] = {};  // device time per phase (CUDA events); 0 on CPUs
   std::optional<GpuUse> gpu;  // the GPU its local rank uses, when NVML answered
 };
 

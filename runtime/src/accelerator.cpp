@@ -16,6 +16,7 @@
 #include <functional>
 #include <thread>
 
+#include "profile/device_clock.h"
 #include "profile/step_clock.h"
 #include "xlaunch/autocast.h"
 #include "check.h"
@@ -149,6 +150,7 @@ Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicato
       throw UsageError("mixed_precision " + std::string(to_string(mixed_precision_)) + " on " + device_.str() +
                        ": " + why + ". Use bf16 on the CPU, or mixed_precision: no");
   }
+  if (device_.is_cuda()) profile::device::set_device(device_.index());  // phases timed on the GPU too
   if (needs_grad_scaler(mixed_precision_)) scaler_ = std::make_unique<GradScaler>(options_.scaler, communicator(device_));
   if (device_.is_cpu()) {
     // Like torchrun: ranks sharing a machine split its cores instead of oversubscribing them.
@@ -297,7 +299,8 @@ void PreparedOptimizer::step() {
     acc_->optimizer_step(*this, *inner_, skipped_);
   }
   if (!skipped_) watch::set_step(++acc_->step_);
-  profile::step_done(acc_->step_);
+  // With several optimizers, the first one prepared ends the report's step.
+  if (!acc_->optimizers_.empty() && acc_->optimizers_.front().get() == this) profile::step_done(acc_->step_);
 }
 
 void PreparedOptimizer::zero_grad(bool set_to_none) {

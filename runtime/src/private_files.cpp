@@ -55,10 +55,10 @@ std::string parent_problem(const std::string& dir) {
   if (st.st_uid != geteuid() && st.st_uid != 0)
     return dir + " belongs to " + describe_owner(st.st_uid) + ", not to this user (" + describe_owner(geteuid()) +
            "): its owner could replace what xlaunch creates there";
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+  if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return dir + " may be written by other users (mode " + mode +
+    return dir + " may be written by every user (mode " + mode +
            ") and is not sticky like /tmp: they could replace what xlaunch creates there";
   }
   return "";
@@ -84,10 +84,10 @@ int open_private_dir(const std::string& dir, std::string* why) {
     return -1;
   }
   struct stat st {};
-  if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+  if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & S_IWOTH)) {
     *why = st.st_uid != geteuid()
                ? dir + " belongs to " + describe_owner(st.st_uid) + ", not to this user (" + describe_owner(geteuid()) + ")"
-               : dir + " may be written by other users";
+               : dir + " may be written by every user";
     close(fd);
     return -1;
   }
@@ -120,7 +120,14 @@ std::optional<std::string> read_private_file(int dirfd, const std::string& name,
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
       static_cast<size_t>(st.st_size) <= max_bytes) {
     std::string text(static_cast<size_t>(st.st_size), '\0');
-    if (read(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size())) out = std::move(text);
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = read(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    if (done == text.size()) out = std::move(text);
   }
   close(fd);
   return out;
@@ -130,7 +137,10 @@ void remove_private_dir(const std::string& dir) {
   std::string why;
   const int fd = open_private_dir(dir, &why);
   if (fd < 0) return;
-  if (DIR* d = fdopendir(dup(fd))) {
+  const int listing = dup(fd);
+  DIR* d = listing >= 0 ? fdopendir(listing) : nullptr;
+  if (!d && listing >= 0) close(listing);
+  if (d) {
     std::vector<std::string> names;
     while (const dirent* e = readdir(d))
       if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);

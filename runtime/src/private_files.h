@@ -14,8 +14,9 @@
 namespace xlaunch::files {
 
 // Why `dir` is not a safe place to create private files in, or "" when it is: it must be a
-// directory owned by this user or by root, and a directory others may write to must be sticky
-// (like /tmp), so that nobody else can rename or replace what this user creates there.
+// directory owned by this user or by root, and a directory every user may write to must be sticky
+// (like /tmp), so that nobody else can rename or replace what this user creates there. A
+// group-writable directory of this user's (a project directory) is accepted.
 std::string parent_problem(const std::string& dir);
 
 // Creates a new directory `parent/prefix` + 6 random characters, mode 0700 (mkdtemp), after
@@ -23,7 +24,8 @@ std::string parent_problem(const std::string& dir);
 std::string make_private_dir(const std::string& parent, const std::string& prefix, std::string* why);
 
 // Opens `dir` (O_DIRECTORY|O_NOFOLLOW: not through a symbolic link) when it is owned by this user
-// and no one else may write to it. Returns the descriptor, or -1 and sets *why.
+// and not writable by every user. Returns the descriptor, or -1 and sets *why. (What is read from
+// it is checked file by file: regular, not a link, this user's.)
 int open_private_dir(const std::string& dir, std::string* why);
 
 // Writes `bytes` to dirfd/name atomically: a new temporary file with a random name (O_CREAT|O_EXCL|

@@ -100,8 +100,17 @@ TEST_F(StatusFiles, ADirectoryOthersMayWriteIsRefused) {
   chmod(dir_.c_str(), 0777);
   std::string why;
   EXPECT_FALSE(write_rank_status(dir_, {0, false, 0, 1}, &why));
-  EXPECT_NE(why.find("may be written by other users"), std::string::npos) << why;
+  EXPECT_NE(why.find("may be written by every user"), std::string::npos) << why;
   EXPECT_TRUE(read_rank_statuses(dir_).empty());
+}
+
+// A project directory: this user's, writable by the group. Accepted, as a log_dir often is.
+TEST_F(StatusFiles, AGroupWritableDirectoryOfOursIsAccepted) {
+  chmod(dir_.c_str(), 0775);
+  std::string why;
+  EXPECT_TRUE(write_rank_status(dir_, {0, false, 0, 1}, &why)) << why;
+  EXPECT_EQ(read_rank_statuses(dir_).size(), 1u);
+  EXPECT_FALSE(files::make_private_dir(dir_, "s-", &why).empty()) << why;
 }
 
 TEST_F(StatusFiles, AForgedStatusInAForeignDirectoryIsNeverRead) {

@@ -128,3 +128,16 @@ TEST(Advice, CommunicationWaitOnOneRankOnlyIsNotTheNetwork) {
   const std::vector<double> waits = {0.2, 3, 5, 2.5, 0.8, 0.5};
   EXPECT_TRUE(report_of({stats(0, 60, waits), stats(1, 60, kBalanced)}).advice.empty());
 }
+
+// On CUDA the phases' device time (CUDA events) is shown per step; on CPUs nothing.
+TEST(Report, GpuTimePerStepFromCudaEvents) {
+  auto s = stats(0, 60, kBalanced);
+  EXPECT_EQ(format_report(report_of({s})).find("GPU time per step"), std::string::npos);
+  s->total.gpu_ns[F] = 60 * 2000000ull;  // 2 ms per step
+  s->at_warmup.gpu_ns[F] = 10 * 2000000ull;
+  const JobReport r = report_of({s});
+  EXPECT_NEAR(r.ranks[0].gpu_ms_per_step[F], 2.0, 1e-9);
+  EXPECT_NE(format_report(r).find("rank 0's GPU time per step (CUDA events): forward 2.00 ms"), std::string::npos)
+      << format_report(r);
+  EXPECT_NE(report_json(r).find("\"gpu_ms_per_step\": {\"data_wait\": 0, \"forward\": 2"), std::string::npos);
+}

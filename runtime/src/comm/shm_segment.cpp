@@ -29,12 +29,14 @@ uint64_t draw_nonce() {
   return v;
 }
 
-char* map_fd(int fd, const std::string& name, size_t bytes) {
+char* map_fd(int fd, const std::string& name, size_t bytes, bool created) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int mmap_errno = errno;
   close(fd);
-  if (p == MAP_FAILED)
+  if (p == MAP_FAILED) {
+    if (created) shm_unlink(name.c_str());  // its pages would hold /dev/shm until reboot
     throw CommError("mmap of " + name + " failed on " + where_am_i() + ": " + std::strerror(mmap_errno));
+  }
   return static_cast<char*>(p);
 }
 
@@ -69,9 +71,11 @@ NewShmSegment create_shm_segment(const std::string& prefix, size_t bytes) {
                    name.c_str(), where_am_i().c_str(), holder_of(name).c_str());
       continue;
     }
-    if (fd < 0)
-      throw CommError("shm_open(" + name + ") failed on " + where_am_i() + ": " + std::strerror(errno) +
-                      (errno == EEXIST ? " (" + std::to_string(kTries) + " random names in a row were taken)" : ""));
+    if (fd < 0) {
+      const int e = errno;
+      throw CommError("shm_open(" + name + ") failed on " + where_am_i() + ": " + std::strerror(e) +
+                      (e == EEXIST ? " (" + std::to_string(kTries) + " random names in a row were taken)" : ""));
+    }
     const int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
     if (rc != 0) {
       close(fd);
@@ -79,21 +83,24 @@ NewShmSegment create_shm_segment(const std::string& prefix, size_t bytes) {
       throw CommError("cannot reserve " + std::to_string(bytes) + " bytes of shared memory for " + name + " on " +
                       where_am_i() + ": " + std::strerror(rc) + " (is /dev/shm large enough?)");
     }
-    seg.map = map_fd(fd, name, bytes);
+    seg.map = map_fd(fd, name, bytes, true);
     return seg;
   }
 }
 
 char* open_shm_segment(const std::string& name, size_t bytes) {
   const int fd = shm_open(name.c_str(), O_RDWR, 0600);
-  if (fd < 0) throw CommError("shm_open(" + name + ") failed on " + where_am_i() + ": " + std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || st.st_uid != geteuid()) {
-    close(fd);
-    throw CommError("shared-memory segment " + name + " on " + where_am_i() + " is not this user's (" +
-                    holder_of(name) + "); not using it");
+  if (fd < 0) {
+    const int e = errno;
+    throw CommError("shm_open(" + name + ") failed on " + where_am_i() + ": " + std::strerror(e));
   }
-  return map_fd(fd, name, bytes);
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || st.st_size < static_cast<off_t>(bytes)) {
+    close(fd);
+    throw CommError("shared-memory segment " + name + " on " + where_am_i() + " is not this user's segment of " +
+                    std::to_string(bytes) + " bytes (" + holder_of(name) + "); not using it");
+  }
+  return map_fd(fd, name, bytes, false);
 }
 
 }  // namespace xlaunch

@@ -55,15 +55,19 @@ void start_job_profile(int rank, int world, int local_rank, bool mpi_active) {
 
   trace::Settings t;
   t.dir = env::get_string(env::kTraceDir);
-  if (t.dir.empty()) return;
   t.rank = rank;
-  t.steps = env::get_int(env::kTraceSteps);
-  if (t.steps < 1) throw env::bad_value(env::kTraceSteps, env::raw(env::kTraceSteps), "an integer >= 1");
   t.epoch_ns = static_cast<int64_t>(realtime_ns());
+  // Whether any rank traces, agreed first: the clock ping-pong below needs every rank.
+  int any = t.dir.empty() ? 0 : 1;
+  if (mpi_active && world > 1) MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!any) return;
   if (mpi_active && world > 1) {
     t.clock_offset_ns = clock_offset_to_rank0(rank, world);
     MPI_Bcast(&t.epoch_ns, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
   }
+  if (t.dir.empty()) return;  // only some ranks trace: this one does not
+  t.steps = env::get_int(env::kTraceSteps);
+  if (t.steps < 1) throw env::bad_value(env::kTraceSteps, env::raw(env::kTraceSteps), "an integer >= 1");
   trace::start(t);
   std::atexit([] { trace::write(); });
 }

@@ -5,11 +5,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <atomic>
 #include <thread>
 #include <vector>
 
+#include "profile/device_clock.h"
 #include "profile/trace.h"
 
 namespace xlaunch::profile {
@@ -18,7 +21,7 @@ namespace {
 struct Clock {
   bool enabled = false;
   RankStats* stats = nullptr;
-  std::thread::id owner;                     // the training thread: the first to mark a phase
+  std::atomic<std::thread::id> owner{};      // the training thread: the first to mark a phase
   std::vector<Phase> stack;                  // open phases, innermost last
   uint64_t mark_ns = 0;                      // when the innermost phase was last charged
   uint64_t step_start_ns = 0;                // monotonic; 0 before the first phase
@@ -51,15 +54,19 @@ RankStats* map_stats(const std::string& dir, int rank) {
     } else if (fd >= 0) {
       close(fd);
     }
+    if (errno == ENOENT) return new RankStats{};  // a machine that does not see the status directory
     std::fprintf(stderr, "xlaunch: warning: cannot create %s (%s); no utilization report for rank %d\n", path.c_str(),
                  std::strerror(errno), rank);
   }
   return new RankStats{};
 }
 
+// Claimed once, atomically: several threads may train (in-process ranks in tests, say); only the
+// first to mark a phase is measured, and no other thread touches the clock's state.
 bool on_training_thread(Clock& c) {
-  if (c.step_start_ns == 0 && c.stack.empty() && c.owner == std::thread::id()) c.owner = std::this_thread::get_id();
-  return c.owner == std::this_thread::get_id();
+  const std::thread::id me = std::this_thread::get_id();
+  std::thread::id none{};
+  return c.owner.compare_exchange_strong(none, me) || none == me;
 }
 
 }  // namespace
@@ -103,11 +110,13 @@ PhaseScope::PhaseScope(Phase p) : phase_(p) {
   c.stack.push_back(p);
   c.mark_ns = now;
   start_ns_ = now;
+  if (p == kForward || p == kBackward || p == kOptimizer) device::begin(p, now);
 }
 
 PhaseScope::~PhaseScope() {
   if (!counted_) return;
   Clock& c = clock();
+  if (phase_ == kForward || phase_ == kBackward || phase_ == kOptimizer) device::end(phase_);
   const uint64_t now = monotonic_ns();
   c.phase_ns[phase_] += now - c.mark_ns;
   c.stack.pop_back();
@@ -141,7 +150,8 @@ void step_done(int64_t step) {
   c.phase_ns[kOther] = wall > measured ? wall - measured : 0;
 
   RankStats& st = *c.stats;
-  st.version.fetch_add(1, std::memory_order_acq_rel);  // odd: being written
+  st.version.fetch_add(1, std::memory_order_relaxed);  // odd: being written
+  std::atomic_thread_fence(std::memory_order_release);  // ... before any of the stores below
   Totals& t = st.total;
   if (t.steps == 0) st.start_ns = c.step_start_real_ns;
   StepRecord& r = st.ring[t.steps % kRingSteps];
@@ -154,6 +164,7 @@ void step_done(int64_t step) {
   t.wall_ns += wall;
   t.cpu_ns = r.cpu_ns;
   for (int p = 0; p < kPhases; ++p) t.phase_ns[p] += c.phase_ns[p];
+  device::collect(t.gpu_ns);
   t.collectives = c.collectives.load(std::memory_order_relaxed);
   t.bytes = c.bytes.load(std::memory_order_relaxed);
   if (t.steps == static_cast<uint64_t>(kWarmupSteps)) st.at_warmup = t;

@@ -15,7 +15,7 @@ namespace xlaunch::profile {
 enum Phase : int { kDataWait, kForward, kBackward, kCommWait, kOptimizer, kOther, kPhases };
 inline constexpr const char* kPhaseNames[kPhases] = {"data_wait", "forward", "backward", "comm_wait", "optimizer", "other"};
 
-inline constexpr uint64_t kStatsMagic = 0x31737461'74736c78ull;  // "xlstats1"
+inline constexpr uint64_t kStatsMagic = 0x32737461'74736c78ull;  // "xlstats2"
 inline constexpr int kRingSteps = 4096;  // the last steps, one record each
 inline constexpr int kWarmupSteps = 10;  // left out of the report (first allocations, autotuning)
 
@@ -30,6 +30,7 @@ struct Totals {
   uint64_t steps = 0, samples = 0, wall_ns = 0, cpu_ns = 0;
   uint64_t phase_ns[kPhases] = {};
   uint64_t collectives = 0, bytes = 0;  // gradient and other collectives, and the bytes they reduced
+  uint64_t gpu_ns[kPhases] = {};        // device time of the phases on CUDA (device_clock.h); 0 on CPUs
 };
 
 struct RankStats {

@@ -29,7 +29,7 @@ struct Trace {
   int64_t mono_to_real_ns = 0;  // add to a monotonic time to get CLOCK_REALTIME
   std::mutex mu;
   std::vector<Event> events;
-  std::map<int, std::string> thread_names{{kTrainThread, "training loop"}, {kCommThread, "communication thread"}};
+  std::map<int, std::string> thread_names{{kTrainThread, "training loop"}, {kCommThread, "communication thread"}, {kCudaStream, "CUDA stream"}};
   std::atomic<int> next_loader{0};
 };
 

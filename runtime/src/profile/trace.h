@@ -11,7 +11,7 @@
 
 namespace xlaunch::profile::trace {
 
-inline constexpr int kTrainThread = 1, kCommThread = 2, kLoaderThread0 = 100;
+inline constexpr int kTrainThread = 1, kCommThread = 2, kCudaStream = 3, kLoaderThread0 = 100;
 inline constexpr int64_t kWarmupSteps = 5;  // the window starts after this many optimizer steps
 
 struct Settings {

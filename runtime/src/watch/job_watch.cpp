@@ -54,7 +54,9 @@ void start_job_watch(int rank, int world) {
   if (s.dir.empty()) {
     s.dir = shared_private_dir(rank);
     g_private_dir = s.dir;
-  } else if (std::string why; !private_dir_ok(s.dir, &why)) {
+  } else if (std::string why; access(s.dir.c_str(), F_OK) != 0) {
+    s.dir.clear();  // a machine that does not see the status directory (no shared log_dir)
+  } else if (!private_dir_ok(s.dir, &why)) {
     // Boards and the verdict go only where nobody else can plant or read them (docs/security.md).
     std::fprintf(stderr, "xlaunch: warning: %s=%s is refused: %s; this rank's progress is visible to itself only\n",
                  env::kStatusDir.name, s.dir.c_str(), why.c_str());
