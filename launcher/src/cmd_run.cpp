@@ -181,7 +181,9 @@ void report_attempt(const config::LaunchConfig& c, const std::string& status_dir
   std::vector<std::optional<profile::RankStats>> stats;
   for (int r = 0; r < c.num_processes; ++r) stats.push_back(read_rank_stats(status_dir, r));
   // The GPUs of this machine belong to the ranks only when they train on GPUs.
-  JobReport report = make_report(stats, config::runs_on_cpu(c) ? std::vector<GpuUse>{} : gpus.mean());
+  // Over the report's window (rank 0's steps after the warm-up), not the start-up.
+  const std::vector<GpuUse> gpu_use = stats.empty() || !stats[0] ? gpus.mean() : gpus.mean_since(window_start_s(*stats[0]));
+  JobReport report = make_report(stats, config::runs_on_cpu(c) ? std::vector<GpuUse>{} : gpu_use);
   report.advice = advise(report, c);
   if (c.report && report.total_steps > 0) {
     std::fprintf(stderr, "%s", format_report(report).c_str());

@@ -100,16 +100,19 @@ void GpuSampler::sample() {
     // A reading NVML refuses (utilization on a MIG slice, say) is left out, not counted as 0.
     if (api_->util(d, &u) == 0) {
       s.sm_pct = u.gpu;
+      s.sm_ok = true;
       sums_[g].sm_pct += s.sm_pct, ++sm_reads_[g];
     }
     if (api_->memory(d, &m) == 0) {
       s.mem_used_gib = static_cast<double>(m.used) / (1ull << 30);
       s.mem_total_gib = static_cast<double>(m.total) / (1ull << 30);
+      s.mem_ok = true;
       sums_[g].mem_used_gib += s.mem_used_gib, ++mem_reads_[g];
       sums_[g].mem_total_gib = s.mem_total_gib;
     }
     if (api_->power && api_->power(d, &mw) == 0) {
       s.power_w = mw / 1000.0;
+      s.power_ok = true;
       sums_[g].power_w += s.power_w, ++power_reads_[g];
     }
     now.push_back(s);
@@ -138,6 +141,30 @@ std::vector<GpuUse> GpuSampler::mean() const {
     out.push_back(u);
   }
   return out;
+}
+
+std::vector<GpuUse> GpuSampler::mean_since(double t0) const {
+  const auto samples = history();
+  std::vector<GpuUse> sum;
+  std::vector<int> sm_n, mem_n, power_n;
+  for (const auto& [t, per_gpu] : samples) {
+    if (t < t0) continue;
+    sum.resize(per_gpu.size()), sm_n.resize(per_gpu.size()), mem_n.resize(per_gpu.size()), power_n.resize(per_gpu.size());
+    for (size_t g = 0; g < per_gpu.size(); ++g) {
+      const GpuSample& s = per_gpu[g];
+      if (s.sm_ok) sum[g].sm_pct += s.sm_pct, ++sm_n[g];
+      if (s.mem_ok) sum[g].mem_used_gib += s.mem_used_gib, sum[g].mem_total_gib = s.mem_total_gib, ++mem_n[g];
+      if (s.power_ok) sum[g].power_w += s.power_w, ++power_n[g];
+    }
+  }
+  if (sum.empty()) return mean();
+  for (size_t g = 0; g < sum.size(); ++g) {
+    if (sm_n[g] == 0 && mem_n[g] == 0) return mean();
+    sum[g].sm_pct = sm_n[g] ? sum[g].sm_pct / sm_n[g] : -1;
+    sum[g].mem_used_gib = mem_n[g] ? sum[g].mem_used_gib / mem_n[g] : 0;
+    sum[g].power_w = power_n[g] ? sum[g].power_w / power_n[g] : 0;
+  }
+  return sum;
 }
 
 std::vector<std::pair<double, std::vector<GpuSample>>> GpuSampler::history() const {

@@ -17,6 +17,7 @@ namespace xlaunch::launcher {
 
 struct GpuSample {
   double sm_pct = 0, mem_used_gib = 0, mem_total_gib = 0, power_w = 0;
+  bool sm_ok = false, mem_ok = false, power_ok = false;  // NVML answered
 };
 
 class GpuSampler {
@@ -32,6 +33,9 @@ class GpuSampler {
   std::vector<GpuSample> latest() const;
   // The mean over every sample so far, per GPU (empty when unavailable).
   std::vector<GpuUse> mean() const;
+  // The mean over the samples taken since t0 (CLOCK_REALTIME seconds) that the history still
+  // holds: the report's window rather than the whole job. Falls back to mean() when none is.
+  std::vector<GpuUse> mean_since(double t0) const;
   // The last kHistory samples: (CLOCK_REALTIME in seconds, per GPU), for the timeline's counters.
   std::vector<std::pair<double, std::vector<GpuSample>>> history() const;
   void stop();

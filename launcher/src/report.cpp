@@ -55,6 +55,17 @@ uint64_t warmup_of(uint64_t steps) {
   return steps >= 2 * static_cast<uint64_t>(profile::kWarmupSteps) ? profile::kWarmupSteps : steps / 5;
 }
 
+}  // namespace
+
+double window_start_s(const RankStats& s) {
+  const uint64_t steps = s.total.steps, warmup = warmup_of(steps);
+  if (warmup > 0 && steps <= static_cast<uint64_t>(profile::kRingSteps))
+    return static_cast<double>(s.ring[warmup - 1].end_ns) / 1e9;
+  return static_cast<double>(s.start_ns) / 1e9;
+}
+
+namespace {
+
 RankReport summarize(const RankStats& s, uint64_t warmup) {
   RankReport r;
   r.rank = s.rank;

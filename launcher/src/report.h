@@ -49,6 +49,10 @@ struct JobReport {
 inline constexpr double kDataWaitPct = 10, kCommWaitPct = 15, kStragglerRatio = 1.10, kGpuSmPct = 70,
                         kGpuMemPct = 50;
 
+// When the report's window began (CLOCK_REALTIME seconds): the end of the warm-up steps as far as
+// the stats still tell, else the first step's start. 0 without steps.
+double window_start_s(const profile::RankStats& s);
+
 // stats[r]: rank r's, or nullopt. gpus: per GPU (rank r uses gpus[local_rank % size]), may be empty.
 JobReport make_report(const std::vector<std::optional<profile::RankStats>>& stats, const std::vector<GpuUse>& gpus);
 

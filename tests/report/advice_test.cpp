@@ -27,6 +27,7 @@ std::optional<RankStats> stats(int rank, uint64_t steps, std::vector<double> ms,
     for (int p = 0; p < kPhases; ++p) rec.phase_ns[p] = static_cast<uint64_t>(ms[p] * 1e6);
     rec.samples = 32;
     rec.cpu_ns = (i + 1) * 1000000;  // 1 ms of CPU per step
+    rec.end_ns = (i + 1) * 1000000000ull;  // step i ends at i + 1 s
     for (int p = 0; p < kPhases; ++p) s.total.phase_ns[p] += rec.phase_ns[p];
     ++s.total.steps;
     s.total.samples += 32;
@@ -71,6 +72,12 @@ TEST(Report, TheWindowSkipsTheWarmupAndThePhasesAddUp) {
   const std::string text = format_report(r);
   EXPECT_NE(text.find("xlaunch: utilization, steps 11-60 of 60, 2 ranks"), std::string::npos) << text;
   EXPECT_EQ(text.find("advice"), std::string::npos) << text;
+}
+
+// The GPU means cover the window: from the end of the warm-up's last step.
+TEST(Report, TheWindowStartsWhenTheWarmupEnds) {
+  EXPECT_DOUBLE_EQ(window_start_s(*stats(0, 60, kBalanced)), 10.0);
+  EXPECT_DOUBLE_EQ(window_start_s(*stats(0, 10, kBalanced)), 2.0);
 }
 
 TEST(Report, AShortRunLeavesOutAFifth) {

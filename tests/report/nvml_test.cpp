@@ -24,6 +24,10 @@ TEST(Nvml, SamplesEveryGpuAndTheReportShowsThem) {
   EXPECT_DOUBLE_EQ(mean[0].mem_total_gib, 80);
   EXPECT_DOUBLE_EQ(mean[1].power_w, 250);
   EXPECT_GE(s.history().size(), 3u);
+  // The report's window: the samples since a time; none since then: the whole job's mean.
+  EXPECT_DOUBLE_EQ(s.mean_since(0)[1].sm_pct, 97);
+  EXPECT_DOUBLE_EQ(s.mean_since(s.history().back().first)[0].sm_pct, 42);
+  EXPECT_DOUBLE_EQ(s.mean_since(1e12)[0].sm_pct, 42);
   // Local rank 1 is shown with GPU 1.
   xlaunch::profile::RankStats st;
   st.magic = xlaunch::profile::kStatsMagic;
