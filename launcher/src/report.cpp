@@ -21,16 +21,9 @@ std::optional<RankStats> read_rank_stats(const std::string& status_dir, int rank
   std::string why;
   const int dirfd = files::open_private_dir(status_dir, &why);
   if (dirfd < 0) return std::nullopt;
-  const int fd = openat(dirfd, ("stats-" + std::to_string(rank)).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   close(dirfd);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  void* p = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-      st.st_size == static_cast<off_t>(sizeof(RankStats)))
-    p = mmap(nullptr, sizeof(RankStats), PROT_READ, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) return std::nullopt;
+  const void* p = files::map_own_file(status_dir + "/stats-" + std::to_string(rank), sizeof(RankStats));
+  if (!p) return std::nullopt;
   const auto* live = static_cast<const RankStats*>(p);
   std::optional<RankStats> out;
   for (int attempt = 0; attempt < 100 && !out; ++attempt) {
@@ -43,7 +36,7 @@ std::optional<RankStats> read_rank_stats(const std::string& status_dir, int rank
     std::atomic_thread_fence(std::memory_order_acquire);
     if (live->version.load(std::memory_order_relaxed) != v0) out.reset();
   }
-  munmap(p, sizeof(RankStats));
+  munmap(const_cast<void*>(p), sizeof(RankStats));
   if (out && (out->magic != profile::kStatsMagic || out->rank != rank)) out.reset();
   return out;
 }

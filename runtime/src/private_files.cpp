@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pwd.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -131,6 +132,41 @@ std::optional<std::string> read_private_file(int dirfd, const std::string& name,
   }
   close(fd);
   return out;
+}
+
+void* map_new_file(const std::string& path, size_t bytes, std::string* why) {
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *why = "cannot create " + path + ": " + errno_text();
+    return nullptr;
+  }
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int e = errno;
+    *why = "cannot size " + path + ": " + std::strerror(e);
+    close(fd);
+    errno = e;
+    return nullptr;
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int e = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    *why = "cannot map " + path + ": " + std::strerror(e);
+    errno = e;
+    return nullptr;
+  }
+  return p;
+}
+
+const void* map_own_file(const std::string& path, size_t bytes) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  struct stat st {};
+  void* p = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_size == static_cast<off_t>(bytes))
+    p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  return p == MAP_FAILED ? nullptr : p;
 }
 
 void remove_private_dir(const std::string& dir) {

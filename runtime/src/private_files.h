@@ -37,6 +37,16 @@ bool write_private_file(int dirfd, const std::string& name, const std::string& b
 // max_bytes long; nullopt otherwise (missing, foreign, forged through a link, too large).
 std::optional<std::string> read_private_file(int dirfd, const std::string& name, size_t max_bytes = 65536);
 
+// A new file `path` (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600: never one someone put there first),
+// `bytes` long, mapped shared read-write: what a rank publishes to the launcher and its peers
+// (progress boards, step stats). nullptr when it fails, with *why ("cannot create|size|map PATH:
+// reason") and errno the cause.
+void* map_new_file(const std::string& path, size_t bytes, std::string* why);
+
+// `path` mapped shared read-only when it is a regular file (not a link) this user owns, exactly
+// `bytes` long (what map_new_file made); nullptr otherwise. Unmap with munmap(p, bytes).
+const void* map_own_file(const std::string& path, size_t bytes);
+
 // Removes every entry of the private directory `dir` that this user owns, then the directory
 // itself. Nothing happens when `dir` is not a private directory of this user.
 void remove_private_dir(const std::string& dir);

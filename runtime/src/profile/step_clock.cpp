@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "private_files.h"
 #include "profile/device_clock.h"
 #include "profile/trace.h"
 
@@ -45,18 +46,11 @@ uint64_t cpu_ns() {
 // dir/stats-<rank>, mapped; in this process's memory when there is no directory or it fails.
 RankStats* map_stats(const std::string& dir, int rank) {
   if (!dir.empty()) {
-    const std::string path = dir + "/stats-" + std::to_string(rank);
-    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0 && ftruncate(fd, sizeof(RankStats)) == 0) {
-      void* p = mmap(nullptr, sizeof(RankStats), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      close(fd);
-      if (p != MAP_FAILED) return new (p) RankStats{};
-    } else if (fd >= 0) {
-      close(fd);
-    }
+    std::string why;
+    if (void* p = files::map_new_file(dir + "/stats-" + std::to_string(rank), sizeof(RankStats), &why))
+      return new (p) RankStats{};
     if (errno == ENOENT) return new RankStats{};  // a machine that does not see the status directory
-    std::fprintf(stderr, "xlaunch: warning: cannot create %s (%s); no utilization report for rank %d\n", path.c_str(),
-                 std::strerror(errno), rank);
+    std::fprintf(stderr, "xlaunch: warning: %s; no utilization report for rank %d\n", why.c_str(), rank);
   }
   return new RankStats{};
 }

@@ -10,15 +10,13 @@
 #include <ctime>
 #include <new>
 
+#include "private_files.h"
+#include "profile/step_clock.h"
 #include "xlaunch/error.h"
 
 namespace xlaunch::watch {
 
-int64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+int64_t now_ns() { return static_cast<int64_t>(profile::realtime_ns()); }
 
 std::string board_path(const std::string& dir, int rank) { return dir + "/progress-" + std::to_string(rank); }
 
@@ -37,39 +35,20 @@ void init_board(Board* b, int rank, int world) {
 }  // namespace
 
 Board* create_board(const std::string& dir, int rank, int world) {
-  const std::string path = board_path(dir, rank);
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) throw CommError("cannot create the progress board " + path + " on " + where_am_i() + ": " + std::strerror(errno));
-  if (ftruncate(fd, sizeof(Board)) != 0) {
-    const int e = errno;
-    close(fd);
-    throw CommError("cannot size the progress board " + path + ": " + std::strerror(e));
-  }
-  void* p = mmap(nullptr, sizeof(Board), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int e = errno;
-  close(fd);
-  if (p == MAP_FAILED) throw CommError("cannot map the progress board " + path + ": " + std::strerror(e));
+  std::string why;
+  void* p = files::map_new_file(board_path(dir, rank), sizeof(Board), &why);
+  if (!p) throw CommError("progress board on " + where_am_i() + ": " + why);
   auto* b = static_cast<Board*>(p);
   init_board(b, rank, world);
   return b;
 }
 
 const Board* open_peer_board(const std::string& dir, int rank) {
-  const std::string path = board_path(dir, rank);
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return nullptr;
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-      st.st_size < static_cast<off_t>(sizeof(Board))) {
-    close(fd);
-    return nullptr;
-  }
-  void* p = mmap(nullptr, sizeof(Board), PROT_READ, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) return nullptr;
+  const void* p = files::map_own_file(board_path(dir, rank), sizeof(Board));
+  if (!p) return nullptr;
   const auto* b = static_cast<const Board*>(p);
   if (b->magic != kBoardMagic || b->rank != rank) {  // not (yet) a board: look again later
-    munmap(p, sizeof(Board));
+    munmap(const_cast<void*>(p), sizeof(Board));
     return nullptr;
   }
   return b;
