@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "private_files.h"
+#include "profile/json.h"
 
 namespace xlaunch::launcher {
 
@@ -281,14 +282,7 @@ std::string format_report(const JobReport& r) {
 
 std::string report_json(const JobReport& r) {
   std::ostringstream os;
-  const auto str = [](const std::string& s) {
-    std::string o = "\"";
-    for (char ch : s) {
-      if (ch == '"' || ch == '\\') o += '\\';
-      if (static_cast<unsigned char>(ch) >= 0x20) o += ch;
-    }
-    return o + "\"";
-  };
+  const auto str = profile::json_string;
   os << "{\n  \"world\": " << r.world << ",\n  \"first_step\": " << r.first_step << ",\n  \"last_step\": " << r.last_step
      << ",\n  \"total_steps\": " << r.total_steps << ",\n  \"ranks\": [";
   for (size_t i = 0; i < r.ranks.size(); ++i) {

@@ -9,18 +9,12 @@
 #include <sstream>
 
 #include "private_files.h"
+#include "profile/json.h"
 
 namespace xlaunch::launcher {
 namespace {
 
-std::string json_string(const std::string& s) {
-  std::string o = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') o += '\\';
-    if (static_cast<unsigned char>(ch) >= 0x20) o += ch;
-  }
-  return o + "\"";
-}
+using profile::json_string;
 
 std::string html_escaped(const std::string& s) {
   std::string o;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "private_files.h"
+#include "profile/json.h"
 #include "profile/step_clock.h"
 
 namespace xlaunch::profile::trace {
@@ -38,14 +39,6 @@ Trace& trace() {
   return t;
 }
 
-std::string escaped(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -91,17 +84,17 @@ void write() {
   std::string out = "[\n";
   char buf[160];
   for (const auto& [tid, name] : t.thread_names) {
-    std::snprintf(buf, sizeof buf, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"", r, tid);
-    out += buf + escaped(name) + "\"}},\n";
+    std::snprintf(buf, sizeof buf, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":", r, tid);
+    out += buf + json_string(name) + "}},\n";
   }
   // Microseconds since the job's epoch (small numbers: exact in a double, so spans nest exactly).
   out += "{\"xlaunch_epoch_ns\":" + std::to_string(t.settings.epoch_ns) + "}\n";
   const int64_t shift = t.mono_to_real_ns + t.settings.clock_offset_ns - t.settings.epoch_ns;
   for (const Event& e : t.events) {
     const double ts_us = static_cast<double>(static_cast<int64_t>(e.start_ns) + shift) / 1000.0;
-    std::snprintf(buf, sizeof buf, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"", r, e.tid,
+    std::snprintf(buf, sizeof buf, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"name\":", r, e.tid,
                   ts_us, static_cast<double>(e.dur_ns) / 1000.0);
-    out += buf + escaped(e.name) + "\"" + (e.args.empty() ? "" : ",\"args\":" + e.args) + "},\n";
+    out += buf + json_string(e.name) + (e.args.empty() ? "" : ",\"args\":" + e.args) + "},\n";
   }
   out += "{}\n]\n";  // every event line ends with a comma; the empty object closes the list
   std::string why;
