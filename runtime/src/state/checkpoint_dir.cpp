@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -97,27 +98,14 @@ bool is_empty_dir(const fs::path& path) {
 
 // A regular file of this user's (not a link, not someone else's), whole.
 std::string read_file(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) throw_io("cannot open", path);
+  if (auto bytes = files::read_private_file(AT_FDCWD, path.string(), std::numeric_limits<size_t>::max()))
+    return std::move(*bytes);
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
-    ::close(fd);
+  if (::lstat(path.c_str(), &st) != 0) throw_io("cannot open", path);
+  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid())
     throw UsageError("load_state: " + path.string() + " is not a regular file of this user's (" +
                      files::describe_owner(::geteuid()) + "); a checkpoint is read only from files its user wrote");
-  }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      throw_io("cannot read", path);
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  return bytes;
+  throw_io("cannot read", path);
 }
 
 uint32_t crc32_of(const std::string& bytes) {
