@@ -172,6 +172,10 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
   check(c.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", q(c.gradient_accumulation_steps),
         "an integer >= 1");
   check(c.ddp.bucket_cap_mb > 0, "ddp.bucket_cap_mb", q(c.ddp.bucket_cap_mb), "a number > 0");
+  check(c.ddp.powersgd_rank >= 1 && c.ddp.powersgd_rank <= 1024, "ddp.powersgd_rank", q(c.ddp.powersgd_rank),
+        "an integer from 1 to 1024", "1 to 4 is usual: the rank of the approximation of each weight matrix");
+  check(c.ddp.powersgd_start_step >= 0, "ddp.powersgd_start_step", q(c.ddp.powersgd_start_step), "an integer >= 0",
+        "0 compresses from the first step; PyTorch's default is 1000");
   check(c.loader.prefetch_factor >= 1, "loader.prefetch_factor", q(c.loader.prefetch_factor), "an integer >= 1");
   check(c.loader.num_workers >= 0 || c.loader.num_workers == LoaderSection::kAutoWorkers, "loader.num_workers",
         q(c.loader.num_workers), "'auto' or an integer >= 0");

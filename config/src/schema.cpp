@@ -235,6 +235,12 @@ std::vector<Field> build_fields() {
   f.push_back(bool_field("ddp.find_unused_parameters",
                          [](LaunchConfig& c) -> bool& { return c.ddp.find_unused_parameters; }));
   f.push_back(bool_field("ddp.broadcast_buffers", [](LaunchConfig& c) -> bool& { return c.ddp.broadcast_buffers; }));
+  f.push_back(typed<std::string>("ddp.comm_hook", [](LaunchConfig& c) -> std::string& { return c.ddp.comm_hook; },
+                                 [](const YAML::Node& n, const FieldCtx& ctx) {
+                                   return read_choice(n, ctx, {"none", "fp16", "bf16", "powersgd"});
+                                 }));
+  f.push_back(int_field("ddp.powersgd_rank", [](LaunchConfig& c) -> int& { return c.ddp.powersgd_rank; }));
+  f.push_back(int_field("ddp.powersgd_start_step", [](LaunchConfig& c) -> int& { return c.ddp.powersgd_start_step; }));
 
   f.push_back(make(
       "loader.num_workers",

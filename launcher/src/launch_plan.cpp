@@ -30,6 +30,9 @@ std::string value_of(const env::Var& v, const LaunchConfig& c, const Environment
   if (name == env::kGradAccumSteps.name) return std::to_string(c.gradient_accumulation_steps);
   if (name == env::kBucketCapMb.name) return number(c.ddp.bucket_cap_mb);
   if (name == env::kFindUnusedParameters.name) return flag(c.ddp.find_unused_parameters);
+  if (name == env::kCommHook.name) return c.ddp.comm_hook;
+  if (name == env::kPowerSgdRank.name) return std::to_string(c.ddp.powersgd_rank);
+  if (name == env::kPowerSgdStartStep.name) return std::to_string(c.ddp.powersgd_start_step);
   if (name == env::kBroadcastBuffers.name) return flag(c.ddp.broadcast_buffers);
   if (name == env::kNumWorkers.name)
     return c.loader.num_workers == config::LoaderSection::kAutoWorkers ? "auto" : std::to_string(c.loader.num_workers);

@@ -122,6 +122,9 @@ AcceleratorOptions AcceleratorOptions::from_env() {
   o.gpu_ids = env::get_string(env::kGpuIds);
   o.ddp.bucket_cap_mb = env::get_float(env::kBucketCapMb);
   o.ddp.find_unused_parameters = env::get_bool(env::kFindUnusedParameters);
+  o.ddp.comm_hook = env::get_string(env::kCommHook);
+  o.ddp.powersgd_rank = static_cast<int>(env::get_int(env::kPowerSgdRank));
+  o.ddp.powersgd_start_step = env::get_int(env::kPowerSgdStartStep);
   o.broadcast_buffers = env::get_bool(env::kBroadcastBuffers);
   return o;
 }
@@ -231,7 +234,9 @@ size_t Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
            << options_.gradient_accumulation_steps << "\nfind_unused_parameters "
            << options_.ddp.find_unused_parameters << "\nbroadcast_buffers " << options_.broadcast_buffers
            << "\nbucket_cap_mb " << options_.ddp.bucket_cap_mb << "\nfirst_bucket_bytes "
-           << options_.ddp.first_bucket_bytes << "\ncpu_allreduce " << options_.cpu_allreduce << "\n";
+           << options_.ddp.first_bucket_bytes << "\ncpu_allreduce " << options_.cpu_allreduce << "\ncomm_hook "
+           << options_.ddp.comm_hook << "\npowersgd_rank " << options_.ddp.powersgd_rank << "\npowersgd_start_step "
+           << options_.ddp.powersgd_start_step << "\n";
   check_same_everywhere("model", describe_params(*module));
   check_same_everywhere("settings", settings.str());
   auto reducer = std::make_unique<Reducer>(

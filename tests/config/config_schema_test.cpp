@@ -67,6 +67,9 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   c.ddp.bucket_cap_mb = 12.5;
   c.ddp.find_unused_parameters = true;
   c.ddp.broadcast_buffers = false;
+  c.ddp.comm_hook = "powersgd";
+  c.ddp.powersgd_rank = 4;
+  c.ddp.powersgd_start_step = 0;
   c.loader.num_workers = LoaderSection::kAutoWorkers;
   c.loader.pin_memory = false;
   c.loader.prefetch_factor = 4;
@@ -90,6 +93,9 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   EXPECT_EQ(l.config.log_dir, "/tmp/logs dir");
   EXPECT_EQ(l.config.ddp.bucket_cap_mb, 12.5);
   EXPECT_FALSE(l.config.ddp.broadcast_buffers);
+  EXPECT_EQ(l.config.ddp.comm_hook, "powersgd");
+  EXPECT_EQ(l.config.ddp.powersgd_rank, 4);
+  EXPECT_EQ(l.config.ddp.powersgd_start_step, 0);
   EXPECT_FALSE(l.config.report);
   EXPECT_EQ(l.config.trace_dir, "/tmp/trace");
   EXPECT_EQ(l.config.trace_steps, 7);
@@ -213,6 +219,13 @@ TEST(ConfigErrors, OutOfRange) {
   e = error_of("ddp:\n  bucket_cap_mb: 0\n");
   EXPECT_EQ(e.key, "ddp.bucket_cap_mb");
   EXPECT_EQ(e.line, 2);
+  e = error_of("ddp:\n  comm_hook: int8\n");
+  EXPECT_EQ(e.key, "ddp.comm_hook");
+  EXPECT_NE(e.allowed.find("powersgd"), std::string::npos) << e.allowed;
+  e = error_of("ddp:\n  powersgd_rank: 0\n");
+  EXPECT_EQ(e.key, "ddp.powersgd_rank");
+  e = error_of("ddp:\n  powersgd_start_step: -5\n");
+  EXPECT_EQ(e.key, "ddp.powersgd_start_step");
   e = error_of("num_cpu_threads_per_process: -1\n");
   EXPECT_EQ(e.key, "num_cpu_threads_per_process");
   EXPECT_EQ(e.allowed, "an integer >= 1, or 0 to let the runtime decide");

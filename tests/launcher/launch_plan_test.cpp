@@ -111,6 +111,9 @@ TEST(LaunchPlan, ExportsEveryContractVariableOnceWithItsValue) {
   c.mixed_precision = xlaunch::config::MixedPrecision::Bf16;
   c.gradient_accumulation_steps = 4;
   c.ddp.bucket_cap_mb = 12.5;
+  c.ddp.comm_hook = "bf16";
+  c.ddp.powersgd_rank = 3;
+  c.ddp.powersgd_start_step = 50;
   c.loader.num_workers = xlaunch::config::LoaderSection::kAutoWorkers;
   c.debug = true;
   c.log_dir = "/logs";
@@ -127,6 +130,9 @@ TEST(LaunchPlan, ExportsEveryContractVariableOnceWithItsValue) {
   EXPECT_EQ(env["XLAUNCH_MIXED_PRECISION"], "bf16");
   EXPECT_EQ(env["XLAUNCH_GRADIENT_ACCUMULATION_STEPS"], "4");
   EXPECT_EQ(env["XLAUNCH_BUCKET_CAP_MB"], "12.5");
+  EXPECT_EQ(env["XLAUNCH_COMM_HOOK"], "bf16");
+  EXPECT_EQ(env["XLAUNCH_POWERSGD_RANK"], "3");
+  EXPECT_EQ(env["XLAUNCH_POWERSGD_START_STEP"], "50");
   EXPECT_EQ(env["XLAUNCH_NUM_WORKERS"], "auto");
   EXPECT_EQ(env["XLAUNCH_DEBUG"], "1");
   EXPECT_EQ(env["XLAUNCH_LOG_DIR"], "/logs");

@@ -64,3 +64,12 @@ TEST_F(MpiComm, BadInputIsAUsageError) {
   at::Tensor f = at::zeros({3});
   EXPECT_THROW(comm->broadcast(f, 5), xlaunch::UsageError);
 }
+
+TEST_F(MpiComm, CompressedAllreduceSendsSixteenBitsAndCastsBack) {
+  for (auto wire : {at::kBFloat16, at::kHalf}) {
+    at::Tensor t = at::arange(0, 64, at::kFloat) * 0.25 + r;  // exact in both 16-bit types
+    comm->allreduce_compressed_async({t}, ReduceOp::Avg, wire)->wait();
+    EXPECT_EQ(t.scalar_type(), at::kFloat);
+    EXPECT_TRUE(t.equal(at::arange(0, 64, at::kFloat) * 0.25 + 0.5)) << at::toString(wire);
+  }
+}

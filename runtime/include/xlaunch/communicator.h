@@ -55,6 +55,15 @@ class Communicator {
   // rank, in the same order. Default: one allreduce_async per tensor.
   virtual std::shared_ptr<Work> allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op);
 
+  // Compressed allreduce, for gradients on slow links (the fp16/bf16 communication hooks): the
+  // tensors (floating point, contiguous; the same count, sizes and dtype on every rank) are cast to
+  // `wire` (float16 or bfloat16) after dividing by size() for Avg, reduced in `wire`, and cast back
+  // in place by wait(): half the bytes of float32 travel, and every rank ends with the same values.
+  // Leave the tensors alone until wait() returns. Default: one flat `wire` buffer through
+  // allreduce_async (MPI and NCCL reduce 16-bit types natively); a world of one is the identity.
+  virtual std::shared_ptr<Work> allreduce_compressed_async(std::vector<at::Tensor> ts, ReduceOp op,
+                                                           at::ScalarType wire);
+
   // Zero-copy reduction, for transports whose ranks can map each other's memory: what they offer
   // the reducer, or null (the default) when this communicator has nothing of the kind.
   virtual SharedMemoryTransport* shared_memory() { return nullptr; }

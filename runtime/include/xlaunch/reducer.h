@@ -25,6 +25,13 @@
 //    view again, and the flat bucket is reduced. With zero_grad(set_to_none=false) gradients stay
 //    views and autograd accumulates into them: no copy.
 // During local accumulation (no sync) nothing is communicated and gradients accumulate in place.
+//
+// Communication hooks (ReducerOptions::comm_hook, as PyTorch's DDP register_comm_hook), for
+// floating-point buckets; gradients are then always copied into their bucket first:
+//  - fp16 / bf16: the bucket is divided by the world size, cast, summed in 16 bits and cast back
+//    (Communicator::allreduce_compressed_async): half the bytes.
+//  - powersgd: low-rank approximation of each weight matrix with error feedback (ddp/powersgd.h),
+//    after powersgd_start_step synced backwards reduced exactly (the first steps move the most).
 #pragma once
 
 #include <functional>
@@ -50,6 +57,10 @@ struct ReducerOptions {
   double bucket_cap_mb = 25.0;
   int64_t first_bucket_bytes = 1 << 20;
   bool find_unused_parameters = false;
+  // How each bucket travels (see "Communication hooks" above): none, fp16, bf16 or powersgd.
+  std::string comm_hook = "none";
+  int powersgd_rank = 1;              // rank of the approximation of each weight matrix
+  int64_t powersgd_start_step = 1000; // synced backwards reduced exactly before PowerSGD starts
 };
 
 // Which communicator reduces tensors on a device (MPI for CPU, NCCL for CUDA).
@@ -74,6 +85,16 @@ class Reducer {
   // A line per bucket ("bucket 0: 3 params, 262144 elements, float@cpu"), identical on ranks that agree.
   std::string layout() const;
   size_t num_params() const { return params_.size(); }
+
+  // The communication hook's state for checkpoints (empty unless powersgd): "sync_steps", and per
+  // bucket "bucket.<b>.q" and this rank's "bucket.<b>.error.<k>" (see ddp/powersgd.h). Live tensors.
+  std::vector<std::pair<std::string, at::Tensor>> hook_state() const;
+  // "" when `saved` (a hook_state(), errors optional) fits this reducer, else why not.
+  std::string hook_state_mismatch(const std::vector<std::pair<std::string, at::Tensor>>& saved) const;
+  // Restores it; errors missing from `saved` restart from zero.
+  void load_hook_state(const std::vector<std::pair<std::string, at::Tensor>>& saved);
+  // Synced backward passes so far (PowerSGD starts after powersgd_start_step of them).
+  int64_t sync_steps() const { return sync_steps_; }
 
   // Tests and profiling: called (under the reducer's lock) as each bucket's allreduce is started.
   void set_launch_observer(std::function<void(size_t bucket)> fn) { on_launch_ = std::move(fn); }
@@ -105,6 +126,9 @@ class Reducer {
   bool sync_ = true;
   size_t next_launch_ = 0;
   std::function<void(size_t)> on_launch_;
+  enum class Hook { None, Fp16, Bf16, PowerSgd } hook_ = Hook::None;
+  int64_t sync_steps_ = 0;
+  bool powersgd_now_ = false;  // this backward compresses (sync_steps_ >= powersgd_start_step)
 };
 
 }  // namespace xlaunch

@@ -1,5 +1,6 @@
 #include "xlaunch/communicator.h"
 
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros.h>
@@ -7,6 +8,8 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+
+#include "xlaunch/error.h"
 
 namespace xlaunch {
 namespace {
@@ -34,6 +37,29 @@ class AllWork final : public Work {
  private:
   std::vector<std::shared_ptr<Work>> parts_;
 };
+
+// A compressed allreduce: the collective over the cast copy, then the copy cast back into place.
+class CastBackWork final : public Work {
+ public:
+  CastBackWork(std::shared_ptr<Work> inner, at::Tensor wire, std::vector<at::Tensor> ts)
+      : inner_(std::move(inner)), wire_(std::move(wire)), ts_(std::move(ts)) {}
+  void wait() override {
+    if (!inner_) return;
+    inner_->wait();
+    inner_.reset();
+    int64_t offset = 0;
+    for (auto& t : ts_) {
+      t.view(-1).copy_(wire_.narrow(0, offset, t.numel()));
+      offset += t.numel();
+    }
+    ts_.clear();
+  }
+
+ private:
+  std::shared_ptr<Work> inner_;
+  at::Tensor wire_;
+  std::vector<at::Tensor> ts_;
+};
 }  // namespace
 
 std::shared_ptr<Work> completed_work() {
@@ -49,6 +75,24 @@ std::shared_ptr<Work> Communicator::allreduce_coalesced_async(std::vector<at::Te
   std::vector<std::shared_ptr<Work>> works;
   for (auto& t : ts) works.push_back(allreduce_async(t, op));
   return std::make_shared<AllWork>(std::move(works));
+}
+
+std::shared_ptr<Work> Communicator::allreduce_compressed_async(std::vector<at::Tensor> ts, ReduceOp op,
+                                                               at::ScalarType wire) {
+  if (wire != at::kHalf && wire != at::kBFloat16)
+    throw UsageError(std::string("allreduce_compressed_async: the wire type must be float16 or bfloat16, not ") +
+                     at::toString(wire));
+  for (const auto& t : ts)
+    if (!t.defined() || !t.is_floating_point() || !t.is_contiguous())
+      throw UsageError("allreduce_compressed_async: every tensor must be a contiguous floating-point tensor");
+  if (size() == 1 || ts.empty()) return completed_work();
+  std::vector<at::Tensor> flat;
+  for (const auto& t : ts) flat.push_back(t.view(-1));
+  const at::Tensor all = flat.size() == 1 ? flat.front() : at::cat(flat);
+  // Divided before the cast, as PyTorch's fp16 hook does: a sum of float16 values overflows sooner.
+  at::Tensor on_wire = (op == ReduceOp::Avg ? all.div(size()) : all).to(wire);
+  auto inner = allreduce_async(on_wire, op == ReduceOp::Avg ? ReduceOp::Sum : op);
+  return std::make_shared<CastBackWork>(std::move(inner), std::move(on_wire), std::move(ts));
 }
 
 at::Tensor Communicator::allgather(const at::Tensor& in) {

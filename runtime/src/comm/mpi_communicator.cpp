@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "check.h"
+#include "comm/mpi_half_ops.h"
 #include "xlaunch/process_state.h"
 
 namespace xlaunch {
@@ -22,8 +23,6 @@ MPI_Datatype mpi_type(at::ScalarType t) {
       throw UsageError(std::string("the MPI communicator cannot move tensors of dtype ") + at::toString(t));
   }
 }
-
-bool needs_float_staging(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
 
 // MPI counts are int: large buffers go in chunks.
 constexpr int64_t kMaxChunk = INT_MAX / 16;
@@ -54,14 +53,9 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 void MpiCommunicator::run_allreduce(at::Tensor& t, ReduceOp op) {
-  if (needs_float_staging(t.scalar_type())) {
-    at::Tensor staged = t.to(at::kFloat);
-    run_allreduce(staged, op);
-    t.copy_(staged);
-    return;
-  }
-  const MPI_Op mop = op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
-  const MPI_Datatype type = mpi_type(t.scalar_type());
+  const bool half = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+  const MPI_Op mop = half ? mpi_half_op(t.scalar_type(), op) : op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+  const MPI_Datatype type = half ? MPI_UINT16_T : mpi_type(t.scalar_type());
   char* base = static_cast<char*>(t.data_ptr());
   const int64_t n = t.numel();
   for (int64_t off = 0; off < n; off += kMaxChunk) {

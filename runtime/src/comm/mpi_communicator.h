@@ -1,6 +1,6 @@
 // The CPU communicator: MPI over MPI_COMM_WORLD (a duplicate of it, so user MPI traffic cannot
 // collide with ours). All MPI calls happen on the communication thread (see ThreadedCommunicator).
-// float16/bfloat16 tensors are reduced through a float32 copy (MPI has no such types).
+// float16/bfloat16 tensors travel as 16-bit values, reduced by user-defined operations (mpi_half_ops.h).
 #pragma once
 
 #include <mpi.h>

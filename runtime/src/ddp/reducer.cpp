@@ -2,12 +2,14 @@
 
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <c10/util/strides.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 #include "profile/step_clock.h"
@@ -17,6 +19,7 @@
 #include "watch/watchdog.h"
 #include "xlaunch/error.h"
 #include "ddp/grad_capture.h"
+#include "ddp/powersgd.h"
 
 namespace xlaunch {
 
@@ -29,6 +32,7 @@ struct Reducer::Bucket {
   // The communicator reduces the members' gradients where they lie (shared memory): a gradient in
   // its pool is not copied into the bucket.
   bool zero_copy = false;
+  std::unique_ptr<PowerSgdBucket> powersgd;  // comm_hook powersgd, floating-point buckets
 };
 
 namespace {
@@ -40,6 +44,8 @@ at::Tensor bucket_alias(const at::Tensor& buffer, int64_t offset, const at::Tens
   t.set_(buffer.storage(), buffer.storage_offset() + offset, param.sizes(), c10::contiguous_strides(param.sizes()));
   return t;
 }
+
+bool compressible(const at::Tensor& t) { return t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble; }
 
 std::string group_of(const at::Tensor& p) {
   return std::string(at::toString(p.scalar_type())) + "@" + p.device().str();
@@ -59,6 +65,18 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   caps.cap_bytes = static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024);
   caps.first_cap_bytes = std::min(options_.first_bucket_bytes, caps.cap_bytes);
   plan_ = assign_buckets(sizes, caps);
+  const std::string& h = options_.comm_hook;
+  hook_ = h == "none" ? Hook::None : h == "fp16" ? Hook::Fp16 : h == "bf16" ? Hook::Bf16 : h == "powersgd" ? Hook::PowerSgd
+                                                                                                      : Hook::None;
+  if (h != "none" && hook_ == Hook::None)
+    throw UsageError("comm_hook '" + h + "' is not one of none, fp16, bf16, powersgd; set ddp.comm_hook in the config "
+                     "(XLAUNCH_COMM_HOOK)");
+  if (hook_ == Hook::PowerSgd && options_.powersgd_rank < 1)
+    throw UsageError("powersgd_rank must be at least 1 (got " + std::to_string(options_.powersgd_rank) +
+                     "); set ddp.powersgd_rank in the config, e.g. 1 to 4");
+  if (hook_ == Hook::PowerSgd && options_.powersgd_start_step < 0)
+    throw UsageError("powersgd_start_step must be >= 0 (got " + std::to_string(options_.powersgd_start_step) +
+                     "); set ddp.powersgd_start_step in the config");
 
   buckets_.resize(plan_.size());
   slot_of_.resize(params_.size());
@@ -84,7 +102,11 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
       grad = bucket.views[pos];
     }
     SharedMemoryTransport* shm = bucket.comm->shared_memory();
-    bucket.zero_copy = shm && shm->holds(bucket.buffer);
+    // A hook transforms the bucket as a whole: its gradients are gathered into it first.
+    bucket.zero_copy = hook_ == Hook::None && shm && shm->holds(bucket.buffer);
+    if (hook_ == Hook::PowerSgd && compressible(bucket.buffer))
+      bucket.powersgd = std::make_unique<PowerSgdBucket>(bucket.views, bucket.comm, options_.powersgd_rank,
+                                                         /*seed=*/0x5eed0000u + b);
   }
   reserve_pools();
   install_hooks();
@@ -150,6 +172,7 @@ void Reducer::prepare_for_backward(bool sync) {
   armed_ = true;
   sync_ = sync;
   next_launch_ = 0;
+  powersgd_now_ = hook_ == Hook::PowerSgd && sync_steps_ >= options_.powersgd_start_step;
   std::fill(ready_.begin(), ready_.end(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].pending = plan_[b].size();
   // Fresh gradients of this backward are allocated in the shared pool (see grad_capture.h).
@@ -188,6 +211,11 @@ void Reducer::launch_ready_buckets() {
       std::vector<at::Tensor> grads;
       for (size_t i : plan_[next_launch_]) grads.push_back(params_[i].grad());
       bucket.work = bucket.comm->allreduce_coalesced_async(std::move(grads), ReduceOp::Avg);
+    } else if (powersgd_now_ && bucket.powersgd) {
+      bucket.powersgd->start();  // finished in finalize_backward
+    } else if ((hook_ == Hook::Fp16 || hook_ == Hook::Bf16) && compressible(bucket.buffer)) {
+      bucket.work = bucket.comm->allreduce_compressed_async({bucket.buffer}, ReduceOp::Avg,
+                                                            hook_ == Hook::Fp16 ? at::kHalf : at::kBFloat16);
     } else {
       bucket.work = bucket.comm->allreduce_async(bucket.buffer, ReduceOp::Avg);
     }
@@ -220,11 +248,20 @@ void Reducer::finalize_backward() {
   }
   {
     const profile::PhaseScope phase(profile::kCommWait);  // what the overlap with backward did not hide
+    // PowerSGD's second round (Q) for every bucket before waiting for any: they travel together.
+    if (powersgd_now_)
+      for (auto& bucket : buckets_)
+        if (bucket.powersgd) bucket.powersgd->exchange();
     for (auto& bucket : buckets_) {
+      if (powersgd_now_ && bucket.powersgd) {
+        bucket.powersgd->complete();
+        continue;
+      }
       bucket.work->wait();
       bucket.work.reset();
     }
   }
+  ++sync_steps_;
   if (unused.empty() || options_.find_unused_parameters) return;
   std::ostringstream os;
   os << "on " << where_am_i() << ", " << unused.size() << " parameter(s) of the prepared model did not "
@@ -237,6 +274,52 @@ void Reducer::finalize_backward() {
         "they are reduced as zeros; parameters that should not train at all: call "
         "requires_grad_(false) on them before acc.prepare.";
   throw UsageError(os.str());
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Reducer::hook_state() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  if (hook_ != Hook::PowerSgd) return out;
+  out.emplace_back("sync_steps", at::full({}, sync_steps_, at::kLong));
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (!buckets_[b].powersgd) continue;
+    for (auto& [name, t] : buckets_[b].powersgd->state())
+      out.emplace_back("bucket." + std::to_string(b) + "." + name, t);
+  }
+  return out;
+}
+
+namespace {
+// saved's entries under "bucket.<b>.", without that prefix.
+std::vector<std::pair<std::string, at::Tensor>> of_bucket(const std::vector<std::pair<std::string, at::Tensor>>& saved,
+                                                          size_t b) {
+  const std::string prefix = "bucket." + std::to_string(b) + ".";
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& [name, t] : saved)
+    if (name.rfind(prefix, 0) == 0) out.emplace_back(name.substr(prefix.size()), t);
+  return out;
+}
+}  // namespace
+
+std::string Reducer::hook_state_mismatch(const std::vector<std::pair<std::string, at::Tensor>>& saved) const {
+  for (const auto& [name, t] : saved) {
+    if (name == "sync_steps") continue;
+    size_t b = 0;
+    if (std::sscanf(name.c_str(), "bucket.%zu.", &b) != 1 || b >= buckets_.size() || !buckets_[b].powersgd)
+      return "'" + name + "' belongs to no PowerSGD bucket of this model (other buckets: another model or bucket_cap_mb?)";
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (!buckets_[b].powersgd) continue;
+    const std::string why = buckets_[b].powersgd->mismatch(of_bucket(saved, b));
+    if (!why.empty()) return "bucket " + std::to_string(b) + ": " + why;
+  }
+  return "";
+}
+
+void Reducer::load_hook_state(const std::vector<std::pair<std::string, at::Tensor>>& saved) {
+  for (const auto& [name, t] : saved)
+    if (name == "sync_steps") sync_steps_ = t.item<int64_t>();
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (buckets_[b].powersgd) buckets_[b].powersgd->load(of_bucket(saved, b));
 }
 
 std::string Reducer::layout() const {

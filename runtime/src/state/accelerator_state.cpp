@@ -9,6 +9,7 @@
 #include <torch/serialize/output-archive.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -120,7 +121,13 @@ std::string changed_settings(const Files& files) {
 
 // What a checkpoint holds of an Accelerator, and putting it back (the Accelerator's friend).
 struct CheckpointIO {
-  static Files files_of(const Accelerator& a, const std::vector<std::string>& rng_states);
+  // hook_states[i][r]: rank r's communication-hook state of model i, pickled (empty: none).
+  static Files files_of(const Accelerator& a, const std::vector<std::string>& rng_states,
+                        const std::vector<std::vector<std::string>>& hook_states);
+  // Every rank's hook state of every model, on rank 0 (collective).
+  static std::vector<std::vector<std::string>> gather_hook_states(Accelerator& a);
+  // The saved hook state each model takes on this rank; throws UsageError when one does not fit.
+  static std::vector<Named> hook_states_to_restore(const Accelerator& a, const Files& files, int64_t saved_world);
   // Everything is validated before anything is changed: a refused checkpoint leaves the run as it was.
   static void restore(Accelerator& a, const Files& files);
   static void restore_scaler(Accelerator& a, const KeyValues& state);
@@ -136,10 +143,11 @@ void Accelerator::save_state(const std::string& dir) {
                     "); the gradients accumulated so far are not saved. Save after an optimizer step for an exact resume");
   // Every rank's generators differ (dropout masks, device_specific seeds): rank 0 writes them all.
   const std::vector<std::string> rng = cpu_comm_->allgather_strings(rng_bytes(device_));
+  const auto hook_states = CheckpointIO::gather_hook_states(*this);
   std::string error;
   if (rank_ == 0) {
     try {
-      checkpoint::write_atomically(dir, CheckpointIO::files_of(*this, rng));
+      checkpoint::write_atomically(dir, CheckpointIO::files_of(*this, rng, hook_states));
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -149,7 +157,24 @@ void Accelerator::save_state(const std::string& dir) {
   if (outcome.failed()) throw Error("save_state(" + dir + ") failed on rank 0: " + outcome.message);
 }
 
-Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string>& rng) {
+std::vector<std::vector<std::string>> CheckpointIO::gather_hook_states(Accelerator& a) {
+  std::vector<std::vector<std::string>> out(a.models_.size());
+  for (size_t i = 0; i < a.models_.size(); ++i) {
+    const Named state = a.models_[i].reducer->hook_state();
+    if (state.empty()) continue;  // the same on every rank: the hook is one of the agreed settings
+    const std::string mine = pickle_bytes(state);
+    // One rank at a time, as a broadcast: the error feedback is as large as the weight matrices,
+    // beyond what one allgather may carry.
+    for (int r = 0; r < a.world_; ++r) {
+      std::string got = r == 0 ? mine : broadcast_string(*a.cpu_comm_, a.rank_ == r ? mine : std::string(), r);
+      if (a.rank_ == 0) out[i].push_back(std::move(got));
+    }
+  }
+  return out;
+}
+
+Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string>& rng,
+                             const std::vector<std::vector<std::string>>& hook_states) {
   Files files;
   KeyValues state{{"format_version", std::to_string(checkpoint::kFormatVersion)},
                   {"world_size", std::to_string(a.world_)},
@@ -194,6 +219,11 @@ Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string
     meta << "scaler scale " << exact(s.scale) << "\n";
   }
   for (size_t r = 0; r < rng.size(); ++r) files["rng/rank_" + std::to_string(r) + ".pt"] = rng[r];
+  for (size_t i = 0; i < hook_states.size(); ++i)
+    for (size_t r = 0; r < hook_states[i].size(); ++r)
+      files["ddp/model_" + std::to_string(i) + "_rank_" + std::to_string(r) + ".pt"] = hook_states[i][r];
+  if (!hook_states.empty() && !hook_states.front().empty())
+    meta << "comm_hook " << a.options_.ddp.comm_hook << " rank " << a.options_.ddp.powersgd_rank << "\n";
   files["rank0/trainer_state.txt"] = key_values_text(state);
   files["metadata.txt"] = meta.str();
   files["config/env.txt"] = env_text();
@@ -268,6 +298,7 @@ void CheckpointIO::restore(Accelerator& a, const Files& files) {
     saved_optimizers.back()->load_from(in, a.device_);
   }
   const int64_t saved_world = get_int(state, "world_size");
+  const std::vector<Named> hook_states = hook_states_to_restore(a, files, saved_world);
   const std::string rng_path = "rng/rank_" + std::to_string(a.rank_) + ".pt";
   const bool have_rng = files.count(rng_path) > 0;
   const Named rng = have_rng ? unpickle(files, rng_path) : Named{};
@@ -287,6 +318,8 @@ void CheckpointIO::restore(Accelerator& a, const Files& files) {
                        "same optimizer type over the same parameters): " + e.what_without_backtrace());
     }
   }
+  for (size_t i = 0; i < a.models_.size(); ++i)
+    if (!hook_states[i].empty()) a.models_[i].reducer->load_hook_state(hook_states[i]);
   a.step_ = get_int(state, "step");
   watch::set_step(a.step_);
   a.micro_step_ = get_int(state, "micro_step");
@@ -300,6 +333,45 @@ void CheckpointIO::restore(Accelerator& a, const Files& files) {
                                                 " keep their own RNG state (none was saved for them)"
                                           : "") +
                     ". The resume is not bitwise exact (another world size reduces in another order)");
+}
+
+std::vector<Named> CheckpointIO::hook_states_to_restore(const Accelerator& a, const Files& files, int64_t saved_world) {
+  std::vector<Named> out(a.models_.size());
+  for (size_t i = 0; i < a.models_.size(); ++i) {
+    const Reducer& reducer = *a.models_[i].reducer;
+    const std::string prefix = "ddp/model_" + std::to_string(i) + "_rank_";
+    const bool saved = files.count(prefix + "0.pt") > 0;
+    if (reducer.hook_state().empty()) {
+      if (saved)
+        log_main(a.rank_, "load_state: the checkpoint has PowerSGD state for model " + std::to_string(i) +
+                        "; this run's comm_hook is " + a.options_.ddp.comm_hook + ", so it is ignored");
+      continue;
+    }
+    if (!saved) {
+      log_main(a.rank_, "load_state: the checkpoint has no PowerSGD state for model " + std::to_string(i) +
+                      " (saved with another comm_hook): its error feedback and step count start afresh");
+      continue;
+    }
+    // This rank's error feedback when the ranks are the same; otherwise only what all ranks share
+    // (the warm start and the step count): another world's errors belong to other shards.
+    const bool same_world = saved_world == a.world_;
+    Named state = unpickle(files, prefix + (same_world ? std::to_string(a.rank_) : "0") + ".pt");
+    if (!same_world) {
+      state.erase(std::remove_if(state.begin(), state.end(),
+                                 [](const auto& e) { return e.first.find(".error.") != std::string::npos; }),
+                  state.end());
+      log_main(a.rank_, "load_state: PowerSGD's error feedback was saved by " + std::to_string(saved_world) +
+                      " processes; with " + std::to_string(a.world_) + " it restarts from zero (warm start and "
+                      "step count restored)");
+    }
+    const std::string why = reducer.hook_state_mismatch(state);
+    if (!why.empty())
+      throw UsageError("load_state: the checkpoint's PowerSGD state of model " + std::to_string(i) +
+                       " does not fit this run: " + why + ". Resume with the ddp settings it was saved with "
+                       "(config/env.txt in the checkpoint lists them), or from a checkpoint saved with comm_hook none");
+    out[i] = std::move(state);
+  }
+  return out;
 }
 
 void CheckpointIO::restore_scaler(Accelerator& a, const KeyValues& state) {

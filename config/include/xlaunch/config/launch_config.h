@@ -34,6 +34,11 @@ struct DdpSection {
   double bucket_cap_mb = 25.0;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
+  // How each gradient bucket travels (PyTorch's DDP communication hooks): none (as it is), fp16 or
+  // bf16 (cast, reduce, cast back: half the bytes), powersgd (low-rank, with error feedback).
+  std::string comm_hook = "none";
+  int powersgd_rank = 1;           // the rank of PowerSGD's approximation of each weight matrix
+  int powersgd_start_step = 1000;  // synced backward passes reduced exactly before PowerSGD starts
 };
 
 struct LoaderSection {

@@ -1,0 +1,152 @@
+#include "ddp/powersgd.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
+
+#include <algorithm>
+
+#include "check.h"
+#include "xlaunch/error.h"
+
+namespace xlaunch {
+
+void orthonormalize_columns(at::Tensor& p) {
+  at::NoGradGuard no_grad;
+  const int64_t r = p.size(1);
+  for (int64_t i = 0; i < r; ++i) {
+    at::Tensor col = p.narrow(1, i, 1);
+    // PyTorch divides by the norm alone and turns a zero column into NaNs; a tiny epsilon keeps it zero.
+    col.div_(col.norm().add_(1e-8));
+    if (i + 1 < r) {
+      at::Tensor rest = p.narrow(1, i + 1, r - i - 1);
+      rest.sub_((col * rest).sum(0, /*keepdim=*/true) * col);
+    }
+  }
+}
+
+PowerSgdBucket::PowerSgdBucket(const std::vector<at::Tensor>& views, std::shared_ptr<Communicator> comm, int rank,
+                               uint64_t seed)
+    : comm_(std::move(comm)) {
+  XLAUNCH_ASSERT(rank >= 1, "PowerSGD rank >= 1");
+  at::NoGradGuard no_grad;
+  int64_t p_total = 0, q_total = 0, exact_total = 0;
+  std::vector<std::pair<at::Tensor, int64_t>> shapes;  // compressed member as [n, m], and its r
+  for (const auto& v : views) {
+    const int64_t n = v.dim() >= 2 ? v.size(0) : 0;
+    const int64_t m = n > 0 ? v.numel() / n : 0;
+    const int64_t r = std::min<int64_t>({rank, n, m});
+    // PyTorch's min_compression_rate of 2: compress only where it at least halves the bytes.
+    if (n > 0 && m > 0 && (n + m) * r * 2 < n * m) {
+      shapes.emplace_back(v.view({n, m}), r);
+      p_total += n * r;
+      q_total += m * r;
+    } else {
+      exact_.push_back(v);
+      exact_total += v.numel();
+    }
+  }
+  const at::TensorOptions options = views.front().options();
+  if (exact_total > 0) exact_buf_ = comm_->allocate(exact_total, options);
+  if (shapes.empty()) return;
+  p_buf_ = comm_->allocate(p_total, options);
+  q_buf_ = comm_->allocate(q_total, options);
+  // The same starting Q on every rank.
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  q_buf_.copy_(at::randn({q_total}, gen, at::TensorOptions().dtype(options.dtype())));
+  int64_t p_off = 0, q_off = 0;
+  for (auto& [mat, r] : shapes) {
+    const int64_t n = mat.size(0), m = mat.size(1);
+    matrices_.push_back({mat, p_buf_.narrow(0, p_off, n * r).view({n, r}), q_buf_.narrow(0, q_off, m * r).view({m, r}),
+                         at::zeros({n, m}, options)});
+    p_off += n * r;
+    q_off += m * r;
+  }
+}
+
+void PowerSgdBucket::start() {
+  at::NoGradGuard no_grad;
+  if (exact_buf_.defined()) {
+    int64_t off = 0;
+    for (const auto& v : exact_) {
+      exact_buf_.narrow(0, off, v.numel()).copy_(v.view(-1));
+      off += v.numel();
+    }
+    exact_work_ = comm_->allreduce_async(exact_buf_, ReduceOp::Avg);
+  }
+  if (matrices_.empty()) return;
+  for (auto& x : matrices_) {
+    x.m.add_(x.error);  // error feedback: what earlier approximations missed on this rank
+    at::mm_out(x.p, x.m, x.q);
+  }
+  p_work_ = comm_->allreduce_async(p_buf_, ReduceOp::Sum);
+}
+
+void PowerSgdBucket::exchange() {
+  if (matrices_.empty()) return;
+  at::NoGradGuard no_grad;
+  p_work_->wait();
+  p_work_.reset();
+  for (auto& x : matrices_) {
+    orthonormalize_columns(x.p);
+    at::mm_out(x.q, x.m.t(), x.p);
+  }
+  q_work_ = comm_->allreduce_async(q_buf_, ReduceOp::Sum);
+}
+
+void PowerSgdBucket::complete() {
+  at::NoGradGuard no_grad;
+  if (exact_work_) {
+    exact_work_->wait();
+    exact_work_.reset();
+    int64_t off = 0;
+    for (auto& v : exact_) {
+      v.view(-1).copy_(exact_buf_.narrow(0, off, v.numel()));
+      off += v.numel();
+    }
+  }
+  if (matrices_.empty()) return;
+  q_work_->wait();
+  q_work_.reset();
+  q_buf_.div_(comm_->size());  // kept: the next step starts from it
+  for (auto& x : matrices_) {
+    x.error.copy_(x.m);
+    at::mm_out(x.m, x.p, x.q.t());
+    x.error.sub_(x.m);
+  }
+}
+
+std::vector<std::pair<std::string, at::Tensor>> PowerSgdBucket::state() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  if (matrices_.empty()) return out;
+  out.emplace_back("q", q_buf_);
+  for (size_t k = 0; k < matrices_.size(); ++k) out.emplace_back("error." + std::to_string(k), matrices_[k].error);
+  return out;
+}
+
+std::string PowerSgdBucket::mismatch(const std::vector<std::pair<std::string, at::Tensor>>& saved) const {
+  const auto mine = state();
+  for (const auto& [name, t] : saved) {
+    const auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& e) { return e.first == name; });
+    if (it == mine.end()) return "'" + name + "' is not part of this bucket's PowerSGD state";
+    if (!it->second.sizes().equals(t.sizes()))
+      return "'" + name + "' has " + std::to_string(t.numel()) + " elements there, " +
+             std::to_string(it->second.numel()) + " here (another powersgd_rank or model?)";
+  }
+  const bool has_q = std::any_of(saved.begin(), saved.end(), [](const auto& e) { return e.first == "q"; });
+  if (!mine.empty() && !has_q) return "it has no 'q'";
+  return "";
+}
+
+void PowerSgdBucket::load(const std::vector<std::pair<std::string, at::Tensor>>& saved) {
+  at::NoGradGuard no_grad;
+  for (auto& x : matrices_) x.error.zero_();
+  auto mine = state();
+  for (const auto& [name, t] : saved)
+    for (auto& [n, live] : mine)
+      if (n == name) live.copy_(t);
+}
+
+}  // namespace xlaunch
