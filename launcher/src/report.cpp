@@ -215,8 +215,11 @@ std::vector<std::string> advise(const JobReport& r, const config::LaunchConfig& 
                   fixed(w.mb_per_step, 2) + " MB per step): the gradient allreduce is not hidden behind backward. Raise "
                   "ddp.bucket_cap_mb (now " + fixed(c.ddp.bucket_cap_mb, 0) + ") for fewer, larger allreduces, raise "
                   "gradient_accumulation_steps (now " + std::to_string(c.gradient_accumulation_steps) +
-                  ") to reduce once per several batches, or use a larger batch per rank; without the wait, steps would be up to " +
-                  speedup(w.phase_pct[profile::kCommWait]) + " faster");
+                  ") to reduce once per several batches, or use a larger batch per rank" +
+                  (c.num_machines > 1 && c.ddp.comm_hook == "none"
+                       ? "; between machines, send fewer bytes: ddp.comm_hook bf16 (half) or powersgd (low rank)"
+                       : "") +
+                  "; without the wait, steps would be up to " + speedup(w.phase_pct[profile::kCommWait]) + " faster");
   }
   // 4. and 5. The GPU.
   for (const auto* rr : ranks) {

@@ -101,6 +101,13 @@ TEST(Advice, CommunicationWaitNamesBucketsAndAccumulation) {
   EXPECT_TRUE(any_has(r.advice, "communication wait is 29.6% of the step on ranks 0, 1")) << r.advice[0];
   EXPECT_TRUE(any_has(r.advice, "ddp.bucket_cap_mb (now 25)")) << r.advice[0];
   EXPECT_TRUE(any_has(r.advice, "gradient_accumulation_steps (now 1)")) << r.advice[0];
+  EXPECT_FALSE(any_has(r.advice, "comm_hook")) << "one machine: no link to spare";
+  xlaunch::config::LaunchConfig two;
+  two.num_machines = 2;
+  JobReport across = make_report({stats(0, 60, comm), stats(1, 60, comm)}, {});
+  EXPECT_TRUE(any_has(advise(across, two), "ddp.comm_hook bf16")) << advise(across, two)[0];
+  two.ddp.comm_hook = "bf16";
+  EXPECT_FALSE(any_has(advise(across, two), "ddp.comm_hook bf16"));
 }
 
 TEST(Advice, TheStragglerIsNamed) {

@@ -1,8 +1,10 @@
 #include "xlaunch/communicator.h"
 
 #include <ATen/ops/cat.h>
+#include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
@@ -90,7 +92,9 @@ std::shared_ptr<Work> Communicator::allreduce_compressed_async(std::vector<at::T
   for (const auto& t : ts) flat.push_back(t.view(-1));
   const at::Tensor all = flat.size() == 1 ? flat.front() : at::cat(flat);
   // Divided before the cast, as PyTorch's fp16 hook does: a sum of float16 values overflows sooner.
-  at::Tensor on_wire = (op == ReduceOp::Avg ? all.div(size()) : all).to(wire);
+  at::Tensor on_wire = at::empty({all.numel()}, all.options().dtype(wire));
+  if (op == ReduceOp::Avg) at::div_out(on_wire, all, at::scalar_tensor(static_cast<double>(size())));  // one pass: divide and cast
+  else on_wire.copy_(all);
   auto inner = allreduce_async(on_wire, op == ReduceOp::Avg ? ReduceOp::Sum : op);
   return std::make_shared<CastBackWork>(std::move(inner), std::move(on_wire), std::move(ts));
 }

@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/addmm.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
@@ -112,9 +113,8 @@ void PowerSgdBucket::complete() {
   q_work_.reset();
   q_buf_.div_(comm_->size());  // kept: the next step starts from it
   for (auto& x : matrices_) {
-    x.error.copy_(x.m);
+    at::addmm_out(x.error, x.m, x.p, x.q.t(), /*beta=*/1, /*alpha=*/-1);  // what this rank's M keeps back
     at::mm_out(x.m, x.p, x.q.t());
-    x.error.sub_(x.m);
   }
 }
 
