@@ -2,7 +2,8 @@
 // DDP powerSGD_hook does it, for one gradient bucket.
 //
 // Each weight matrix M (a member of 2 or more dimensions, seen as [size(0), rest]) is sent as two
-// thin factors instead of itself: with Q [m x r] kept from the previous step (warm start),
+// thin factors instead of itself: with Q [m x r] kept from the previous step (warm start; stored
+// transposed, [r x m], so that every product is a fast one for BLAS),
 //   P = M Q             allreduced (sum), then orthonormalised (Gram-Schmidt, identical on every rank)
 //   Q = M^T P           allreduced (sum), divided by the world size: the average's projection
 //   M <- P Q^T          the rank-r approximation of the average of M over the ranks.
@@ -52,7 +53,7 @@ class PowerSgdBucket {
  private:
   struct Matrix {
     at::Tensor m;      // [n, m] over the bucket's memory: the gradient
-    at::Tensor p, q;   // [n, r], [m, r] over p_buf_, q_buf_
+    at::Tensor p, qt;  // P [n, r] and Q transposed [r, m], over p_buf_ and q_buf_
     at::Tensor error;  // [n, m]
   };
   std::vector<Matrix> matrices_;
