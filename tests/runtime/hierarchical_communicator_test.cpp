@@ -1,7 +1,8 @@
 // The hierarchical allreduce on 4 ranks of this machine, told that they lie on 2 "machines" of 2
 // ranks (the layout is the communicator's input; which machine a rank is on is decided elsewhere,
-// from boot id and /dev/shm, and tested below as a pure function). Two layouts: machines of
-// consecutive ranks (0,1 | 2,3) and interleaved ones (0,2 | 1,3). Values are integers built from
+// from boot id and /dev/shm, and tested below as a pure function). Layouts: machines of consecutive
+// ranks (0,1 | 2,3), interleaved ones (0,2 | 1,3), and 4 machines of 1 (auto never picks it, but
+// the leaders' ring then takes 3 steps per phase instead of 1). Values are integers built from
 // (rank, index), so every expected result is exact; sizes on both sides of the leaders'
 // reduce-scatter threshold and lists larger than the staging buffer.
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "comm/hierarchical_communicator.h"
@@ -80,22 +82,27 @@ TEST_P(Hier, SubCommunicatorsFollowTheLayout) {
   const MachineLayout layout = xlaunch::machine_layout(GetParam());
   EXPECT_EQ(comm->rank(), world->rank());
   EXPECT_EQ(comm->size(), 4);
+  std::vector<int> mates;  // the ranks of this rank's machine, and the leaders
+  std::vector<int> leaders;
+  for (int q = 0; q < 4; ++q) {
+    if (layout.leader[q] == layout.leader[r]) mates.push_back(q);
+    if (layout.leader[q] == q) leaders.push_back(q);
+  }
   ASSERT_TRUE(comm->local());
-  EXPECT_EQ(comm->local()->size(), 2);
-  EXPECT_EQ(comm->local()->rank(), layout.leader[r] == r ? 0 : 1);
+  EXPECT_EQ(comm->local()->size(), static_cast<int>(mates.size()));
+  EXPECT_EQ(comm->local()->rank(), std::find(mates.begin(), mates.end(), r) - mates.begin());
   EXPECT_EQ(comm->leaders() != nullptr, layout.leader[r] == r) << "the leaders are the machines' local ranks 0";
   if (comm->leaders()) {
-    EXPECT_EQ(comm->leaders()->size(), 2);
-    EXPECT_EQ(comm->leaders()->rank(), r == 0 ? 0 : 1);
+    EXPECT_EQ(comm->leaders()->size(), static_cast<int>(leaders.size()));
+    EXPECT_EQ(comm->leaders()->rank(), std::find(leaders.begin(), leaders.end(), r) - leaders.begin());
   }
   // The sub-communicators run on the world's thread.
   EXPECT_EQ(&comm->local()->comm_thread(), &world->comm_thread());
   at::Tensor mine = at::full({1}, static_cast<int64_t>(r), at::kLong);
   comm->local()->allreduce(mine, ReduceOp::Sum);
-  int other = -1;
-  for (int q = 0; q < 4; ++q)
-    if (q != r && layout.leader[q] == layout.leader[r]) other = q;
-  EXPECT_EQ(mine.item<int64_t>(), r + other) << "the sum over this machine's ranks";
+  int64_t want = 0;
+  for (int q : mates) want += q;
+  EXPECT_EQ(mine.item<int64_t>(), want) << "the sum over this machine's ranks";
 }
 
 TEST_P(Hier, BucketAllreduceSumAvgMax) {
@@ -166,5 +173,8 @@ TEST_P(Hier, TensorsOutsideSharedMemoryGoThroughMpi) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Hier,
                          ::testing::Values(std::vector<std::string>{"a", "a", "b", "b"},
-                                           std::vector<std::string>{"a", "b", "a", "b"}),
-                         [](const auto& info) { return info.index == 0 ? "Consecutive" : "Interleaved"; });
+                                           std::vector<std::string>{"a", "b", "a", "b"},
+                                           std::vector<std::string>{"a", "b", "c", "d"}),
+                         [](const auto& info) {
+                           return std::string(info.index == 0 ? "Consecutive" : info.index == 1 ? "Interleaved" : "FourMachines");
+                         });

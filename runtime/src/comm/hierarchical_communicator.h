@@ -12,8 +12,8 @@
 //  1. the ranks of each machine reduce their copies into the machine's staging buffer, each rank its
 //     1/local slice (ShmCommunicator::allreduce_through_staging, with its barriers);
 //  2. each machine's leader reduces the staging buffer across machines over the leaders' MPI
-//     communicator: MPI_Allreduce for small pieces, MPI_Reduce_scatter + MPI_Allgatherv for large
-//     ones; it may call MPI there because it is the MPI thread;
+//     communicator: MPI_Allreduce for small pieces, a ring reduce-scatter then allgather
+//     (MPI_Sendrecv) for large ones; it may call MPI there because it is the MPI thread;
 //  3. every rank copies the result into its own tensors (Avg: divided by the job's size).
 // Every MPI call of the process stays on the world's thread (MPI_THREAD_SERIALIZED): the machine's
 // and the leaders' communicators are splits of the world that share it (MpiCommunicator::split).
