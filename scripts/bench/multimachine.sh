@@ -47,3 +47,4 @@ for H in 1024 2048; do
   none=$(median $results)
   echo "bench=multimachine link=$RATE hidden=$H hook=none steps_per_s=$none ratio_vs_none=1.00"
 done
+"$SIM" down >/dev/null; flock -u 9; bash "$REPO/scripts/bench/hier.sh" "$ROUNDS"  # 2 x 2 machines of its own, under the same lock
