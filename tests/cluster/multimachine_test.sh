@@ -96,6 +96,18 @@ for mode in auto:hier mpi:mpi; do
   fi
 done
 
+# 3b. No room in sim1's /dev/shm: every rank agrees to use flat MPI (no machine takes the
+# hierarchical path alone, which would hang), rank 0 says why, and DDP still equals one process.
+"$sim" exec sim1 sh -c 'dd if=/dev/zero of=/dev/shm/xl-test-fill bs=1M >/dev/null 2>&1; true'
+if run m2x2 ddp_full "$build/tests/cluster/ddp_equivalence" &&
+   [ "$(grep -c 'ddp_equivalence .*world=4 bucket_comm=mpi .*PASS$' "$work/ddp_full.log")" = 4 ] &&
+   [ "$(grep -c 'shared-memory gradient allreduce unavailable, using MPI' "$work/ddp_full.log")" = 1 ]; then
+  pass "2x2 with sim1's /dev/shm full: every rank falls back to flat MPI, one warning, DDP equals one process"
+else
+  fail "2x2 with sim1's /dev/shm full: want bucket_comm=mpi and PASS on every rank and one warning" ddp_full
+fi
+"$sim" exec sim1 rm -f /dev/shm/xl-test-fill
+
 # 4. A checkpoint saved on 2x2 resumes on 4x1 (4 machines, 1 rank each) exactly.
 train=$build/tests/checkpoint/checkpoint_train_resume
 if run m2x2 straight "$train" --epochs 2 --out "$work/straight.bin" &&
