@@ -24,6 +24,7 @@
 #include "xlaunch/env_vars.h"
 #include "xlaunch/error.h"
 #include "comm/agree.h"
+#include "comm/hierarchical_communicator.h"
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
 #include "xlaunch/process_state.h"
@@ -78,13 +79,6 @@ std::string shared_memory_domain() {
   struct stat st {};
   return boot + " /dev/shm " +
          (stat("/dev/shm", &st) == 0 ? std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) : "absent");
-}
-
-// Collective: whether every rank of comm sees the same shared memory as rank 0.
-bool one_shared_memory_domain(Communicator& comm) {
-  const std::string mine = shared_memory_domain();
-  const std::string ref = broadcast_string(comm, mine);
-  return !agree_on_error(comm, mine == ref ? "" : "another machine").failed();
 }
 
 std::vector<std::string> lines(const std::string& s) {
@@ -181,11 +175,14 @@ std::shared_ptr<Communicator> Accelerator::bucket_communicator(const at::Device&
     cpu_bucket_comm_ = cpu_comm_;
     if (options_.cpu_allreduce != "auto" && options_.cpu_allreduce != "mpi")
       throw UsageError("cpu_allreduce '" + options_.cpu_allreduce + "' is not one of auto, mpi");
-    // Every rank sees the same shared memory (one machine) and MPI underneath: shared memory.
-    if (options_.cpu_allreduce == "auto" && world_ > 1 && cpu_comm_ == MpiCommunicator::world() &&
-        one_shared_memory_domain(*cpu_comm_)) {
+    // With MPI underneath: every rank on one machine (the same shared memory), shared memory;
+    // several machines of several ranks each, shared memory inside them and MPI between them.
+    if (options_.cpu_allreduce == "auto" && world_ > 1 && cpu_comm_ == MpiCommunicator::world()) {
+      const MachineLayout layout = machine_layout(cpu_comm_->allgather_strings(shared_memory_domain()));
+      const std::string pick = auto_cpu_allreduce(layout);
       try {
-        cpu_bucket_comm_ = std::make_shared<ShmCommunicator>(cpu_comm_);
+        if (pick == "shm") cpu_bucket_comm_ = std::make_shared<ShmCommunicator>(cpu_comm_);
+        if (pick == "hier") cpu_bucket_comm_ = std::make_shared<HierarchicalCommunicator>(MpiCommunicator::world(), layout);
       } catch (const CommError& e) {
         if (is_main_process())
           std::cerr << "xlaunch: shared-memory gradient allreduce unavailable, using MPI: " << e.what() << std::endl;

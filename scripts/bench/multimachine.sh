@@ -68,3 +68,4 @@ for H in $HIDDENS; do
   done
   unset results
 done
+"$SIM" down >/dev/null; flock -u 9; bash "$REPO/scripts/bench/hier.sh" "$ROUNDS"  # 2 x 2 machines of its own, under the same lock

@@ -3,10 +3,12 @@
 // (it can build each rank's batch from (rank, step)), and compares. Prints, on each rank,
 //   ddp_equivalence rank=R world=W bucket_comm=C grad_rel_err=E param_rel_err=E PASS|FAIL
 // and exits 1 on FAIL. For multimachine_test.sh (tests/runtime/ddp_mpi_test is written for 2 ranks).
+// Usage: ddp_equivalence [--cpu_allreduce auto|mpi]
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "../runtime/models.h"
 #include "xlaunch/accelerator.h"
@@ -26,10 +28,12 @@ double max_rel_err(torch::nn::Module& got, torch::nn::Module& want, bool grads) 
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   xlaunch::AcceleratorOptions options;
   options.cpu = true;
   options.num_threads = 1;
+  if (argc == 3 && std::string(argv[1]) == "--cpu_allreduce") options.cpu_allreduce = argv[2];
+  else if (argc != 1) return std::fprintf(stderr, "usage: ddp_equivalence [--cpu_allreduce auto|mpi]\n"), 2;
   xlaunch::Accelerator acc(options);
   const int world = acc.num_processes();
   torch::manual_seed(3);

@@ -57,13 +57,13 @@ run() {  # run LAYOUT LOG PROGRAM ARGS...: xlaunch run with that layout's config
 # 1. Where the ranks run, and what each decides there.
 probe=$build/tests/cluster/placement_probe
 if run m2x2 probe "$probe"; then
-  want="0 sim0 0 1 mpi
-1 sim0 1 0 mpi
-2 sim1 0 1 mpi
-3 sim1 1 0 mpi"
+  want="0 sim0 0 1 hier
+1 sim0 1 0 hier
+2 sim1 0 1 hier
+3 sim1 1 0 hier"
   got=$(sed -n 's/^probe rank=\([0-9]*\) world=4 host=\([a-z0-9]*\) local_rank=\([0-9]*\) local_main=\([01]\) bucket_comm=\([a-z]*\) .*/\1 \2 \3 \4 \5/p' \
         "$work/probe.log" | sort -n)
-  [ "$got" = "$want" ] && pass "2x2: ranks 0,1 on sim0 and 2,3 on sim1, local ranks 0,1 on each, local main = local rank 0, gradients over MPI" ||
+  [ "$got" = "$want" ] && pass "2x2: ranks 0,1 on sim0 and 2,3 on sim1, local ranks 0,1 on each, local main = local rank 0, gradients hierarchical (shared memory in each machine, MPI between)" ||
     fail "2x2 placement (want: $(echo $want))" probe
   shm_ids=$(sed -n 's/^probe .*host=\([a-z0-9]*\) .* shm=\([0-9:]*\)$/\1 \2/p' "$work/probe.log" | sort -u)
   [ "$(echo "$shm_ids" | wc -l)" = 2 ] && [ "$(echo "$shm_ids" | awk '{print $2}' | sort -u | wc -l)" = 2 ] &&
@@ -84,12 +84,29 @@ else
   fail "xlaunch test on 2x2" selftest
 fi
 
-# 3. DDP equals one process doing the same work, across machines (MPI between them).
-if run m2x2 ddp "$build/tests/cluster/ddp_equivalence" && [ "$(grep -c 'ddp_equivalence .*world=4 bucket_comm=mpi .*PASS$' "$work/ddp.log")" = 4 ]; then
-  pass "2x2: 8 SGD momentum steps equal one process's on the 4 ranks' batches ($(grep -o 'grad_rel_err.*PASS' "$work/ddp.log" | head -1))"
+# 3. DDP equals one process doing the same work, across machines: with the hierarchical allreduce
+# (cpu_allreduce auto: shared memory in each machine, MPI between their leaders) and a flat MPI one.
+for mode in auto:hier mpi:mpi; do
+  opt=${mode%%:*} comm=${mode##*:}
+  if run m2x2 "ddp_$opt" "$build/tests/cluster/ddp_equivalence" --cpu_allreduce "$opt" &&
+     [ "$(grep -c "ddp_equivalence .*world=4 bucket_comm=$comm .*PASS\$" "$work/ddp_$opt.log")" = 4 ]; then
+    pass "2x2, cpu_allreduce $opt ($comm): 8 SGD momentum steps equal one process's on the 4 ranks' batches ($(grep -o 'grad_rel_err.*PASS' "$work/ddp_$opt.log" | head -1))"
+  else
+    fail "2x2, cpu_allreduce $opt: DDP equals one process (bucket_comm=$comm on every rank)" "ddp_$opt"
+  fi
+done
+
+# 3b. No room in sim1's /dev/shm: every rank agrees to use flat MPI (no machine takes the
+# hierarchical path alone, which would hang), rank 0 says why, and DDP still equals one process.
+"$sim" exec sim1 sh -c 'dd if=/dev/zero of=/dev/shm/xl-test-fill bs=1M >/dev/null 2>&1; true'
+if run m2x2 ddp_full "$build/tests/cluster/ddp_equivalence" &&
+   [ "$(grep -c 'ddp_equivalence .*world=4 bucket_comm=mpi .*PASS$' "$work/ddp_full.log")" = 4 ] &&
+   [ "$(grep -c 'shared-memory gradient allreduce unavailable, using MPI' "$work/ddp_full.log")" = 1 ]; then
+  pass "2x2 with sim1's /dev/shm full: every rank falls back to flat MPI, one warning, DDP equals one process"
 else
-  fail "2x2: DDP equals one process" ddp
+  fail "2x2 with sim1's /dev/shm full: want bucket_comm=mpi and PASS on every rank and one warning" ddp_full
 fi
+"$sim" exec sim1 rm -f /dev/shm/xl-test-fill
 
 # 4. A checkpoint saved on 2x2 resumes on 4x1 (4 machines, 1 rank each) exactly.
 train=$build/tests/checkpoint/checkpoint_train_resume

@@ -1,5 +1,5 @@
-// The shared-memory allreduce's reduction kernel against its reference, for every op, world size
-// and length around the vector width (tails, empty ranges), in float and double.
+// The shared-memory allreduce's reduction kernels against their references, for every op, world
+// size and length around the vector width (tails, empty ranges), in float and double.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -41,6 +41,39 @@ void check_against_reference(Kernel kernel) {
 
 TEST(CpuReduce, FloatMatchesReference) { check_against_reference<float>(xk::reduce_copies_float); }
 TEST(CpuReduce, DoubleMatchesReference) { check_against_reference<double>(xk::reduce_copies_double); }
+
+template <typename T, typename Kernel>
+void check_into_against_reference(Kernel kernel) {
+  for (int count : {1, 2, 3, 4})
+    for (auto op : {xk::ReduceKind::Sum, xk::ReduceKind::Avg, xk::ReduceKind::Max})
+      for (int64_t n : {0, 1, 3, 4, 7, 8, 9, 31, 1000}) {
+        auto src = copies<T>(count, n);
+        const auto before = src;
+        std::vector<const T*> p;
+        for (auto& v : src) p.push_back(v.data());
+        std::vector<T> got(n, T(-7)), want(n, T(-7));
+        kernel(p.data(), count, got.data(), n, op);
+        xk::reduce_into_reference(p.data(), count, want.data(), n, op);
+        ASSERT_EQ(got, want) << "count " << count << " op " << static_cast<int>(op) << " n " << n;
+        ASSERT_EQ(src, before) << "the sources are left as they were";
+        // In place: the destination is the first source.
+        kernel(p.data(), count, src[0].data(), n, op);
+        ASSERT_EQ(src[0], want) << "in place, count " << count << " op " << static_cast<int>(op) << " n " << n;
+      }
+}
+
+TEST(CpuReduce, IntoFloatMatchesReference) { check_into_against_reference<float>(xk::reduce_into_float); }
+TEST(CpuReduce, IntoDoubleMatchesReference) { check_into_against_reference<double>(xk::reduce_into_double); }
+
+TEST(CpuReduce, IntoReferenceKnowsTheAnswer) {
+  std::vector<float> a{1, -2, 8}, b{3, 6, -4}, c{5, 2, 2}, out(3);
+  const float* p[] = {a.data(), b.data(), c.data()};
+  xk::reduce_into_reference(p, 3, out.data(), 3, xk::ReduceKind::Sum);
+  EXPECT_EQ(out, (std::vector<float>{9, 6, 6}));
+  xk::reduce_into_reference(p, 3, out.data(), 3, xk::ReduceKind::Max);
+  EXPECT_EQ(out, (std::vector<float>{5, 6, 8}));
+  EXPECT_EQ(a, (std::vector<float>{1, -2, 8}));
+}
 
 TEST(CpuReduce, ReferenceKnowsTheAnswer) {
   std::vector<std::vector<float>> c = {{1, -2, 8}, {3, 6, -4}, {5, 2, 2}};

@@ -46,7 +46,9 @@ struct AcceleratorOptions {
   ReducerOptions ddp;                    // bucket_cap_mb, find_unused_parameters
   bool broadcast_buffers = true;         // rank 0's buffers before each training forward
   // CPU gradient allreduce: "auto" uses shared memory when every rank is on this machine (see
-  // shm_communicator.h), else MPI; "mpi" always MPI.
+  // shm_communicator.h), shared memory inside machines and MPI between them when the job spans
+  // several machines of several ranks each (hierarchical_communicator.h), else MPI; "mpi" always
+  // a flat MPI allreduce over every rank.
   std::string cpu_allreduce = "auto";
   // Intra-op threads per rank on CPU; 0: cores / local ranks when OMP_NUM_THREADS is unset.
   int num_threads = 0;
@@ -235,8 +237,9 @@ class Accelerator {
 
   // The communicator that reduces tensors on `device` (MPI for CPU, NCCL for CUDA).
   std::shared_ptr<Communicator> communicator(const at::Device& device);
-  // The communicator that reduces gradient buckets on `device`: on CPU, shared memory when every
-  // rank is on this machine (cpu_allreduce "auto"), else the MPI one.
+  // The communicator that reduces gradient buckets on `device`: on CPU (cpu_allreduce "auto"),
+  // shared memory when every rank is on this machine, hierarchical when the ranks span several
+  // machines with several ranks on each, else the MPI one. Collective on its first call.
   std::shared_ptr<Communicator> bucket_communicator(const at::Device& device);
   Reducer& reducer(size_t model_id) { return *models_.at(model_id).reducer; }
 

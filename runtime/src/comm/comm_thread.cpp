@@ -11,7 +11,7 @@
 namespace xlaunch {
 
 struct CommThread::Item {
-  const char* kind;
+  const char* kind;  // nullptr: a local function (run_local), not logged
   uint64_t seq;
   uint64_t bytes = 0;
   int bucket = -1;
@@ -91,6 +91,24 @@ std::shared_ptr<Work> CommThread::enqueue(const CollectiveInfo& info, std::funct
   return std::make_shared<FutureWork>(std::move(fut));
 }
 
+void CommThread::run_local(const std::function<void()>& fn) {
+  auto item = std::make_shared<Item>();
+  item->kind = nullptr;
+  item->op = fn;
+  auto fut = item->done.get_future();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!thread_.joinable() || stopping_) {
+      item.reset();
+    } else {
+      queue_.push_back(item);
+    }
+  }
+  if (!item) return fn();  // no thread: nothing else can be calling MPI from it
+  cv_.notify_one();
+  fut.get();
+}
+
 void CommThread::loop() {
   for (;;) {
     std::shared_ptr<Item> item;
@@ -102,6 +120,15 @@ void CommThread::loop() {
       item = std::move(queue_.front());
       queue_.pop_front();
       observer = observer_;
+    }
+    if (!item->kind) {  // run_local: in order, unlogged
+      try {
+        item->op();
+        item->done.set_value();
+      } catch (...) {
+        item->done.set_exception(std::current_exception());
+      }
+      continue;
     }
     try {
       watch::started(item->seq);

@@ -44,6 +44,13 @@ class CommThread {
   // Runs op on the thread after everything issued before it; the Work rethrows what op threw.
   std::shared_ptr<Work> enqueue(const CollectiveInfo& info, std::function<void()> op);
 
+  // Runs fn on the thread after everything issued before it, and waits for it: for local MPI calls
+  // (creating or freeing a sub-communicator, asking its rank) that must not run beside the thread's
+  // collectives (MPI is initialised MPI_THREAD_SERIALIZED). Not a collective: it is not logged on
+  // the progress board, so it leaves every rank's collective sequence numbers as they are. Runs fn
+  // here when the thread is not running (not started yet, or stopped). Never call it on the thread.
+  void run_local(const std::function<void()>& fn);
+
   // Tests and profiling: called on the thread as each collective starts, with its kind
   // ("allreduce", ...) and its sequence number (the rank's, over all its communicators).
   void set_start_observer(std::function<void(const char*, uint64_t)> fn);

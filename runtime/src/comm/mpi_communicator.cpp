@@ -45,11 +45,39 @@ MpiCommunicator::MpiCommunicator() {
   start();
 }
 
+MpiCommunicator::MpiCommunicator(std::shared_ptr<CommThread> shared, MPI_Comm comm, int rank, int size)
+    : ThreadedCommunicator(std::move(shared)), rank_(rank), size_(size), comm_(comm) {}
+
 MpiCommunicator::~MpiCommunicator() {
+  // What was issued runs first (its ops reach into this object); then the communicator is freed,
+  // on the thread when it is shared (the world's thread may still be running others' collectives).
+  const auto free_comm = [this] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+  };
   stop();
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+  comm_thread().run_local(free_comm);  // here when the thread was this communicator's (now stopped)
+}
+
+std::shared_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key) {
+  if (comm_ == MPI_COMM_NULL) {  // a world of one, without MPI: the one rank is its own sub-communicator
+    if (color == MPI_UNDEFINED) return nullptr;
+    return std::shared_ptr<MpiCommunicator>(new MpiCommunicator(shared_thread(), MPI_COMM_NULL, 0, 1));
+  }
+  MPI_Comm sub = MPI_COMM_NULL;
+  int sub_rank = 0, sub_size = 1;
+  const auto op = [&] {
+    XLAUNCH_CHECK_MPI(MPI_Comm_split(comm_, color, key, &sub));
+    if (sub == MPI_COMM_NULL) return;
+    XLAUNCH_CHECK_MPI(MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN));
+    XLAUNCH_CHECK_MPI(MPI_Comm_rank(sub, &sub_rank));
+    XLAUNCH_CHECK_MPI(MPI_Comm_size(sub, &sub_size));
+  };
+  if (size_ == 1) comm_thread().run_local(op);  // nobody to wait for: not a collective worth logging
+  else comm_thread().enqueue(CollectiveInfo{"split"}, op)->wait();
+  if (sub == MPI_COMM_NULL) return nullptr;
+  return std::shared_ptr<MpiCommunicator>(new MpiCommunicator(shared_thread(), sub, sub_rank, sub_size));
 }
 
 void MpiCommunicator::run_allreduce(at::Tensor& t, ReduceOp op) {

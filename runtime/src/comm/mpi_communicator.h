@@ -1,6 +1,7 @@
 // The CPU communicator: MPI over MPI_COMM_WORLD (a duplicate of it, so user MPI traffic cannot
 // collide with ours). All MPI calls happen on the communication thread (see ThreadedCommunicator).
 // float16/bfloat16 tensors travel as 16-bit values, reduced by user-defined operations (mpi_half_ops.h).
+// Sub-communicators (split) share the world's communication thread.
 #pragma once
 
 #include <mpi.h>
@@ -17,6 +18,17 @@ class MpiCommunicator final : public ThreadedCommunicator {
   MpiCommunicator();
   ~MpiCommunicator() override;
 
+  // Collective over this communicator's ranks (logged as "split"): the ranks that pass the same
+  // color form a sub-communicator, ranked by key (ties by rank here), as MPI_Comm_split does.
+  // Returns nullptr on the ranks that pass MPI_UNDEFINED. The sub-communicator runs its collectives
+  // on this communicator's thread, in one program order with this one's; its rank() and size()
+  // are its own.
+  std::shared_ptr<MpiCommunicator> split(int color, int key);
+
+  // The underlying MPI communicator, for code that runs on the communication thread only (a
+  // collective's op, comm_thread().run_local): MPI calls belong on that thread.
+  MPI_Comm mpi_comm() const { return comm_; }
+
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "mpi"; }
@@ -28,6 +40,8 @@ class MpiCommunicator final : public ThreadedCommunicator {
   void run_barrier() override;
 
  private:
+  MpiCommunicator(std::shared_ptr<CommThread> shared, MPI_Comm comm, int rank, int size);
+
   int rank_ = 0;
   int size_ = 1;
   MPI_Comm comm_ = MPI_COMM_NULL;

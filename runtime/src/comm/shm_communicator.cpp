@@ -2,7 +2,9 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/div.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -40,7 +42,8 @@ kernels::ReduceKind kind_of(ReduceOp op) {
 
 }  // namespace
 
-ShmCommunicator::ShmCommunicator(std::shared_ptr<Communicator> fallback) : fallback_(std::move(fallback)) {
+ShmCommunicator::ShmCommunicator(std::shared_ptr<Communicator> fallback, std::shared_ptr<Communicator> agree_over)
+    : fallback_(std::move(fallback)), agree_(agree_over ? std::move(agree_over) : fallback_) {
   // The control segment: rank 0 creates it under a random name and tells the others.
   std::string error;
   NewShmSegment ctl;
@@ -83,6 +86,7 @@ ShmCommunicator::~ShmCommunicator() {
     // Our own mapping goes with the last tensor on it (the pool's, with its last block).
     if (s.pool) s.pool->close();
   }
+  if (staging_) munmap(staging_, staging_bytes_);
   if (ctl_) munmap(ctl_, ctl_bytes_);
 }
 
@@ -91,7 +95,7 @@ ShmCommunicator::Place* ShmCommunicator::places_of(int r) const {
 }
 
 bool ShmCommunicator::agree_failed(std::string& error) {
-  const Agreement a = agree_on_error(*fallback_, error);
+  const Agreement a = agree_on_error(*agree_, error);
   if (a.failed()) error = "rank " + std::to_string(a.rank) + ": " + a.message;
   return a.failed();
 }
@@ -129,7 +133,7 @@ bool ShmCommunicator::map_segments(size_t bytes, Segment& seg, const char* conse
   if (!failed) return true;
   for (char* m : seg.maps)
     if (m) munmap(m, seg.bytes);
-  if (rank() == 0) std::fprintf(stderr, "xlaunch: %s: %s\n", consequence, error.c_str());
+  if (agree_->rank() == 0) std::fprintf(stderr, "xlaunch: %s: %s\n", consequence, error.c_str());
   return false;
 }
 
@@ -232,6 +236,109 @@ void ShmCommunicator::run_coalesced(const std::vector<at::Tensor>& ts, const std
       start += n;
     }
     ctl_->allreduce_barrier.arrive_and_wait(size());  // every slice written everywhere; tables reusable
+  }
+}
+
+bool ShmCommunicator::reserve_staging(size_t bytes) {
+  // Every machine's staging has grown through the same agreed steps: they are all this large.
+  if (bytes <= staging_bytes_) return true;
+  // Rank 0 of the machine makes it under a new name and tells the others, as for the control segment.
+  std::string error;
+  NewShmSegment made;
+  const std::string prefix = prefix_ + "-staging" + std::to_string(staging_count_++);
+  if (rank() == 0) {
+    try {
+      made = create_shm_segment(prefix, bytes);
+    } catch (const CommError& e) {
+      error = e.what();
+    }
+  }
+  bool failed = agree_failed(error);
+  char* map = made.map;
+  if (!failed) {
+    at::Tensor nonce = at::full({1}, static_cast<int64_t>(made.nonce), at::kLong);
+    fallback_->broadcast(nonce, 0);
+    if (rank() != 0) {
+      try {
+        map = open_shm_segment(shm_segment_name(prefix, static_cast<uint64_t>(nonce.item<int64_t>())), bytes);
+      } catch (const CommError& e) {
+        error = e.what();
+      }
+    }
+    failed = agree_failed(error);
+  }
+  if (rank() == 0 && made.map) shm_unlink(shm_segment_name(prefix, made.nonce).c_str());
+  if (failed) {
+    if (map) munmap(map, bytes);
+    if (agree_->rank() == 0) std::fprintf(stderr, "xlaunch: no larger staging buffer for the hierarchical allreduce: %s\n", error.c_str());
+    return false;
+  }
+  if (staging_) munmap(staging_, staging_bytes_);
+  staging_ = map;
+  staging_bytes_ = bytes;
+  return true;
+}
+
+void ShmCommunicator::allreduce_through_staging(const std::vector<at::Tensor>& ts, ReduceOp op, int avg_over,
+                                                const std::function<void(at::Tensor& staged)>& across) {
+  if (!staging_) throw CommError("hierarchical allreduce on rank " + std::to_string(rank()) + ": no staging buffer");
+  const at::ScalarType dtype = ts.front().scalar_type();
+  const int64_t elem = ts.front().element_size();
+  const int64_t capacity = static_cast<int64_t>(staging_bytes_) / elem;
+  const kernels::ReduceKind kind = op == ReduceOp::Max ? kernels::ReduceKind::Max : kernels::ReduceKind::Sum;
+  std::vector<Place> places(ts.size());
+  for (size_t k = 0; k < ts.size(); ++k)
+    if (!locate(ts[k], places[k])) throw CommError("hierarchical allreduce: a tensor is not in shared memory");
+  std::vector<const float*> floats(size());
+  std::vector<const double*> doubles(size());
+  Place* mine = places_of(rank());
+  for (size_t first = 0; first < ts.size(); first += kMaxPlaces) {
+    const size_t count = std::min(kMaxPlaces, ts.size() - first);
+    std::copy_n(places.begin() + first, count, mine);
+    int64_t total = 0;
+    for (size_t k = 0; k < count; ++k) total += ts[first + k].numel();
+    ctl_->allreduce_barrier.arrive_and_wait(size());  // every rank's tensors final, their places published
+    for (int64_t piece = 0; piece < total; piece += capacity) {
+      const int64_t m = std::min(capacity, total - piece);
+      // 1. This rank's slice [begin, end) of the piece, walked tensor by tensor, into staging.
+      const int64_t begin = piece + m * rank() / size(), end = piece + m * (rank() + 1) / size();
+      int64_t start = 0;
+      for (size_t k = 0; k < count && start < end; ++k) {
+        const int64_t n = ts[first + k].numel();
+        const int64_t lo = std::max(begin, start), hi = std::min(end, start + n);
+        if (lo < hi) {
+          for (int q = 0; q < size(); ++q) {
+            const Place& at = places_of(q)[k];
+            const char* p = segments_[at.segment].maps[q] + at.offset + (lo - start) * elem;
+            floats[q] = reinterpret_cast<const float*>(p);
+            doubles[q] = reinterpret_cast<const double*>(p);
+          }
+          char* out = staging_ + (lo - piece) * elem;
+          if (dtype == at::kFloat) kernels::reduce_into_float(floats.data(), size(), reinterpret_cast<float*>(out), hi - lo, kind);
+          else kernels::reduce_into_double(doubles.data(), size(), reinterpret_cast<double*>(out), hi - lo, kind);
+        }
+        start += n;
+      }
+      ctl_->allreduce_barrier.arrive_and_wait(size());  // the machine's reduction is in staging
+      at::Tensor staged = at::from_blob(staging_, {m}, at::TensorOptions().dtype(dtype));
+      // 2. Across machines, by this machine's rank 0.
+      if (rank() == 0) across(staged);
+      ctl_->allreduce_barrier.arrive_and_wait(size());  // staging holds the job's reduction
+      // 3. Into this rank's own tensors.
+      start = 0;
+      for (size_t k = 0; k < count && start < piece + m; ++k) {
+        const int64_t n = ts[first + k].numel();
+        const int64_t lo = std::max(piece, start), hi = std::min(piece + m, start + n);
+        if (lo < hi) {
+          at::Tensor dst = ts[first + k].view({-1}).narrow(0, lo - start, hi - lo);
+          at::Tensor src = staged.narrow(0, lo - piece, hi - lo);
+          if (op == ReduceOp::Avg) at::div_out(dst, src, at::scalar_tensor(static_cast<double>(avg_over), dtype));
+          else dst.copy_(src);
+        }
+        start += n;
+      }
+      ctl_->allreduce_barrier.arrive_and_wait(size());  // staging read by every rank; tables reusable
+    }
   }
 }
 

@@ -17,9 +17,13 @@
 // Only tensors in that memory take the shared path; anything else, and broadcast/allgather/barrier,
 // is forwarded to the MPI communicator, whose collectives are issued in the same program order on
 // every rank.
+//
+// Across machines (hierarchical_communicator.h) one ShmCommunicator serves each machine's ranks,
+// and allreduce_through_staging() is its part of the hierarchical allreduce.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -32,7 +36,11 @@ class ShmCommunicator final : public Communicator, public SharedMemoryTransport 
  public:
   // Collective over `fallback`'s ranks, which must all run on this machine. Throws CommError when
   // shared memory cannot be set up (the caller then keeps using `fallback`).
-  explicit ShmCommunicator(std::shared_ptr<Communicator> fallback);
+  // `agree_over`: the ranks with which every setup step (this constructor, allocate, reserve_pool,
+  // reserve_staging) agrees on success; default `fallback`'s. A hierarchical communicator passes the
+  // whole job, whose every machine has its own ShmCommunicator, so that a failure on one machine
+  // makes every machine do without shared memory alike. Warnings come from its rank 0.
+  explicit ShmCommunicator(std::shared_ptr<Communicator> fallback, std::shared_ptr<Communicator> agree_over = nullptr);
   ~ShmCommunicator() override;
 
   int rank() const override { return fallback_->rank(); }
@@ -61,6 +69,26 @@ class ShmCommunicator final : public Communicator, public SharedMemoryTransport 
   // Where its shared-memory allreduces run (tests observe it).
   CommThread& comm_thread() { return thread_; }
 
+  // ---- the machine's part of a hierarchical allreduce (hierarchical_communicator.h) ----
+
+  // Collective (and agreed over `agree_over`): a staging buffer of at least `bytes` in shared memory,
+  // one per machine, mapped by every rank of it. false on every rank when some machine could not
+  // make one (what there was stays, and rank 0 warns).
+  bool reserve_staging(size_t bytes);
+  // Synchronous, on every rank of this machine, on the one thread that issues this communicator's
+  // shared-memory collectives (the caller's; never beside allreduce_async's). ts: every tensor held
+  // (holds()), one dtype, as for allreduce_coalesced_async. The tensors' concatenated elements go
+  // through the staging buffer in pieces of its size; for each piece:
+  //  1. every rank reduces its 1/size() slice of the piece over every rank's copy into staging
+  //     (Max: the maximum; Sum and Avg: the sum); barrier;
+  //  2. this machine's rank 0 calls across(staged): a tensor over the staging piece, which it
+  //     replaces with the reduction over all machines; barrier;
+  //  3. every rank copies staging into its own tensors, divided by avg_over for Avg; barrier (the
+  //     staging buffer and the tables are free again).
+  // Throws CommError without staging.
+  void allreduce_through_staging(const std::vector<at::Tensor>& ts, ReduceOp op, int avg_over,
+                                 const std::function<void(at::Tensor& staged)>& across);
+
  private:
   struct Control;
   struct Place {  // where a rank's tensor lies: segment index (-1: empty tensor) and byte offset
@@ -84,7 +112,11 @@ class ShmCommunicator final : public Communicator, public SharedMemoryTransport 
   Place* places_of(int rank) const;
 
   std::shared_ptr<Communicator> fallback_;
+  std::shared_ptr<Communicator> agree_;  // agree_over, or fallback_
   std::string prefix_;
+  char* staging_ = nullptr;  // the machine's staging buffer (reserve_staging)
+  size_t staging_bytes_ = 0;
+  int staging_count_ = 0;    // how many were made: names the next
   Control* ctl_ = nullptr;
   size_t ctl_bytes_ = 0;
   std::vector<Segment> segments_;

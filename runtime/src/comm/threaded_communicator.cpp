@@ -15,7 +15,7 @@ void check_cpu_collective_tensor(const at::Tensor& t, const char* what) {
 std::shared_ptr<Work> ThreadedCommunicator::allreduce_async(at::Tensor t, ReduceOp op) {
   check_cpu_collective_tensor(t, "allreduce");
   if (size() == 1) return completed_work();
-  return thread_.enqueue(CollectiveInfo::of("allreduce", t), [this, t, op]() mutable { run_allreduce(t, op); });
+  return thread_->enqueue(CollectiveInfo::of("allreduce", t), [this, t, op]() mutable { run_allreduce(t, op); });
 }
 
 std::shared_ptr<Work> ThreadedCommunicator::broadcast_async(at::Tensor t, int root) {
@@ -24,7 +24,7 @@ std::shared_ptr<Work> ThreadedCommunicator::broadcast_async(at::Tensor t, int ro
     throw UsageError("broadcast: root " + std::to_string(root) + " is not a rank of a world of " +
                      std::to_string(size()));
   if (size() == 1) return completed_work();
-  return thread_.enqueue(CollectiveInfo::of("broadcast", t), [this, t, root]() mutable { run_broadcast(t, root); });
+  return thread_->enqueue(CollectiveInfo::of("broadcast", t), [this, t, root]() mutable { run_broadcast(t, root); });
 }
 
 std::shared_ptr<Work> ThreadedCommunicator::allgather_async(at::Tensor in, at::Tensor out) {
@@ -36,12 +36,12 @@ std::shared_ptr<Work> ThreadedCommunicator::allgather_async(at::Tensor in, at::T
     out.view(-1).copy_(in.view(-1));
     return completed_work();
   }
-  return thread_.enqueue(CollectiveInfo::of("allgather", in), [this, in, out]() mutable { run_allgather(in, out); });
+  return thread_->enqueue(CollectiveInfo::of("allgather", in), [this, in, out]() mutable { run_allgather(in, out); });
 }
 
 std::shared_ptr<Work> ThreadedCommunicator::barrier_async() {
   if (size() == 1) return completed_work();
-  return thread_.enqueue(CollectiveInfo{"barrier"}, [this] { run_barrier(); });
+  return thread_->enqueue(CollectiveInfo{"barrier"}, [this] { run_barrier(); });
 }
 
 }  // namespace xlaunch

@@ -3,6 +3,7 @@
 //   --mode ddp    xlaunch data-parallel (gradients averaged across ranks, overlapped)
 //   --mode local  the same step with no gradient sync: the compute-only bound of the machine
 // Prints on rank 0: xlaunch-<mode> world=W steps_per_s=X samples_per_s=Y
+//   --cpu_allreduce auto|mpi   the CPU gradient allreduce (AcceleratorOptions::cpu_allreduce)
 //   --mode vs_plain   on a GPU (scripts/gpu/run.sh): the prepared step (prepare, acc.backward, the
 //                     prepared optimizer) against the same step in plain LibTorch (module, SGD,
 //                     loss.backward()) on the same device, in alternating rounds of one process;
@@ -92,6 +93,7 @@ int vs_plain(xlaunch::Accelerator& acc, int hidden, int batch, int steps, int wa
 int main(int argc, char** argv) {
   std::string mode = "ddp";
   int hidden = 1024, batch = 64, steps = 60, warmup = 10, rounds = 5;
+  xlaunch::AcceleratorOptions options = xlaunch::AcceleratorOptions::from_env();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--mode") mode = argv[i + 1];
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
     else if (k == "--steps") steps = std::stoi(argv[i + 1]);
     else if (k == "--warmup") warmup = std::stoi(argv[i + 1]);
     else if (k == "--rounds") rounds = std::stoi(argv[i + 1]);
+    else if (k == "--cpu_allreduce") options.cpu_allreduce = argv[i + 1];
     else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
   }
   if (mode != "ddp" && mode != "local" && mode != "vs_plain") {
@@ -107,7 +110,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  xlaunch::Accelerator acc;
+  xlaunch::Accelerator acc(options);
   if (mode == "vs_plain") return vs_plain(acc, hidden, batch, steps, warmup, rounds);
   torch::manual_seed(0);
   xlaunch::bench::Mlp net(hidden);

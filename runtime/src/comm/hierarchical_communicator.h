@@ -1,0 +1,93 @@
+// Gradient allreduce for a job over several machines with several ranks on each: shared memory
+// inside a machine, MPI between machines, and only one rank per machine (its leader, local rank 0)
+// on the network.
+//
+// Why: a flat MPI allreduce over every rank sends each machine's data over its link once per rank
+// there (ring or recursive doubling alike); reducing inside the machine first sends it once. On a
+// 1 Gbit/s link that is the step's largest cost.
+//
+// An allreduce of a list of tensors that live in shared memory (the reducer's buckets and gradient
+// pool, as with ShmCommunicator) is ONE item on the world communicator's thread, run there in
+// program order on every rank, in pieces of the machine's staging buffer:
+//  1. the ranks of each machine reduce their copies into the machine's staging buffer, each rank its
+//     1/local slice (ShmCommunicator::allreduce_through_staging, with its barriers);
+//  2. each machine's leader reduces the staging buffer across machines over the leaders' MPI
+//     communicator: MPI_Allreduce for small pieces, a ring reduce-scatter then allgather
+//     (MPI_Sendrecv) for large ones; it may call MPI there because it is the MPI thread;
+//  3. every rank copies the result into its own tensors (Avg: divided by the job's size).
+// Every MPI call of the process stays on the world's thread (MPI_THREAD_SERIALIZED): the machine's
+// and the leaders' communicators are splits of the world that share it (MpiCommunicator::split).
+// Waits are bounded as everywhere: the item is a collective on the progress board, and the
+// watchdog ends the job when it makes no progress for timeout_s, naming it and the missing ranks.
+//
+// Everything else (tensors outside shared memory, broadcast, allgather, barrier) goes to the world
+// MPI communicator.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "comm/shared_memory.h"
+#include "comm/shm_communicator.h"
+
+namespace xlaunch {
+
+// Which ranks share a machine, from each rank's shared-memory domain (by rank: kernel boot id and
+// /dev/shm; see Accelerator::bucket_communicator).
+struct MachineLayout {
+  std::vector<int> leader;    // by rank: the lowest rank of its machine
+  int machines = 0;
+  int ranks_per_machine = 0;  // 0 when machines hold different numbers of ranks
+};
+MachineLayout machine_layout(const std::vector<std::string>& domains);
+
+// What cpu_allreduce "auto" picks for a layout: "shm" (one machine, several ranks), "hier" (several
+// machines, the same number of ranks on each, more than one), else "mpi".
+std::string auto_cpu_allreduce(const MachineLayout& layout);
+
+class HierarchicalCommunicator final : public Communicator, public SharedMemoryTransport {
+ public:
+  // Collective over `world`, whose ranks lie on machines as `layout` says (every rank passes the
+  // same layout). Throws CommError, on every rank alike, when shared memory cannot be set up on
+  // some machine (the caller then uses `world` for everything).
+  HierarchicalCommunicator(std::shared_ptr<MpiCommunicator> world, const MachineLayout& layout);
+  ~HierarchicalCommunicator() override;
+
+  int rank() const override { return world_->rank(); }
+  int size() const override { return world_->size(); }
+  std::string name() const override { return "hier"; }
+
+  // As ShmCommunicator's, agreed over the whole job: when some machine has no room in /dev/shm,
+  // every rank gets plain memory (reduced by flat MPI), so no machine takes another path than the
+  // others. allocate() also grows the machines' staging buffers to the largest bucket (up to 256 MiB).
+  at::Tensor allocate(int64_t numel, const at::TensorOptions& options) override;
+  SharedPool* reserve_pool(size_t bytes) override { return shm_->reserve_pool(bytes); }
+  bool holds(const at::Tensor& t) const override { return shm_->holds(t); }
+  SharedMemoryTransport* shared_memory() override { return this; }
+
+  std::shared_ptr<Work> allreduce_async(at::Tensor t, ReduceOp op) override;
+  std::shared_ptr<Work> allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op) override;
+  std::shared_ptr<Work> broadcast_async(at::Tensor t, int root) override { return world_->broadcast_async(t, root); }
+  std::shared_ptr<Work> allgather_async(at::Tensor in, at::Tensor out) override {
+    return world_->allgather_async(in, out);
+  }
+  std::shared_ptr<Work> barrier_async() override { return world_->barrier_async(); }
+
+  // This machine's ranks (local rank = its rank()), and the leaders' (nullptr off the leaders).
+  const std::shared_ptr<MpiCommunicator>& local() const { return local_; }
+  const std::shared_ptr<MpiCommunicator>& leaders() const { return leaders_; }
+
+ private:
+  // Step 2, on a leader, on the world's thread: staged becomes its reduction over the machines.
+  void across_machines(at::Tensor& staged, ReduceOp op);
+
+  std::shared_ptr<MpiCommunicator> world_;
+  std::shared_ptr<MpiCommunicator> local_;
+  std::shared_ptr<MpiCommunicator> leaders_;
+  std::unique_ptr<ShmCommunicator> shm_;  // over local_, agreeing over world_
+  std::vector<char> block_;               // a leader's reduce-scatter block (world's thread only)
+};
+
+}  // namespace xlaunch

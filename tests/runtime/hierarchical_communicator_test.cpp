@@ -1,0 +1,180 @@
+// The hierarchical allreduce on 4 ranks of this machine, told that they lie on 2 "machines" of 2
+// ranks (the layout is the communicator's input; which machine a rank is on is decided elsewhere,
+// from boot id and /dev/shm, and tested below as a pure function). Layouts: machines of consecutive
+// ranks (0,1 | 2,3), interleaved ones (0,2 | 1,3), and 4 machines of 1 (auto never picks it, but
+// the leaders' ring then takes 3 steps per phase instead of 1). Values are integers built from
+// (rank, index), so every expected result is exact; sizes on both sides of the leaders'
+// reduce-scatter threshold and lists larger than the staging buffer.
+#include <gtest/gtest.h>
+
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "comm/hierarchical_communicator.h"
+#include "comm/mpi_communicator.h"
+#include "ddp/grad_capture.h"
+#include "ddp/shared_pool.h"
+
+using xlaunch::HierarchicalCommunicator;
+using xlaunch::MachineLayout;
+using xlaunch::ReduceOp;
+using xlaunch::SharedPool;
+
+namespace {
+
+at::Tensor pool_tensor(SharedPool* pool, int64_t n, at::ScalarType dtype) {
+  c10::DataPtr block = pool->allocate(n * c10::elementSize(dtype));
+  EXPECT_TRUE(block) << "the pool has room";
+  c10::Storage storage(c10::Storage::use_byte_size_t(), n * c10::elementSize(dtype), std::move(block), nullptr, false);
+  return at::empty({0}, dtype).set_(storage, 0, {n}, {1});
+}
+
+// Rank r's values for tensor k: k * 1000 + index + r. Over 4 ranks: sum 4 v0 + 6, mean v0 + 1.5,
+// max v0 + 3, where v0 is rank 0's.
+at::Tensor values(int64_t n, int k, int r, at::ScalarType dtype) {
+  return (at::arange(n, at::kDouble) + (k * 1000 + r)).to(dtype);
+}
+
+// Every rank holds the same bits.
+void expect_same_everywhere(HierarchicalCommunicator& comm, const at::Tensor& t) {
+  const at::Tensor all = comm.allgather(t.contiguous());
+  for (int q = 1; q < comm.size(); ++q) EXPECT_TRUE(all[q].equal(all[0])) << "rank " << q << " differs from rank 0";
+}
+
+}  // namespace
+
+TEST(MachineLayoutTest, RanksOnTheSameSharedMemoryShareAMachine) {
+  const MachineLayout two = xlaunch::machine_layout({"a", "a", "b", "b"});
+  EXPECT_EQ(two.leader, (std::vector<int>{0, 0, 2, 2}));
+  EXPECT_EQ(two.machines, 2);
+  EXPECT_EQ(two.ranks_per_machine, 2);
+  EXPECT_EQ(xlaunch::auto_cpu_allreduce(two), "hier");
+  const MachineLayout mixed = xlaunch::machine_layout({"a", "b", "a", "b", "a", "b"});
+  EXPECT_EQ(mixed.leader, (std::vector<int>{0, 1, 0, 1, 0, 1}));
+  EXPECT_EQ(mixed.ranks_per_machine, 3);
+  EXPECT_EQ(xlaunch::auto_cpu_allreduce(mixed), "hier");
+  EXPECT_EQ(xlaunch::auto_cpu_allreduce(xlaunch::machine_layout({"a", "a", "a"})), "shm");
+  EXPECT_EQ(xlaunch::auto_cpu_allreduce(xlaunch::machine_layout({"a", "b"})), "mpi") << "one rank per machine";
+  const MachineLayout uneven = xlaunch::machine_layout({"a", "a", "a", "b"});
+  EXPECT_EQ(uneven.ranks_per_machine, 0);
+  EXPECT_EQ(xlaunch::auto_cpu_allreduce(uneven), "mpi") << "machines of different sizes";
+  EXPECT_EQ(xlaunch::auto_cpu_allreduce(xlaunch::machine_layout({"a"})), "mpi") << "a world of one";
+}
+
+class Hier : public ::testing::TestWithParam<std::vector<std::string>> {
+ protected:
+  void SetUp() override {
+    world = xlaunch::MpiCommunicator::world();
+    ASSERT_EQ(world->size(), 4) << "run under mpirun -np 4";
+    comm = std::make_unique<HierarchicalCommunicator>(world, xlaunch::machine_layout(GetParam()));
+    r = comm->rank();
+  }
+  std::shared_ptr<xlaunch::MpiCommunicator> world;
+  std::unique_ptr<HierarchicalCommunicator> comm;
+  int r = 0;
+};
+
+TEST_P(Hier, SubCommunicatorsFollowTheLayout) {
+  const MachineLayout layout = xlaunch::machine_layout(GetParam());
+  EXPECT_EQ(comm->rank(), world->rank());
+  EXPECT_EQ(comm->size(), 4);
+  std::vector<int> mates;  // the ranks of this rank's machine, and the leaders
+  std::vector<int> leaders;
+  for (int q = 0; q < 4; ++q) {
+    if (layout.leader[q] == layout.leader[r]) mates.push_back(q);
+    if (layout.leader[q] == q) leaders.push_back(q);
+  }
+  ASSERT_TRUE(comm->local());
+  EXPECT_EQ(comm->local()->size(), static_cast<int>(mates.size()));
+  EXPECT_EQ(comm->local()->rank(), std::find(mates.begin(), mates.end(), r) - mates.begin());
+  EXPECT_EQ(comm->leaders() != nullptr, layout.leader[r] == r) << "the leaders are the machines' local ranks 0";
+  if (comm->leaders()) {
+    EXPECT_EQ(comm->leaders()->size(), static_cast<int>(leaders.size()));
+    EXPECT_EQ(comm->leaders()->rank(), std::find(leaders.begin(), leaders.end(), r) - leaders.begin());
+  }
+  // The sub-communicators run on the world's thread.
+  EXPECT_EQ(&comm->local()->comm_thread(), &world->comm_thread());
+  at::Tensor mine = at::full({1}, static_cast<int64_t>(r), at::kLong);
+  comm->local()->allreduce(mine, ReduceOp::Sum);
+  int64_t want = 0;
+  for (int q : mates) want += q;
+  EXPECT_EQ(mine.item<int64_t>(), want) << "the sum over this machine's ranks";
+}
+
+TEST_P(Hier, BucketAllreduceSumAvgMax) {
+  // 1001 elements: MPI_Allreduce between the leaders; 400000 (1.6 MB / 3.2 MB): reduce-scatter.
+  for (int64_t n : {1001, 400000})
+    for (auto dtype : {at::kFloat, at::kDouble}) {
+      at::Tensor t = comm->allocate(n, at::TensorOptions().dtype(dtype));
+      ASSERT_TRUE(comm->holds(t));
+      t.copy_(values(n, 0, r, dtype));
+      comm->allreduce(t, ReduceOp::Sum);
+      EXPECT_TRUE(t.equal(values(n, 0, 0, dtype) * 4 + 6)) << at::toString(dtype) << " n " << n;
+      t.copy_(values(n, 0, r, dtype));
+      comm->allreduce(t, ReduceOp::Avg);
+      EXPECT_TRUE(t.equal(values(n, 0, 0, dtype) + 1.5)) << at::toString(dtype) << " n " << n;
+      expect_same_everywhere(*comm, t);
+      t.copy_(values(n, 0, r, dtype));
+      comm->allreduce(t, ReduceOp::Max);
+      EXPECT_TRUE(t.equal(values(n, 0, 3, dtype))) << at::toString(dtype) << " n " << n;
+    }
+}
+
+// Each rank's tensors lie in different places (pool or bucket, rank-dependent), some are empty,
+// there are more than one round of the place table, and together they are larger than the staging
+// buffer (1 MiB: only a small bucket was allocated), so they go in pieces. One collective: one
+// item on the world's thread.
+TEST_P(Hier, CoalescedAllreduceInPiecesWhereTheTensorsLie) {
+  SharedPool* pool = comm->reserve_pool(16 << 20);
+  ASSERT_NE(pool, nullptr);
+  at::Tensor bucket = comm->allocate(4000, at::TensorOptions().dtype(at::kFloat));
+  std::vector<at::Tensor> ts;
+  const int count = 1500;
+  int64_t bucket_used = 0, total = 0;
+  for (int k = 0; k < count; ++k) {
+    const int64_t n = k % 7 == 0 ? 0 : 1 + (k * 37) % 900;
+    const bool in_bucket = (k + r) % 3 == 0 && bucket_used + n <= bucket.numel();
+    at::Tensor t = in_bucket ? bucket.narrow(0, bucket_used, n) : pool_tensor(pool, n, at::kFloat);
+    if (in_bucket) bucket_used += n;
+    total += n;
+    t.copy_(values(n, k, r, at::kFloat));
+    ASSERT_TRUE(comm->holds(t)) << k;
+    ts.push_back(t);
+  }
+  ASSERT_GT(total * 4, 1 << 20) << "larger than the staging buffer";
+  std::atomic<int> allreduces{0};
+  world->comm_thread().set_start_observer([&](const char* kind, uint64_t) {
+    if (std::string(kind) == "allreduce") ++allreduces;
+  });
+  comm->allreduce_coalesced_async(ts, ReduceOp::Avg)->wait();
+  world->comm_thread().set_start_observer(nullptr);
+  EXPECT_EQ(allreduces.load(), 1);
+  for (int k = 0; k < count; ++k)
+    ASSERT_TRUE(ts[k].equal(values(ts[k].numel(), k, 0, at::kFloat) + 1.5f)) << "tensor " << k;
+}
+
+TEST_P(Hier, TensorsOutsideSharedMemoryGoThroughMpi) {
+  at::Tensor plain = values(500, 3, r, at::kDouble);
+  EXPECT_FALSE(comm->holds(plain));
+  comm->allreduce(plain, ReduceOp::Sum);
+  EXPECT_TRUE(plain.equal(values(500, 3, 0, at::kDouble) * 4 + 6));
+  at::Tensor ints = at::full({4}, static_cast<int64_t>(r + 1), at::kLong);
+  EXPECT_FALSE(comm->holds(ints));
+  comm->allreduce(ints, ReduceOp::Sum);
+  EXPECT_TRUE(ints.eq(10).all().item<bool>());
+  at::Tensor b = at::full({3}, static_cast<double>(r == 2 ? 7 : 0), at::kDouble);
+  comm->broadcast(b, 2);
+  EXPECT_TRUE(b.eq(7).all().item<bool>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, Hier,
+                         ::testing::Values(std::vector<std::string>{"a", "a", "b", "b"},
+                                           std::vector<std::string>{"a", "b", "a", "b"},
+                                           std::vector<std::string>{"a", "b", "c", "d"}),
+                         [](const auto& info) {
+                           return std::string(info.index == 0 ? "Consecutive" : info.index == 1 ? "Interleaved" : "FourMachines");
+                         });
