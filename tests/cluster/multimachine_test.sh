@@ -96,6 +96,17 @@ for mode in auto:hier mpi:mpi; do
   fi
 done
 
+# 3a. The communication hooks across machines (hierarchical): bf16 within 16-bit rounding of one
+# process, PowerSGD's approximation the same on every rank (the replicas stay bitwise equal).
+for hook in bf16 powersgd; do
+  if run m2x2 "hook_$hook" "$build/tests/cluster/ddp_equivalence" --comm_hook "$hook" &&
+     [ "$(grep -c "ddp_equivalence .*world=4 bucket_comm=hier hook=$hook .*replicas_equal=1 PASS\$" "$work/hook_$hook.log")" = 4 ]; then
+    pass "2x2, comm_hook $hook over the hierarchical allreduce: replicas equal on the 4 ranks ($(grep -o 'grad_rel_err=[^ ]*' "$work/hook_$hook.log" | head -1))"
+  else
+    fail "2x2, comm_hook $hook: want bucket_comm=hier, replicas_equal=1 and PASS on every rank" "hook_$hook"
+  fi
+done
+
 # 3b. No room in sim1's /dev/shm: every rank agrees to use flat MPI (no machine takes the
 # hierarchical path alone, which would hang), rank 0 says why, and DDP still equals one process.
 "$sim" exec sim1 sh -c 'dd if=/dev/zero of=/dev/shm/xl-test-fill bs=1M >/dev/null 2>&1; true'

@@ -7,6 +7,9 @@
 // reduce-scatter threshold and lists larger than the staging buffer.
 #include <gtest/gtest.h>
 
+#include <ATen/ops/sin.h>
+#include <ATen/ops/zeros.h>
+
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
@@ -169,6 +172,25 @@ TEST_P(Hier, TensorsOutsideSharedMemoryGoThroughMpi) {
   at::Tensor b = at::full({3}, static_cast<double>(r == 2 ? 7 : 0), at::kDouble);
   comm->broadcast(b, 2);
   EXPECT_TRUE(b.eq(7).all().item<bool>());
+}
+
+// The fp16/bf16 hooks: summed in full precision inside each machine, only the leaders' exchange
+// in 16 bits (one collective), the same bits everywhere, within 16-bit rounding of the mean.
+// Each wire type gets a new bucket where the last one was freed (the same addresses, likely): the
+// communicator must not take it for the old one, which the other ranks still map.
+TEST_P(Hier, CompressedAllreduceInsideMachinesInFullPrecision) {
+  for (auto wire : {at::kBFloat16, at::kHalf}) {
+    at::Tensor t = comm->allocate(3000, at::TensorOptions().dtype(at::kFloat));
+    ASSERT_TRUE(comm->holds(t));
+    t.copy_(at::sin(at::arange(3000, at::kFloat) * 0.01 + r));
+    comm->allreduce_compressed_async({t}, ReduceOp::Avg, wire)->wait();
+    at::Tensor want = at::zeros({3000});
+    for (int q = 0; q < 4; ++q) want += at::sin(at::arange(3000, at::kFloat) * 0.01 + q) / 4;
+    const double err = (t - want).abs().max().item<double>();
+    EXPECT_LT(err, wire == at::kHalf ? 2e-3 : 1.6e-2) << at::toString(wire);
+    EXPECT_GT(err, 0) << "the leaders' exchange should have rounded to 16 bits";
+    expect_same_everywhere(*comm, t);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Hier,

@@ -4,7 +4,12 @@
 #include <cstring>
 #include <map>
 
+#include <ATen/ops/div.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
+
 #include "check.h"
+#include "comm/mpi_half_ops.h"
 #include "comm/threaded_communicator.h"
 #include "xlaunch/error.h"
 #include "xlaunch/kernels/cpu_reduce.h"
@@ -91,6 +96,34 @@ std::shared_ptr<Work> HierarchicalCommunicator::allreduce_coalesced_async(std::v
   return world_->comm_thread().enqueue(info, [this, ts = std::move(ts), op] {
     shm_->allreduce_through_staging(ts, op, size(), [this, op](at::Tensor& staged) { across_machines(staged, op); });
   });
+}
+
+std::shared_ptr<Work> HierarchicalCommunicator::allreduce_compressed_async(std::vector<at::Tensor> ts, ReduceOp op,
+                                                                          at::ScalarType wire) {
+  bool shared = !ts.empty() && (wire == at::kHalf || wire == at::kBFloat16);
+  for (size_t k = 0; k < ts.size() && shared; ++k)
+    shared = ts[k].scalar_type() == ts.front().scalar_type() && shm_->holds(ts[k]);
+  if (!shared) return Communicator::allreduce_compressed_async(std::move(ts), op, wire);
+  for (const auto& t : ts) check_cpu_collective_tensor(t, "allreduce");
+  const CollectiveInfo info = CollectiveInfo::of("allreduce", ts);
+  return world_->comm_thread().enqueue(info, [this, ts = std::move(ts), op, wire] {
+    shm_->allreduce_through_staging(ts, op, size(),
+                                    [this, op, wire](at::Tensor& staged) { across_machines_in(wire, staged, op); });
+  });
+}
+
+void HierarchicalCommunicator::across_machines_in(at::ScalarType wire, at::Tensor& staged, ReduceOp op) {
+  if (leaders_->size() == 1) return;
+  // Divided by the job's size before the cast (a sum of float16 values overflows sooner), and
+  // multiplied back after: the copy-back divides for Avg. Every leader ends with the same values.
+  const at::Tensor scale = at::scalar_tensor(op == ReduceOp::Max ? 1.0 : static_cast<double>(size()));
+  at::Tensor on_wire = at::empty({staged.numel()}, staged.options().dtype(wire));
+  at::div_out(on_wire, staged, scale);
+  // One call: the staging buffer (at most 256 MiB) holds fewer than INT_MAX 16-bit elements.
+  XLAUNCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, on_wire.data_ptr(), static_cast<int>(on_wire.numel()), MPI_UINT16_T,
+                                  mpi_half_op(wire, op), leaders_->mpi_comm()));
+  staged.copy_(on_wire);
+  staged.mul_(scale);  // in float: a product in the 16-bit type would round once more
 }
 
 void HierarchicalCommunicator::across_machines(at::Tensor& staged, ReduceOp op) {

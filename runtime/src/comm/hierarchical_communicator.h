@@ -69,6 +69,11 @@ class HierarchicalCommunicator final : public Communicator, public SharedMemoryT
 
   std::shared_ptr<Work> allreduce_async(at::Tensor t, ReduceOp op) override;
   std::shared_ptr<Work> allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op) override;
+  // The fp16/bf16 hooks: inside each machine the copies are summed in full precision (shared
+  // memory, no bytes to save there); only the leaders' exchange travels in `wire`, divided by the
+  // job's size first. Tensors outside shared memory: the default (flat, in `wire`).
+  std::shared_ptr<Work> allreduce_compressed_async(std::vector<at::Tensor> ts, ReduceOp op,
+                                                   at::ScalarType wire) override;
   std::shared_ptr<Work> broadcast_async(at::Tensor t, int root) override { return world_->broadcast_async(t, root); }
   std::shared_ptr<Work> allgather_async(at::Tensor in, at::Tensor out) override {
     return world_->allgather_async(in, out);
@@ -82,6 +87,8 @@ class HierarchicalCommunicator final : public Communicator, public SharedMemoryT
  private:
   // Step 2, on a leader, on the world's thread: staged becomes its reduction over the machines.
   void across_machines(at::Tensor& staged, ReduceOp op);
+  // The same in `wire` (float16/bfloat16): one MPI_Allreduce of 16-bit values between the leaders.
+  void across_machines_in(at::ScalarType wire, at::Tensor& staged, ReduceOp op);
 
   std::shared_ptr<MpiCommunicator> world_;
   std::shared_ptr<MpiCommunicator> local_;

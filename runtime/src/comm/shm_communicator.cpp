@@ -145,11 +145,18 @@ at::Tensor ShmCommunicator::allocate(int64_t numel, const at::TensorOptions& opt
                     "a gradient bucket falls back to MPI"))
     return Communicator::allocate(numel, options);
   char* mine = seg.maps[rank()];
+  seg.released = std::make_shared<std::atomic<bool>>(false);
   segments_.push_back(seg);
   // Gradients alias this memory and may outlive the communicator: the mapping is released with the
   // last tensor that uses it.
   const size_t bytes = seg.bytes;
-  at::Tensor t = at::from_blob(mine, {numel}, [bytes](void* p) { munmap(p, bytes); }, options);
+  at::Tensor t = at::from_blob(
+      mine, {numel},
+      [bytes, released = seg.released](void* p) {
+        released->store(true);
+        munmap(p, bytes);
+      },
+      options);
   t.zero_();
   return t;
 }
@@ -171,6 +178,7 @@ bool ShmCommunicator::locate(const at::Tensor& t, Place& where) const {
   const char* p = static_cast<const char*>(t.data_ptr());
   const size_t n = static_cast<size_t>(t.numel()) * t.element_size();
   for (size_t k = 0; k < segments_.size(); ++k) {
+    if (segments_[k].released && segments_[k].released->load()) continue;
     const char* base = segments_[k].maps[rank()];
     if (p >= base && p + n <= base + segments_[k].bytes) {
       where = {static_cast<int64_t>(k), p - base};

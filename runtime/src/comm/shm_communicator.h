@@ -22,6 +22,7 @@
 // and allreduce_through_staging() is its part of the hierarchical allreduce.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -99,6 +100,9 @@ class ShmCommunicator final : public Communicator, public SharedMemoryTransport 
     size_t bytes = 0;
     std::vector<char*> maps;       // every rank's mapping of its buffer, by rank
     SharedPool* pool = nullptr;    // set when this rank's buffer is the gradient pool
+    // Set when the last tensor on an allocate()d buffer let go of it here: its addresses may then
+    // belong to a newer mapping, which must not be taken for this segment.
+    std::shared_ptr<std::atomic<bool>> released;
   };
   // Whether a setup step failed anywhere (agreed through the MPI communicator). error: this rank's
   // ("" when the step went well here); on failure, the first failing rank's, the same on every rank.
