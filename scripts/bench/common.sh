@@ -43,3 +43,23 @@ ddp_h1024_steps_per_s() {
         --steps "$STEPS")
   field steps_per_s "$out"
 }
+
+# sim_machines NAME K SLOTS: K simulated machines (scripts/cluster/sim.sh; root) with links limited to
+# $RATE, under the host's simulation lock (fd 9: one simulation per host at a time); sets $SIM and
+# $work (a scratch directory holding `hosts`, SLOTS ranks per machine) and undoes it all on exit.
+sim_machines() {
+  SIM="$REPO/scripts/cluster/sim.sh"
+  "$SIM" check || { echo "$1: cannot simulate machines here (see above)" >&2; exit 2; }
+  work=$(mktemp -d "/tmp/xlaunch_bench_$1.XXXXXX")
+  exec 9>/run/xlsim.lock
+  flock -w 600 9
+  trap '"$SIM" down >/dev/null; rm -rf "$work"' EXIT
+  trap 'exit 130' INT TERM HUP
+  "$SIM" up "$2" --rate "$RATE" >&2
+  eval "$("$SIM" env)"
+  local m
+  for ((m = 0; m < $2; m++)); do echo "sim$m slots=$3"; done >"$work/hosts"
+}
+
+# ratio A B -> A / B with 2 decimals
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }

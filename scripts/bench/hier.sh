@@ -19,18 +19,7 @@ RATE="${RATE:-1gbit}"
 need_bin scripts/bench/bench_ddp
 need_bin launcher/xlaunch
 BIN="$BUILD_DIR/scripts/bench/bench_ddp"
-SIM="$REPO/scripts/cluster/sim.sh"
-"$SIM" check || { echo "hier.sh: cannot simulate machines here (see above)" >&2; exit 2; }
-
-work=$(mktemp -d /tmp/xlaunch_bench_hier.XXXXXX)
-# One simulation per host at a time (see tests/cluster/multimachine_test.sh).
-exec 9>/run/xlsim.lock
-flock -w 600 9
-trap '"$SIM" down >/dev/null; rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM HUP
-"$SIM" up 2 --rate "$RATE" >&2
-eval "$("$SIM" env)"
-printf 'sim0 slots=2\nsim1 slots=2\n' >"$work/hosts"
+sim_machines hier 2 2
 cat >"$work/config.yaml" <<EOF
 distributed_type: MULTI_CPU
 num_processes: 4
@@ -56,4 +45,4 @@ f=$(median $flat)
 # shellcheck disable=SC2086
 h=$(median $hier)
 echo "bench=hier hidden=$HIDDEN link=$RATE flat_steps_per_s=$f hier_steps_per_s=$h"
-echo "bench=hier machines=2 ranks_per_machine=2 ratio_vs_flat=$(echo "scale=2; $h / $f" | bc)"
+echo "bench=hier machines=2 ranks_per_machine=2 ratio_vs_flat=$(ratio "$h" "$f")"

@@ -15,17 +15,7 @@ POWERSGD_RANK="${POWERSGD_RANK:-4}"
 POWERSGD_START="${POWERSGD_START:-100}"
 need_bin examples/train_fashion_mnist
 need_bin launcher/xlaunch
-SIM="$REPO/scripts/cluster/sim.sh"
-"$SIM" check || { echo "hook_accuracy.sh: cannot simulate machines here (see above)" >&2; exit 2; }
-
-work=$(mktemp -d /tmp/xlaunch_bench_acc.XXXXXX)
-exec 9>/run/xlsim.lock
-flock -w 600 9
-trap '"$SIM" down >/dev/null; rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM HUP
-"$SIM" up 2 --rate "$RATE" >&2
-eval "$("$SIM" env)"
-printf 'sim0 slots=1\nsim1 slots=1\n' >"$work/hosts"
+sim_machines acc 2 1
 
 none=""
 for hook in $HOOKS; do

@@ -20,17 +20,7 @@ POWERSGD_RANK="${POWERSGD_RANK:-4}"
 need_bin scripts/bench/bench_ddp
 need_bin launcher/xlaunch
 BIN="$BUILD_DIR/scripts/bench/bench_ddp"
-SIM="$REPO/scripts/cluster/sim.sh"
-"$SIM" check || { echo "multimachine.sh: cannot simulate machines here (see above)" >&2; exit 2; }
-
-work=$(mktemp -d /tmp/xlaunch_bench_mm.XXXXXX)
-exec 9>/run/xlsim.lock
-flock -w 600 9
-trap '"$SIM" down >/dev/null; rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM HUP
-"$SIM" up 2 --rate "$RATE" >&2
-eval "$("$SIM" env)"
-printf 'sim0 slots=1\nsim1 slots=1\n' >"$work/hosts"
+sim_machines mm 2 1
 for hook in $HOOKS; do
   cat >"$work/$hook.yaml" <<EOF
 distributed_type: MULTI_CPU
@@ -44,8 +34,6 @@ ddp:
   powersgd_start_step: 0
 EOF
 done
-
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 
 run_hook() {  # hook hidden -> steps_per_s
   local out

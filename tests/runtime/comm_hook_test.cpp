@@ -18,6 +18,7 @@
 
 #include "comm/inprocess_communicator.h"
 #include "ddp/powersgd.h"
+#include "inprocess_ranks.h"
 #include "models.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
@@ -30,25 +31,6 @@ using xlaunch::ReduceOp;
 namespace {
 
 using namespace xlaunch::test;
-
-void run_ranks(int n, const std::function<void(std::shared_ptr<InProcessCommunicator>)>& fn) {
-  auto group = std::make_shared<InProcessGroup>(n);
-  std::vector<std::shared_ptr<InProcessCommunicator>> comms;
-  for (int r = 0; r < n; ++r) comms.push_back(std::make_shared<InProcessCommunicator>(group, r));
-  std::vector<std::exception_ptr> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(comms[r]);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 at::Tensor seeded_randn(std::vector<int64_t> shape, uint64_t seed) {
   auto gen = at::detail::createCPUGenerator(seed);

@@ -7,6 +7,7 @@
 
 #include <thread>
 
+#include "inprocess_ranks.h"
 #include "models.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
@@ -16,30 +17,7 @@ using xlaunch::InProcessCommunicator;
 using xlaunch::InProcessGroup;
 using xlaunch::ReduceOp;
 
-namespace {
-
 using namespace xlaunch::test;
-
-// Runs fn(rank) on `n` threads, one communicator each; rethrows the first failure.
-void run_ranks(int n, const std::function<void(std::shared_ptr<InProcessCommunicator>)>& fn) {
-  auto group = std::make_shared<InProcessGroup>(n);
-  std::vector<std::shared_ptr<InProcessCommunicator>> comms;
-  for (int r = 0; r < n; ++r) comms.push_back(std::make_shared<InProcessCommunicator>(group, r));
-  std::vector<std::exception_ptr> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(comms[r]);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-}  // namespace
 
 TEST(InProcess, CollectivesOnThreeRanks) {
   run_ranks(3, [](std::shared_ptr<InProcessCommunicator> c) {
