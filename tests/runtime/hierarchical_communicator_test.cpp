@@ -21,6 +21,7 @@
 #include "comm/mpi_communicator.h"
 #include "ddp/grad_capture.h"
 #include "ddp/shared_pool.h"
+#include "shm_test_tensors.h"
 
 using xlaunch::HierarchicalCommunicator;
 using xlaunch::MachineLayout;
@@ -29,18 +30,8 @@ using xlaunch::SharedPool;
 
 namespace {
 
-at::Tensor pool_tensor(SharedPool* pool, int64_t n, at::ScalarType dtype) {
-  c10::DataPtr block = pool->allocate(n * c10::elementSize(dtype));
-  EXPECT_TRUE(block) << "the pool has room";
-  c10::Storage storage(c10::Storage::use_byte_size_t(), n * c10::elementSize(dtype), std::move(block), nullptr, false);
-  return at::empty({0}, dtype).set_(storage, 0, {n}, {1});
-}
-
-// Rank r's values for tensor k: k * 1000 + index + r. Over 4 ranks: sum 4 v0 + 6, mean v0 + 1.5,
-// max v0 + 3, where v0 is rank 0's.
-at::Tensor values(int64_t n, int k, int r, at::ScalarType dtype) {
-  return (at::arange(n, at::kDouble) + (k * 1000 + r)).to(dtype);
-}
+using xlaunch::test::pool_tensor;
+using xlaunch::test::values;  // over 4 ranks: sum 4 v0 + 6, mean v0 + 1.5, max v0 + 3 (v0: rank 0's)
 
 // Every rank holds the same bits.
 void expect_same_everywhere(HierarchicalCommunicator& comm, const at::Tensor& t) {

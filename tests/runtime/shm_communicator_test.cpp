@@ -13,6 +13,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/shm_communicator.h"
 #include "comm/shm_segment.h"
+#include "shm_test_tensors.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -26,18 +27,8 @@ using xlaunch::ShmCommunicator;
 
 namespace {
 
-// A tensor of `n` elements over a pool block (the block lives as long as the tensor).
-at::Tensor pool_tensor(SharedPool* pool, int64_t n, at::ScalarType dtype) {
-  c10::DataPtr block = pool->allocate(n * c10::elementSize(dtype));
-  EXPECT_TRUE(block) << "the pool has room";
-  c10::Storage storage(c10::Storage::use_byte_size_t(), n * c10::elementSize(dtype), std::move(block), nullptr, false);
-  return at::empty({0}, dtype).set_(storage, 0, {n}, {1});
-}
-
-// Rank r's values for tensor k: k * 1000 + index + r (integers, exact in float).
-at::Tensor values(int64_t n, int k, int r, at::ScalarType dtype) {
-  return (at::arange(n, at::kDouble) + (k * 1000 + r)).to(dtype);
-}
+using xlaunch::test::pool_tensor;
+using xlaunch::test::values;
 
 }  // namespace
 
