@@ -1,6 +1,7 @@
 #include "ddp/powersgd.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/mm.h>
@@ -8,6 +9,7 @@
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "check.h"
 #include "xlaunch/error.h"
@@ -97,6 +99,36 @@ void PowerSgdBucket::exchange() {
   q_work_ = comm_->allreduce_async(q_buf_, ReduceOp::Sum);
 }
 
+namespace {
+
+// M <- P Qt and error <- M - P Qt in one pass over the rows (CPU, contiguous): BLAS spends twice
+// as long on each of these two products with an inner dimension of r. Each element is computed
+// alone, in a fixed order, so every rank (and any thread count) gets the same bits from the same
+// P and Qt.
+template <typename T>
+void reconstruct_rows(T* m, T* error, const T* p, const T* qt, int64_t n, int64_t cols, int64_t r) {
+  at::parallel_for(0, n, 8, [&](int64_t first, int64_t last) {
+    std::vector<T> row(static_cast<size_t>(cols));
+    for (int64_t i = first; i < last; ++i) {
+      const T* pi = p + i * r;
+      for (int64_t j = 0; j < cols; ++j) row[j] = pi[0] * qt[j];
+      for (int64_t k = 1; k < r; ++k) {
+        const T c = pi[k];
+        const T* qk = qt + k * cols;
+        for (int64_t j = 0; j < cols; ++j) row[j] += c * qk[j];
+      }
+      T* mi = m + i * cols;
+      T* ei = error + i * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        ei[j] = mi[j] - row[j];
+        mi[j] = row[j];
+      }
+    }
+  });
+}
+
+}  // namespace
+
 void PowerSgdBucket::complete() {
   at::NoGradGuard no_grad;
   if (exact_work_) {
@@ -113,8 +145,17 @@ void PowerSgdBucket::complete() {
   q_work_.reset();
   q_buf_.div_(comm_->size());  // kept: the next step starts from it
   for (auto& x : matrices_) {
-    at::addmm_out(x.error, x.m, x.p, x.qt, /*beta=*/1, /*alpha=*/-1);  // what this rank's M keeps back
-    at::mm_out(x.m, x.p, x.qt);  // from P and Q alone: bitwise the same on every rank
+    const int64_t n = x.m.size(0), cols = x.m.size(1), r = x.p.size(1);
+    if (x.m.is_cpu() && x.m.scalar_type() == at::kFloat) {
+      reconstruct_rows(x.m.data_ptr<float>(), x.error.data_ptr<float>(), x.p.data_ptr<float>(), x.qt.data_ptr<float>(),
+                       n, cols, r);
+    } else if (x.m.is_cpu() && x.m.scalar_type() == at::kDouble) {
+      reconstruct_rows(x.m.data_ptr<double>(), x.error.data_ptr<double>(), x.p.data_ptr<double>(),
+                       x.qt.data_ptr<double>(), n, cols, r);
+    } else {
+      at::addmm_out(x.error, x.m, x.p, x.qt, /*beta=*/1, /*alpha=*/-1);  // what this rank's M keeps back
+      at::mm_out(x.m, x.p, x.qt);  // from P and Q alone: the same on every rank
+    }
   }
 }
 
