@@ -85,31 +85,35 @@ std::shared_ptr<Work> HierarchicalCommunicator::allreduce_async(at::Tensor t, Re
   return allreduce_coalesced_async({std::move(t)}, op);
 }
 
-std::shared_ptr<Work> HierarchicalCommunicator::allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op) {
-  for (const auto& t : ts) check_cpu_collective_tensor(t, "allreduce");
+bool HierarchicalCommunicator::all_held(const std::vector<at::Tensor>& ts) const {
   bool shared = !ts.empty();
   for (size_t k = 0; k < ts.size() && shared; ++k)
     shared = ts[k].scalar_type() == ts.front().scalar_type() && shm_->holds(ts[k]);
-  if (!shared) return world_->allreduce_coalesced_async(std::move(ts), op);
+  return shared;
+}
+
+std::shared_ptr<Work> HierarchicalCommunicator::through_staging(std::vector<at::Tensor> ts, ReduceOp op,
+                                                                std::function<void(at::Tensor&)> across) {
   // The work holds the tensors, so their memory stays put until every rank has read it.
   const CollectiveInfo info = CollectiveInfo::of("allreduce", ts);
-  return world_->comm_thread().enqueue(info, [this, ts = std::move(ts), op] {
-    shm_->allreduce_through_staging(ts, op, size(), [this, op](at::Tensor& staged) { across_machines(staged, op); });
+  return world_->comm_thread().enqueue(info, [this, ts = std::move(ts), op, across = std::move(across)] {
+    shm_->allreduce_through_staging(ts, op, size(), across);
   });
+}
+
+std::shared_ptr<Work> HierarchicalCommunicator::allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op) {
+  for (const auto& t : ts) check_cpu_collective_tensor(t, "allreduce");
+  if (!all_held(ts)) return world_->allreduce_coalesced_async(std::move(ts), op);
+  return through_staging(std::move(ts), op, [this, op](at::Tensor& staged) { across_machines(staged, op); });
 }
 
 std::shared_ptr<Work> HierarchicalCommunicator::allreduce_compressed_async(std::vector<at::Tensor> ts, ReduceOp op,
                                                                           at::ScalarType wire) {
-  bool shared = !ts.empty() && (wire == at::kHalf || wire == at::kBFloat16);
-  for (size_t k = 0; k < ts.size() && shared; ++k)
-    shared = ts[k].scalar_type() == ts.front().scalar_type() && shm_->holds(ts[k]);
-  if (!shared) return Communicator::allreduce_compressed_async(std::move(ts), op, wire);
+  if ((wire != at::kHalf && wire != at::kBFloat16) || !all_held(ts))
+    return Communicator::allreduce_compressed_async(std::move(ts), op, wire);
   for (const auto& t : ts) check_cpu_collective_tensor(t, "allreduce");
-  const CollectiveInfo info = CollectiveInfo::of("allreduce", ts);
-  return world_->comm_thread().enqueue(info, [this, ts = std::move(ts), op, wire] {
-    shm_->allreduce_through_staging(ts, op, size(),
-                                    [this, op, wire](at::Tensor& staged) { across_machines_in(wire, staged, op); });
-  });
+  return through_staging(std::move(ts), op,
+                         [this, op, wire](at::Tensor& staged) { across_machines_in(wire, staged, op); });
 }
 
 void HierarchicalCommunicator::across_machines_in(at::ScalarType wire, at::Tensor& staged, ReduceOp op) {

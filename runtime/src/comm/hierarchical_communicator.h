@@ -24,6 +24,7 @@
 // MPI communicator.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,10 @@ class HierarchicalCommunicator final : public Communicator, public SharedMemoryT
   const std::shared_ptr<MpiCommunicator>& leaders() const { return leaders_; }
 
  private:
+  // Whether every tensor lies in this machine's shared memory, all of one dtype: the hierarchical path.
+  bool all_held(const std::vector<at::Tensor>& ts) const;
+  // One collective on the world's thread: ShmCommunicator::allreduce_through_staging with `across`.
+  std::shared_ptr<Work> through_staging(std::vector<at::Tensor> ts, ReduceOp op, std::function<void(at::Tensor&)> across);
   // Step 2, on a leader, on the world's thread: staged becomes its reduction over the machines.
   void across_machines(at::Tensor& staged, ReduceOp op);
   // The same in `wire` (float16/bfloat16): one MPI_Allreduce of 16-bit values between the leaders.

@@ -40,6 +40,20 @@ kernels::ReduceKind kind_of(ReduceOp op) {
          : op == ReduceOp::Avg ? kernels::ReduceKind::Avg : kernels::ReduceKind::Max;
 }
 
+// The parts of [begin, end) of the concatenated elements of ts[first, first + count), tensor by
+// tensor: fn(k, offset, lo, n) for tensor first + k from its element `offset`, element `lo` of
+// the concatenation, n elements long.
+template <typename Fn>
+void for_each_part(const std::vector<at::Tensor>& ts, size_t first, size_t count, int64_t begin, int64_t end, Fn&& fn) {
+  int64_t start = 0;
+  for (size_t k = 0; k < count && start < end; ++k) {
+    const int64_t n = ts[first + k].numel();
+    const int64_t lo = std::max(begin, start), hi = std::min(end, start + n);
+    if (lo < hi) fn(k, lo - start, lo, hi - lo);
+    start += n;
+  }
+}
+
 }  // namespace
 
 ShmCommunicator::ShmCommunicator(std::shared_ptr<Communicator> fallback, std::shared_ptr<Communicator> agree_over)
@@ -92,6 +106,11 @@ ShmCommunicator::~ShmCommunicator() {
 
 ShmCommunicator::Place* ShmCommunicator::places_of(int r) const {
   return reinterpret_cast<Place*>(ctl_ + 1) + static_cast<size_t>(r) * kMaxPlaces;
+}
+
+char* ShmCommunicator::peer_data(int q, size_t k, int64_t bytes) const {
+  const Place& at = places_of(q)[k];
+  return segments_[at.segment].maps[q] + at.offset + bytes;
 }
 
 bool ShmCommunicator::agree_failed(std::string& error) {
@@ -227,22 +246,15 @@ void ShmCommunicator::run_coalesced(const std::vector<at::Tensor>& ts, const std
     ctl_->allreduce_barrier.arrive_and_wait(size());  // every rank's tensors final, their places published
     // This rank's slice of the concatenated elements, walked tensor by tensor.
     const int64_t begin = total * rank() / size(), end = total * (rank() + 1) / size();
-    int64_t start = 0;
-    for (size_t k = 0; k < count && start < end; ++k) {
-      const int64_t n = ts[first + k].numel();
-      const int64_t lo = std::max(begin, start), hi = std::min(end, start + n);
-      if (lo < hi) {
-        for (int q = 0; q < size(); ++q) {
-          const Place& at = places_of(q)[k];
-          char* p = segments_[at.segment].maps[q] + at.offset + (lo - start) * elem;
-          floats[q] = reinterpret_cast<float*>(p);
-          doubles[q] = reinterpret_cast<double*>(p);
-        }
-        if (is_float) kernels::reduce_copies_float(floats.data(), size(), hi - lo, kind);
-        else kernels::reduce_copies_double(doubles.data(), size(), hi - lo, kind);
+    for_each_part(ts, first, count, begin, end, [&](size_t k, int64_t offset, int64_t, int64_t n) {
+      for (int q = 0; q < size(); ++q) {
+        char* p = peer_data(q, k, offset * elem);
+        floats[q] = reinterpret_cast<float*>(p);
+        doubles[q] = reinterpret_cast<double*>(p);
       }
-      start += n;
-    }
+      if (is_float) kernels::reduce_copies_float(floats.data(), size(), n, kind);
+      else kernels::reduce_copies_double(doubles.data(), size(), n, kind);
+    });
     ctl_->allreduce_barrier.arrive_and_wait(size());  // every slice written everywhere; tables reusable
   }
 }
@@ -310,41 +322,28 @@ void ShmCommunicator::allreduce_through_staging(const std::vector<at::Tensor>& t
       const int64_t m = std::min(capacity, total - piece);
       // 1. This rank's slice [begin, end) of the piece, walked tensor by tensor, into staging.
       const int64_t begin = piece + m * rank() / size(), end = piece + m * (rank() + 1) / size();
-      int64_t start = 0;
-      for (size_t k = 0; k < count && start < end; ++k) {
-        const int64_t n = ts[first + k].numel();
-        const int64_t lo = std::max(begin, start), hi = std::min(end, start + n);
-        if (lo < hi) {
-          for (int q = 0; q < size(); ++q) {
-            const Place& at = places_of(q)[k];
-            const char* p = segments_[at.segment].maps[q] + at.offset + (lo - start) * elem;
-            floats[q] = reinterpret_cast<const float*>(p);
-            doubles[q] = reinterpret_cast<const double*>(p);
-          }
-          char* out = staging_ + (lo - piece) * elem;
-          if (dtype == at::kFloat) kernels::reduce_into_float(floats.data(), size(), reinterpret_cast<float*>(out), hi - lo, kind);
-          else kernels::reduce_into_double(doubles.data(), size(), reinterpret_cast<double*>(out), hi - lo, kind);
+      for_each_part(ts, first, count, begin, end, [&](size_t k, int64_t offset, int64_t lo, int64_t n) {
+        for (int q = 0; q < size(); ++q) {
+          const char* p = peer_data(q, k, offset * elem);
+          floats[q] = reinterpret_cast<const float*>(p);
+          doubles[q] = reinterpret_cast<const double*>(p);
         }
-        start += n;
-      }
+        char* out = staging_ + (lo - piece) * elem;
+        if (dtype == at::kFloat) kernels::reduce_into_float(floats.data(), size(), reinterpret_cast<float*>(out), n, kind);
+        else kernels::reduce_into_double(doubles.data(), size(), reinterpret_cast<double*>(out), n, kind);
+      });
       ctl_->allreduce_barrier.arrive_and_wait(size());  // the machine's reduction is in staging
       at::Tensor staged = at::from_blob(staging_, {m}, at::TensorOptions().dtype(dtype));
       // 2. Across machines, by this machine's rank 0.
       if (rank() == 0) across(staged);
       ctl_->allreduce_barrier.arrive_and_wait(size());  // staging holds the job's reduction
       // 3. Into this rank's own tensors.
-      start = 0;
-      for (size_t k = 0; k < count && start < piece + m; ++k) {
-        const int64_t n = ts[first + k].numel();
-        const int64_t lo = std::max(piece, start), hi = std::min(piece + m, start + n);
-        if (lo < hi) {
-          at::Tensor dst = ts[first + k].view({-1}).narrow(0, lo - start, hi - lo);
-          at::Tensor src = staged.narrow(0, lo - piece, hi - lo);
-          if (op == ReduceOp::Avg) at::div_out(dst, src, at::scalar_tensor(static_cast<double>(avg_over), dtype));
-          else dst.copy_(src);
-        }
-        start += n;
-      }
+      for_each_part(ts, first, count, piece, piece + m, [&](size_t k, int64_t offset, int64_t lo, int64_t n) {
+        at::Tensor dst = ts[first + k].view({-1}).narrow(0, offset, n);
+        at::Tensor src = staged.narrow(0, lo - piece, n);
+        if (op == ReduceOp::Avg) at::div_out(dst, src, at::scalar_tensor(static_cast<double>(avg_over), dtype));
+        else dst.copy_(src);
+      });
       ctl_->allreduce_barrier.arrive_and_wait(size());  // staging read by every rank; tables reusable
     }
   }

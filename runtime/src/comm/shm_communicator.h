@@ -114,6 +114,8 @@ class ShmCommunicator final : public Communicator, public SharedMemoryTransport 
   // On the communication thread; places[k]: where ts[k] lies here (from locate()).
   void run_coalesced(const std::vector<at::Tensor>& ts, const std::vector<Place>& places, ReduceOp op);
   Place* places_of(int rank) const;
+  // Where rank q's copy of the k-th tensor of the current round of the place table lies, `bytes` in.
+  char* peer_data(int q, size_t k, int64_t bytes) const;
 
   std::shared_ptr<Communicator> fallback_;
   std::shared_ptr<Communicator> agree_;  // agree_over, or fallback_
