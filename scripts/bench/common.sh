@@ -63,3 +63,20 @@ sim_machines() {
 
 # ratio A B -> A / B with 2 decimals
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+
+# hook_config HOOK START: writes $work/HOOK.yaml, a job of one rank on each machine of $work/hosts
+# (sim_machines NAME 2 1) under ddp.comm_hook HOOK, PowerSGD of rank $POWERSGD_RANK from synced
+# step START.
+hook_config() {
+  cat >"$work/$1.yaml" <<YAML
+distributed_type: MULTI_CPU
+num_processes: 2
+num_machines: 2
+mpi:
+  hostfile: $work/hosts
+ddp:
+  comm_hook: $1
+  powersgd_rank: $POWERSGD_RANK
+  powersgd_start_step: $2
+YAML
+}

@@ -19,17 +19,7 @@ sim_machines acc 2 1
 
 none=""
 for hook in $HOOKS; do
-  cat >"$work/$hook.yaml" <<YAML
-distributed_type: MULTI_CPU
-num_processes: 2
-num_machines: 2
-mpi:
-  hostfile: $work/hosts
-ddp:
-  comm_hook: $hook
-  powersgd_rank: $POWERSGD_RANK
-  powersgd_start_step: $POWERSGD_START
-YAML
+  hook_config "$hook" "$POWERSGD_START"
   out=$("$BUILD_DIR/launcher/xlaunch" run --config_file "$work/$hook.yaml" "$BUILD_DIR/examples/train_fashion_mnist" \
         --epochs "$EPOCHS" --checkpoint_dir "$work/ckpt-$hook" 2>"$work/err") || { cat "$work/err" >&2; exit 1; }
   last=$(grep "epoch=$EPOCHS " <<<"$out" | tail -n1)

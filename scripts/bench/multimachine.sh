@@ -21,19 +21,7 @@ need_bin scripts/bench/bench_ddp
 need_bin launcher/xlaunch
 BIN="$BUILD_DIR/scripts/bench/bench_ddp"
 sim_machines mm 2 1
-for hook in $HOOKS; do
-  cat >"$work/$hook.yaml" <<EOF
-distributed_type: MULTI_CPU
-num_processes: 2
-num_machines: 2
-mpi:
-  hostfile: $work/hosts
-ddp:
-  comm_hook: $hook
-  powersgd_rank: $POWERSGD_RANK
-  powersgd_start_step: 0
-EOF
-done
+for hook in $HOOKS; do hook_config "$hook" 0; done
 
 run_hook() {  # hook hidden -> steps_per_s
   local out
