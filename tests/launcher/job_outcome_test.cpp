@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "rank_status.h"
+#include "launch/rank_status.h"
 
 using namespace xlaunch::launcher;
 

@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "launch_plan.h"
+#include "launch/launch_plan.h"
 #include "xlaunch/env_vars.h"
 
 using namespace xlaunch::launcher;

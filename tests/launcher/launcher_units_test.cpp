@@ -9,13 +9,13 @@
 #include <map>
 #include <sstream>
 
-#include "launch_error.h"
-#include "machine.h"
-#include "overrides.h"
-#include "programs.h"
-#include "prompt.h"
-#include "rank_status.h"
-#include "rank_wrapper.h"
+#include "cli/overrides.h"
+#include "cli/prompt.h"
+#include "launch/launch_error.h"
+#include "launch/machine.h"
+#include "launch/programs.h"
+#include "launch/rank_status.h"
+#include "launch/rank_wrapper.h"
 #include "xlaunch/place.h"
 
 using namespace xlaunch::launcher;

@@ -1,6 +1,6 @@
 // The spawn-and-forward routine both the job (mpirun under `xlaunch run`) and the rank wrapper
 // (the training process under `xlaunch __rank`) run their child with.
-#include "spawn.h"
+#include "launch/spawn.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "launch/rank_status.h"
 #include "private_files.h"
-#include "rank_status.h"
 
 using namespace xlaunch::launcher;
 namespace files = xlaunch::files;

@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-#include "report.h"
+#include "observe/report.h"
 
 using namespace xlaunch::launcher;
 using xlaunch::profile::kPhases;

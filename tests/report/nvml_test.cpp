@@ -5,8 +5,8 @@
 #include <chrono>
 #include <thread>
 
-#include "nvml.h"
-#include "report.h"
+#include "observe/nvml.h"
+#include "observe/report.h"
 
 using namespace xlaunch::launcher;
 

@@ -1,4 +1,4 @@
-#include "spawn.h"
+#include "launch/spawn.h"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <map>
 
-#include "launch_error.h"
+#include "launch/launch_error.h"
 
 extern char** environ;
 

@@ -7,10 +7,10 @@
 
 #include <memory>
 
-#include "cmd_run.h"
-#include "launch_error.h"
-#include "programs.h"
-#include "subcommand.h"
+#include "cli/cmd_run.h"
+#include "cli/subcommand.h"
+#include "launch/launch_error.h"
+#include "launch/programs.h"
 
 namespace xlaunch::launcher {
 namespace {

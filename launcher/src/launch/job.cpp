@@ -1,4 +1,4 @@
-#include "job.h"
+#include "launch/job.h"
 
 #include <signal.h>
 

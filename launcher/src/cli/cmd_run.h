@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "overrides.h"
-#include "subcommand.h"
+#include "cli/overrides.h"
+#include "cli/subcommand.h"
 
 namespace xlaunch::launcher {
 

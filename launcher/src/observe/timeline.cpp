@@ -1,4 +1,4 @@
-#include "timeline.h"
+#include "observe/timeline.h"
 
 #include <dirent.h>
 #include <unistd.h>

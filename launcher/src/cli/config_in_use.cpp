@@ -1,4 +1,4 @@
-#include "config_in_use.h"
+#include "cli/config_in_use.h"
 
 #include <sys/stat.h>
 

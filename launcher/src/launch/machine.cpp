@@ -1,4 +1,4 @@
-#include "machine.h"
+#include "launch/machine.h"
 
 #include <dlfcn.h>
 #include <sched.h>
@@ -12,7 +12,7 @@
 #include <sstream>
 #include <utility>
 
-#include "programs.h"
+#include "launch/programs.h"
 
 namespace xlaunch::launcher {
 

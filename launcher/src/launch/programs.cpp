@@ -1,4 +1,4 @@
-#include "programs.h"
+#include "launch/programs.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,8 +9,8 @@
 #include <cstring>
 #include <regex>
 
-#include "launch_error.h"
-#include "launch_plan.h"
+#include "launch/launch_error.h"
+#include "launch/launch_plan.h"
 
 namespace xlaunch::launcher {
 

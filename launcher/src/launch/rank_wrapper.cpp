@@ -1,4 +1,4 @@
-#include "rank_wrapper.h"
+#include "launch/rank_wrapper.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "launch_error.h"
-#include "rank_status.h"
-#include "spawn.h"
+#include "launch/launch_error.h"
+#include "launch/rank_status.h"
+#include "launch/spawn.h"
 #include "xlaunch/env_vars.h"
 
 namespace xlaunch::launcher {

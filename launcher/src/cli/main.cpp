@@ -10,10 +10,10 @@
 #include <cstring>
 #include <vector>
 
-#include "launch_error.h"
-#include "overrides.h"
-#include "rank_wrapper.h"
-#include "subcommand.h"
+#include "cli/overrides.h"
+#include "cli/subcommand.h"
+#include "launch/launch_error.h"
+#include "launch/rank_wrapper.h"
 #include "xlaunch/config/config_error.h"
 
 using namespace xlaunch::launcher;

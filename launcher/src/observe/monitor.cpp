@@ -1,4 +1,4 @@
-#include "monitor.h"
+#include "observe/monitor.h"
 
 #include <chrono>
 #include <cstdio>

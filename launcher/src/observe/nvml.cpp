@@ -1,4 +1,4 @@
-#include "nvml.h"
+#include "observe/nvml.h"
 
 #include <dlfcn.h>
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launch_plan.h"
+#include "launch/launch_plan.h"
 
 namespace xlaunch::launcher {
 

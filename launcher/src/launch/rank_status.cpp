@@ -1,4 +1,4 @@
-#include "rank_status.h"
+#include "launch/rank_status.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "subcommand.h"
+#include "cli/subcommand.h"
 
 namespace xlaunch::launcher {
 

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "report.h"
+#include "observe/report.h"
 
 namespace xlaunch::launcher {
 

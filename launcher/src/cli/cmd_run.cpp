@@ -1,7 +1,7 @@
 // `xlaunch run [options] train_bin [args...]`: load the config, apply the options, check
 // everything that can be checked before starting, then run the launch plan and report how the
 // ranks ended. See docs/cli.md.
-#include "cmd_run.h"
+#include "cli/cmd_run.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,19 +14,19 @@
 #include <map>
 #include <memory>
 
-#include "config_in_use.h"
-#include "job.h"
-#include "launch_error.h"
-#include "launch_plan.h"
-#include "machine.h"
-#include "monitor.h"
-#include "nvml.h"
-#include "overrides.h"
+#include "cli/config_in_use.h"
+#include "cli/overrides.h"
+#include "launch/job.h"
+#include "launch/launch_error.h"
+#include "launch/launch_plan.h"
+#include "launch/machine.h"
+#include "launch/programs.h"
+#include "launch/rank_status.h"
+#include "observe/monitor.h"
+#include "observe/nvml.h"
+#include "observe/report.h"
+#include "observe/timeline.h"
 #include "private_files.h"
-#include "programs.h"
-#include "rank_status.h"
-#include "report.h"
-#include "timeline.h"
 #include "xlaunch/config/config_error.h"
 
 namespace xlaunch::launcher {

@@ -2,8 +2,8 @@
 // `xlaunch run` forwarded to it, so the whole job (every rank, on every machine) stops.
 #pragma once
 
-#include "launch_plan.h"
-#include "spawn.h"
+#include "launch/launch_plan.h"
+#include "launch/spawn.h"
 
 namespace xlaunch::launcher {
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "monitor.h"
-#include "nvml.h"
-#include "report.h"
+#include "observe/monitor.h"
+#include "observe/nvml.h"
+#include "observe/report.h"
 
 namespace xlaunch::launcher {
 

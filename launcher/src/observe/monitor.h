@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "nvml.h"
+#include "observe/nvml.h"
 
 namespace xlaunch::launcher {
 

@@ -1,4 +1,4 @@
-#include "report.h"
+#include "observe/report.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

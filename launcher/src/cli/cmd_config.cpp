@@ -4,12 +4,12 @@
 #include <iostream>
 #include <memory>
 
-#include "config_in_use.h"
-#include "launch_error.h"
-#include "machine.h"
-#include "overrides.h"
-#include "prompt.h"
-#include "subcommand.h"
+#include "cli/config_in_use.h"
+#include "cli/overrides.h"
+#include "cli/prompt.h"
+#include "cli/subcommand.h"
+#include "launch/launch_error.h"
+#include "launch/machine.h"
 #include "xlaunch/config/config_error.h"
 #include "xlaunch/config/config_io.h"
 

@@ -6,11 +6,11 @@
 #include <memory>
 #include <sstream>
 
-#include "config_in_use.h"
-#include "launch_error.h"
-#include "machine.h"
-#include "programs.h"
-#include "subcommand.h"
+#include "cli/config_in_use.h"
+#include "cli/subcommand.h"
+#include "launch/launch_error.h"
+#include "launch/machine.h"
+#include "launch/programs.h"
 #include "xlaunch/config/config_error.h"
 
 namespace xlaunch::launcher {

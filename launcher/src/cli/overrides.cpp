@@ -1,4 +1,4 @@
-#include "overrides.h"
+#include "cli/overrides.h"
 
 #include <algorithm>
 #include <cstdio>
