@@ -1,5 +1,5 @@
 # Finds xlaunch's dependencies and decides what is enabled. Required: MPI, yaml-cpp, CLI11,
-# LibTorch. Optional (AUTO|ON|OFF): CUDA toolkit, NCCL. GoogleTest when tests are built.
+# nlohmann/json, LibTorch. Optional (AUTO|ON|OFF): CUDA toolkit, NCCL. GoogleTest when tests are built.
 
 function(_xlaunch_check_tristate name)
   if(NOT ${name} MATCHES "^(AUTO|ON|OFF)$")
@@ -14,6 +14,9 @@ find_package(MPI REQUIRED COMPONENTS C)
 find_package(yaml-cpp REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(ZLIB REQUIRED)
+# JSON (the status directory's trace parts, report.json, trace.json): private to the targets that
+# write or read it, never in an installed header.
+find_package(nlohmann_json 3 REQUIRED)
 
 # CUDA toolkit: also needed by a CUDA build of LibTorch's own CMake package.
 if(NOT XLAUNCH_WITH_CUDA STREQUAL "OFF")
@@ -102,6 +105,7 @@ function(xlaunch_print_summary)
   message(STATUS "  LibTorch        : ${Torch_VERSION} (${Torch_DIR}), CUDA build: ${XLAUNCH_TORCH_CUDA}")
   message(STATUS "  MPI             : ${MPI_C_VERSION} (${MPI_C_LIBRARIES})")
   message(STATUS "  yaml-cpp, CLI11 : found")
+  message(STATUS "  nlohmann/json   : ${nlohmann_json_VERSION}")
   message(STATUS "  CUDA toolkit    : ${CUDAToolkit_VERSION} found=${CUDAToolkit_FOUND}  [XLAUNCH_WITH_CUDA=${XLAUNCH_WITH_CUDA}] -> kernels ${XLAUNCH_CUDA_ENABLED}, device paths ${XLAUNCH_DEVICE_PATHS}")
   message(STATUS "  NCCL            : ${NCCL_VERSION} ${NCCL_LIBRARY}  [XLAUNCH_WITH_NCCL=${XLAUNCH_WITH_NCCL}] -> ${XLAUNCH_NCCL_ENABLED}")
   message(STATUS "  tests/examples  : ${XLAUNCH_BUILD_TESTS}/${XLAUNCH_BUILD_EXAMPLES}")

@@ -7,7 +7,7 @@ set -euo pipefail
 TORCH_VERSION="${XLAUNCH_TORCH_VERSION:-2.11.0}"
 PY="${XLAUNCH_PYTHON:-python3}"
 APT_PACKAGES=(cmake g++ make ccache pkg-config libopenmpi-dev openmpi-bin libyaml-cpp-dev libcli11-dev
-              libgtest-dev zlib1g-dev dataset-fashion-mnist python3 python3-pip iproute2)
+              nlohmann-json3-dev libgtest-dev zlib1g-dev dataset-fashion-mnist python3 python3-pip iproute2)
 
 say() { echo "[install-deps] $*"; }
 SUDO=""

@@ -9,9 +9,12 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "launch/rank_status.h"
+#include "launch/job_outcome.h"
+#include "xlaunch/status/rank_status.h"
+#include "xlaunch/status/verdict.h"
 
 using namespace xlaunch::launcher;
+using namespace xlaunch::status;
 
 namespace {
 
@@ -48,7 +51,7 @@ TEST_F(VerdictFile, NoneMalformedOrALinkIsNoVerdict) {
 
 TEST(SummarizeJob, AVerdictDecidesCodeRankAndMessage) {
   // The stuck rank was ended by mpirun (SIGTERM) after rank 0's watchdog gave up with 124.
-  const JobVerdict v{124, 1, "job stuck: allreduce #5 (4 B float32) waited 10 s: rank 0 entered, rank 1 never did"};
+  const Verdict v{124, 1, "job stuck: allreduce #5 (4 B float32) waited 10 s: rank 0 entered, rank 1 never did"};
   const auto o = summarize_job(exited(124), {{0, false, 124, 10}, {1, true, SIGTERM, 20}}, 2, v);
   EXPECT_EQ(o.exit_code, 124);
   EXPECT_EQ(o.rank, 1);

@@ -11,10 +11,10 @@
 
 #include "cli/overrides.h"
 #include "cli/prompt.h"
+#include "launch/job_outcome.h"
 #include "launch/launch_error.h"
 #include "launch/machine.h"
 #include "launch/programs.h"
-#include "launch/rank_status.h"
 #include "launch/rank_wrapper.h"
 #include "xlaunch/place.h"
 

@@ -10,10 +10,11 @@
 #include <set>
 #include <sstream>
 
-#include "launch/rank_status.h"
-#include "private_files.h"
+#include "xlaunch/status/private_files.h"
+#include "xlaunch/status/rank_status.h"
+#include "xlaunch/status/verdict.h"
 
-using namespace xlaunch::launcher;
+using namespace xlaunch::status;
 namespace files = xlaunch::files;
 
 namespace {

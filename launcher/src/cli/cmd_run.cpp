@@ -3,12 +3,10 @@
 // ranks ended. See docs/cli.md.
 #include "cli/cmd_run.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -17,17 +15,20 @@
 #include "cli/config_in_use.h"
 #include "cli/overrides.h"
 #include "launch/job.h"
+#include "launch/job_outcome.h"
 #include "launch/launch_error.h"
 #include "launch/launch_plan.h"
 #include "launch/machine.h"
 #include "launch/programs.h"
-#include "launch/rank_status.h"
 #include "observe/monitor.h"
 #include "observe/nvml.h"
 #include "observe/report.h"
 #include "observe/timeline.h"
-#include "private_files.h"
 #include "xlaunch/config/config_error.h"
+#include "xlaunch/status/private_files.h"
+#include "xlaunch/status/rank_status.h"
+#include "xlaunch/status/status_dir.h"
+#include "xlaunch/status/verdict.h"
 
 namespace xlaunch::launcher {
 namespace {
@@ -96,17 +97,12 @@ std::string make_run_id() {
 }
 
 void make_dirs(const std::string& dir) {
-  for (size_t i = 1; i <= dir.size(); ++i)
-    if ((i == dir.size() || dir[i] == '/') && mkdir(dir.substr(0, i).c_str(), 0755) != 0 && errno != EEXIST)
-      throw LaunchError("cannot create directory " + dir.substr(0, i) + ": " + std::strerror(errno));
+  if (std::string why; !files::make_dirs(dir, &why)) throw LaunchError(why);
 }
 
 // Where each attempt's status directory goes: under log_dir when there is one, so ranks on other
 // machines can report through a shared filesystem; else $TMPDIR or /tmp.
-std::string status_base(const config::LaunchConfig& c) {
-  const char* tmp = std::getenv("TMPDIR");
-  return !c.log_dir.empty() ? c.log_dir : (tmp && *tmp ? tmp : "/tmp");
-}
+std::string status_base(const config::LaunchConfig& c) { return !c.log_dir.empty() ? c.log_dir : status::temp_dir(); }
 
 std::string status_prefix(const std::string& run_id, int attempt) {
   return "xlaunch-status-" + run_id + "-" + std::to_string(attempt) + "-";
@@ -179,7 +175,7 @@ void write_report_json(const std::string& dir, const JobReport& r) {
 void report_attempt(const config::LaunchConfig& c, const std::string& status_dir, const GpuSampler& gpus,
                     const JobMonitor* monitor) {
   std::vector<std::optional<profile::RankStats>> stats;
-  for (int r = 0; r < c.num_processes; ++r) stats.push_back(read_rank_stats(status_dir, r));
+  for (int r = 0; r < c.num_processes; ++r) stats.push_back(status::read_stats_file(status_dir, r));
   // The GPUs of this machine belong to the ranks only when they train on GPUs.
   // Over the report's window (rank 0's steps after the warm-up), not the start-up.
   const std::vector<GpuUse> gpu_use = stats.empty() || !stats[0] ? gpus.mean() : gpus.mean_since(window_start_s(*stats[0]));
@@ -212,9 +208,9 @@ int run_attempts(const config::LaunchConfig& c, Environment env, const std::stri
     std::unique_ptr<GpuSampler> gpus = measured ? std::make_unique<GpuSampler>() : nullptr;
     std::unique_ptr<JobMonitor> monitor =
         measured ? std::make_unique<JobMonitor>(env.status_dir, c.num_processes, monitor_s, gpus.get()) : nullptr;
-    int status = 0;
+    int mpirun_status = 0;  // waitpid's
     try {
-      status = run_plan(plan);
+      mpirun_status = run_plan(plan);
     } catch (...) {
       files::remove_private_dir(env.status_dir);
       throw;
@@ -226,8 +222,8 @@ int run_attempts(const config::LaunchConfig& c, Environment env, const std::stri
     } catch (const std::exception& e) {  // the job's outcome matters more than its report
       std::fprintf(stderr, "xlaunch: warning: no utilization report: %s\n", e.what());
     }
-    const JobOutcome outcome = summarize_job(status, read_rank_statuses(env.status_dir), c.num_processes,
-                                             read_verdict(env.status_dir));
+    const JobOutcome outcome = summarize_job(mpirun_status, status::read_rank_statuses(env.status_dir), c.num_processes,
+                                             status::read_verdict(env.status_dir));
     files::remove_private_dir(env.status_dir);
     if (outcome.exit_code == 0) return 0;
     const int sig = last_forwarded_signal();

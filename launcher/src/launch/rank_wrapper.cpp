@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "launch/launch_error.h"
-#include "launch/rank_status.h"
 #include "launch/spawn.h"
 #include "xlaunch/env_vars.h"
+#include "xlaunch/status/rank_status.h"
 
 namespace xlaunch::launcher {
 
@@ -70,7 +70,7 @@ int rank_wrapper_main(int argc, char** argv) {
     std::fprintf(stderr, "xlaunch __rank: %s\n", e.what());
     return 1;
   }
-  RankStatus s;
+  status::RankStatus s;
   s.rank = rank_from_env([](const char* name) { return std::getenv(name); });
   s.signaled = WIFSIGNALED(status);
   s.code = s.signaled ? WTERMSIG(status) : WEXITSTATUS(status);
@@ -78,7 +78,7 @@ int rank_wrapper_main(int argc, char** argv) {
   std::string why;
   // A directory that does not exist here is a machine whose ranks report through mpirun alone (no
   // shared log_dir); one that exists but is not this user's private directory is refused, loudly.
-  if (!status_dir.empty() && !write_rank_status(status_dir, s, &why) && access(status_dir.c_str(), F_OK) == 0)
+  if (!status_dir.empty() && !status::write_rank_status(status_dir, s, &why) && access(status_dir.c_str(), F_OK) == 0)
     std::fprintf(stderr, "xlaunch __rank: warning: rank %d's exit status is not recorded: %s\n", s.rank, why.c_str());
 
   if (s.signaled) {  // end the same way, so mpirun reports the signal too

@@ -2,7 +2,7 @@
 //
 // The wrapper runs the training binary as its child (spawn.h), forwards the signals mpirun sends
 // it (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) to it, records how it ended in DIR
-// (rank_status.h) and then ends the same way: the same exit code, or the same signal. The training
+// (xlaunch/status/rank_status.h) and then ends the same way: the same exit code, or the same signal. The training
 // process keeps mpirun's environment, so MPI_Init in it joins the job as if mpirun had started it
 // directly.
 #pragma once

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "xlaunch/status/step_stats.h"
+
 namespace xlaunch::launcher {
 
 JobMonitor::JobMonitor(std::string status_dir, int world, double print_every_s, const GpuSampler* gpus)
@@ -32,7 +34,7 @@ std::string JobMonitor::line(double t_s, double dt_s) {
   uint64_t steps0 = 0, steps0_before = 0, samples = 0;
   int seen = 0;
   for (int r = 0; r < world_; ++r) {
-    const auto s = read_rank_stats(dir_, r);
+    const auto s = status::read_stats_file(dir_, r);
     if (!s) continue;
     ++seen;
     for (int p = 0; p < profile::kPhases; ++p) {
@@ -79,7 +81,7 @@ void JobMonitor::loop() {
       if (cv_.wait_for(lk, std::chrono::seconds(1), [&] { return stopping_; })) return;
     }
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (const auto s = read_rank_stats(dir_, 0)) {
+    if (const auto s = status::read_stats_file(dir_, 0)) {
       std::lock_guard<std::mutex> lk(mu_);
       rates_.push_back({t, static_cast<double>(s->total.steps - last_rate_.steps) / (t - last_rate_t)});
       last_rate_ = s->total;

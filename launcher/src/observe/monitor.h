@@ -1,4 +1,4 @@
-// While a job runs: reads every rank's stats file (profile/step_stats.h) once a second, keeps the
+// While a job runs: reads every rank's stats file (xlaunch/status/step_stats.h) once a second, keeps the
 // job's steps/s over time (for report.html), and with `xlaunch run --monitor SECONDS` prints one
 // line every SECONDS: steps/s, samples/s, the phase split over all ranks since the last line, and
 // each GPU's SM use, memory and power (nvml.h).

@@ -1,46 +1,16 @@
 #include "observe/report.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
 
-#include "private_files.h"
-#include "profile/json.h"
+#include <nlohmann/json.hpp>
 
 namespace xlaunch::launcher {
 
 using profile::kPhases;
 using profile::RankStats;
-
-std::optional<RankStats> read_rank_stats(const std::string& status_dir, int rank) {
-  std::string why;
-  const int dirfd = files::open_private_dir(status_dir, &why);
-  if (dirfd < 0) return std::nullopt;
-  close(dirfd);
-  const void* p = files::map_own_file(status_dir + "/stats-" + std::to_string(rank), sizeof(RankStats));
-  if (!p) return std::nullopt;
-  const auto* live = static_cast<const RankStats*>(p);
-  std::optional<RankStats> out;
-  for (int attempt = 0; attempt < 100 && !out; ++attempt) {
-    const uint64_t v0 = live->version.load(std::memory_order_acquire);
-    if (v0 % 2 == 1) {
-      usleep(100);
-      continue;
-    }
-    out.emplace(*live);  // checked below: a copy made while the rank wrote is taken again
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (live->version.load(std::memory_order_relaxed) != v0) out.reset();
-  }
-  munmap(const_cast<void*>(p), sizeof(RankStats));
-  if (out && (out->magic != profile::kStatsMagic || out->rank != rank)) out.reset();
-  return out;
-}
 
 namespace {
 
@@ -168,7 +138,9 @@ std::vector<std::string> advise(const JobReport& r, const config::LaunchConfig& 
     return v;
   };
 
-  // 1. Waiting for data.
+  // The rules of docs/performance.md ("The advice"), numbered as there; the straggler rule (3) runs
+  // before the communication rule (2), which needs to know the stragglers.
+  // Rule 1: waiting for data.
   if (const auto slow = over(profile::kDataWait, kDataWaitPct); !slow.empty()) {
     const RankReport& w = worst(profile::kDataWait);
     const std::string workers = c.loader.num_workers == config::LoaderSection::kAutoWorkers
@@ -180,7 +152,7 @@ std::vector<std::string> advise(const JobReport& r, const config::LaunchConfig& 
                   ", or make the dataset's get() cheaper; without the wait, steps would be up to " +
                   speedup(w.phase_pct[profile::kDataWait]) + " faster");
   }
-  // 3. One rank slower than the others: everyone waits for it in every allreduce.
+  // Rule 3: one rank slower than the others: everyone waits for it in every allreduce.
   std::vector<int> stragglers;
   if (ranks.size() > 1) {
     std::vector<double> busy;
@@ -197,8 +169,8 @@ std::vector<std::string> advise(const JobReport& r, const config::LaunchConfig& 
                       speedup(100 * (1 - med / rr->busy_ms)) + " faster without it");
       }
   }
-  // 2. Waiting for gradients. The transfer is paid by every rank; waiting for a slower peer only by
-  // the faster ones (a straggler: above; jitter: ranks take turns). So it counts only when every
+  // Rule 2: waiting for gradients. The transfer is paid by every rank; waiting for a slower peer
+  // only by the faster ones (a straggler: above; jitter: ranks take turns). So it counts only when every
   // rank waits (with a straggler: when the stragglers themselves wait).
   std::vector<int> slow = over(profile::kCommWait, kCommWaitPct);
   if (!stragglers.empty())
@@ -221,7 +193,7 @@ std::vector<std::string> advise(const JobReport& r, const config::LaunchConfig& 
                        : "") +
                   "; without the wait, steps would be up to " + speedup(w.phase_pct[profile::kCommWait]) + " faster");
   }
-  // 4. and 5. The GPU.
+  // Rules 4 and 5: the GPU (host-bound, memory to spare).
   for (const auto* rr : ranks) {
     if (!rr->gpu) continue;
     // Low SM use with a slow loader, a straggler or a slow network has those causes (above).
@@ -284,30 +256,27 @@ std::string format_report(const JobReport& r) {
 }
 
 std::string report_json(const JobReport& r) {
-  std::ostringstream os;
-  const auto str = profile::json_string;
-  os << "{\n  \"world\": " << r.world << ",\n  \"first_step\": " << r.first_step << ",\n  \"last_step\": " << r.last_step
-     << ",\n  \"total_steps\": " << r.total_steps << ",\n  \"ranks\": [";
-  for (size_t i = 0; i < r.ranks.size(); ++i) {
-    const auto& rr = r.ranks[i];
-    os << (i ? ",\n" : "\n") << "    {\"rank\": " << rr.rank << ", \"present\": " << (rr.present ? "true" : "false")
-       << ", \"host\": " << str(rr.host) << ", \"steps\": " << rr.steps << ", \"steps_per_s\": " << rr.steps_per_s
-       << ", \"samples_per_s\": " << rr.samples_per_s << ", \"step_ms\": " << rr.step_ms << ", \"busy_ms\": " << rr.busy_ms
-       << ", \"cpu_pct\": " << rr.cpu_pct << ", \"collectives_per_step\": " << rr.collectives_per_step
-       << ", \"mb_per_step\": " << rr.mb_per_step << ", \"phase_pct\": {";
-    for (int p = 0; p < kPhases; ++p) os << (p ? ", " : "") << str(profile::kPhaseNames[p]) << ": " << rr.phase_pct[p];
-    os << "}, \"gpu_ms_per_step\": {";
-    for (int p = 0; p < kPhases; ++p) os << (p ? ", " : "") << str(profile::kPhaseNames[p]) << ": " << rr.gpu_ms_per_step[p];
-    os << "}";
+  using json = nlohmann::ordered_json;  // the fields in the order a reader expects them
+  const auto per_phase = [](const double* v) {
+    json o = json::object();
+    for (int p = 0; p < kPhases; ++p) o[profile::kPhaseNames[p]] = v[p];
+    return o;
+  };
+  json ranks = json::array();
+  for (const auto& rr : r.ranks) {
+    json j = {{"rank", rr.rank}, {"present", rr.present}, {"host", rr.host}, {"steps", rr.steps},
+              {"steps_per_s", rr.steps_per_s}, {"samples_per_s", rr.samples_per_s}, {"step_ms", rr.step_ms},
+              {"busy_ms", rr.busy_ms}, {"cpu_pct", rr.cpu_pct}, {"collectives_per_step", rr.collectives_per_step},
+              {"mb_per_step", rr.mb_per_step}, {"phase_pct", per_phase(rr.phase_pct)},
+              {"gpu_ms_per_step", per_phase(rr.gpu_ms_per_step)}};
     if (rr.gpu)
-      os << ", \"gpu\": {\"sm_pct\": " << rr.gpu->sm_pct << ", \"mem_used_gib\": " << rr.gpu->mem_used_gib
-         << ", \"mem_total_gib\": " << rr.gpu->mem_total_gib << ", \"power_w\": " << rr.gpu->power_w << "}";
-    os << "}";
+      j["gpu"] = {{"sm_pct", rr.gpu->sm_pct}, {"mem_used_gib", rr.gpu->mem_used_gib},
+                  {"mem_total_gib", rr.gpu->mem_total_gib}, {"power_w", rr.gpu->power_w}};
+    ranks.push_back(std::move(j));
   }
-  os << "\n  ],\n  \"advice\": [";
-  for (size_t i = 0; i < r.advice.size(); ++i) os << (i ? ",\n" : "\n") << "    " << str(r.advice[i]);
-  os << (r.advice.empty() ? "]\n}\n" : "\n  ]\n}\n");
-  return os.str();
+  const json out = {{"world", r.world}, {"first_step", r.first_step}, {"last_step", r.last_step},
+                    {"total_steps", r.total_steps}, {"ranks", std::move(ranks)}, {"advice", r.advice}};
+  return out.dump(2, ' ', false, json::error_handler_t::replace) + "\n";  // a stray byte in a host name: U+FFFD
 }
 
 }  // namespace xlaunch::launcher

@@ -1,6 +1,6 @@
 // The utilization report `xlaunch run` prints when a job ends (docs/performance.md): per rank,
 // over the steady-state steps (after the warm-up), steps/s, samples/s, where the step's wall time
-// went (profile/step_stats.h), CPU and GPU use; then advice lines, each naming the measurement,
+// went (xlaunch/status/step_stats.h), CPU and GPU use; then advice lines, each naming the measurement,
 // the knob and the expected effect. The same numbers go to report.json.
 #pragma once
 
@@ -8,14 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "profile/step_stats.h"
 #include "xlaunch/config/launch_config.h"
+#include "xlaunch/status/step_stats.h"
 
 namespace xlaunch::launcher {
-
-// Rank r's stats file in the status directory, copied consistently (its sequence lock), when it is
-// a regular file this user owns and holds stats; nullopt otherwise.
-std::optional<profile::RankStats> read_rank_stats(const std::string& status_dir, int rank);
 
 // GPU use over the job, from NVML (nvml.h): per GPU of the machine that ran rank 0.
 struct GpuUse {
@@ -60,6 +56,6 @@ JobReport make_report(const std::vector<std::optional<profile::RankStats>>& stat
 std::vector<std::string> advise(const JobReport& r, const config::LaunchConfig& c);
 
 std::string format_report(const JobReport& r);  // the table and the advice, for the terminal
-std::string report_json(const JobReport& r);
+std::string report_json(const JobReport& r);  // the same numbers as JSON (report.json)
 
 }  // namespace xlaunch::launcher

@@ -1,20 +1,20 @@
 #include "observe/timeline.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
 #include <sstream>
 
-#include "private_files.h"
-#include "profile/json.h"
+#include <nlohmann/json.hpp>
+
+#include "xlaunch/status/private_files.h"
+#include "xlaunch/status/trace_part.h"
 
 namespace xlaunch::launcher {
 namespace {
 
-using profile::json_string;
+using nlohmann::json;
 
 std::string html_escaped(const std::string& s) {
   std::string o;
@@ -27,19 +27,20 @@ std::string html_escaped(const std::string& s) {
   return o;
 }
 
-// One event per line, as profile/trace.cpp writes them; *epoch_ns from its epoch line.
-void take_events(const std::string& text, std::vector<std::string>& out, long long* epoch_ns) {
-  std::istringstream in(text);
-  std::string line;
-  const std::string epoch_key = "{\"xlaunch_epoch_ns\":";
-  while (std::getline(in, line)) {
-    if (line.rfind(epoch_key, 0) == 0) {
-      *epoch_ns = std::atoll(line.c_str() + epoch_key.size());
-      continue;
-    }
-    if (line.size() < 2 || line[0] != '{' || line == "{}") continue;
-    if (line.back() == ',') line.pop_back();
-    out.push_back(line);
+// Rank r's part as Chrome trace events (pid = rank, tid = thread; microseconds): its name and
+// place in the list, its threads' names, and one complete ("X") event per span.
+void add_rank_events(const status::TracePart& part, const std::string& host, json& events) {
+  const int r = part.rank;
+  const std::string name = "rank " + std::to_string(r) + (host.empty() ? "" : " (" + host + ")");
+  events.push_back({{"ph", "M"}, {"pid", r}, {"name", "process_name"}, {"args", {{"name", name}}}});
+  events.push_back({{"ph", "M"}, {"pid", r}, {"name", "process_sort_index"}, {"args", {{"sort_index", r}}}});
+  for (const auto& [tid, thread] : part.threads)
+    events.push_back({{"ph", "M"}, {"pid", r}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", thread}}}});
+  for (const status::TraceSpan& s : part.spans) {
+    json e = {{"ph", "X"}, {"pid", r}, {"tid", s.tid}, {"ts", static_cast<double>(s.start_ns) / 1000.0},
+              {"dur", static_cast<double>(s.dur_ns) / 1000.0}, {"name", s.name}};
+    if (json args = json::parse(s.args, nullptr, false); args.is_object()) e["args"] = std::move(args);
+    events.push_back(std::move(e));
   }
 }
 
@@ -52,44 +53,34 @@ std::string merge_trace(const std::string& dir, const JobReport& report,
   std::string why;
   const int dirfd = files::open_private_dir(dir, &why);
   if (dirfd < 0) return "no timeline: " + why;
-  std::vector<std::string> events;
-  long long epoch_ns = 0;  // the ranks' timestamps count from it
+  json events = json::array();
+  int64_t epoch_ns = 0;  // the ranks' timestamps count from it
   int merged = 0;
   std::vector<int> missing;
   for (int r = 0; r < report.world; ++r) {
-    const std::string name = "trace-rank" + std::to_string(r) + ".json";
-    const auto text = files::read_private_file(dirfd, name, size_t{1} << 30);
-    if (!text) {
+    const auto part = status::take_trace_part(dir, r);
+    if (!part) {
       missing.push_back(r);
       continue;
     }
     ++merged;
-    const std::string host = r < static_cast<int>(report.ranks.size()) ? report.ranks[r].host : "";
-    events.push_back("{\"ph\":\"M\",\"pid\":" + std::to_string(r) + ",\"name\":\"process_name\",\"args\":{\"name\":" +
-                     json_string("rank " + std::to_string(r) + (host.empty() ? "" : " (" + host + ")")) + "}}");
-    events.push_back("{\"ph\":\"M\",\"pid\":" + std::to_string(r) + ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" +
-                     std::to_string(r) + "}}");
-    take_events(*text, events, &epoch_ns);
-    unlinkat(dirfd, name.c_str(), 0);
+    epoch_ns = part->epoch_ns;
+    add_rank_events(*part, r < static_cast<int>(report.ranks.size()) ? report.ranks[r].host : "", events);
   }
   if (!gpu_history.empty()) {
     const int pid = report.world;  // the GPUs get a track of their own, after the ranks
-    events.push_back("{\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
-                     ",\"name\":\"process_name\",\"args\":{\"name\":\"GPUs (NVML, machine of xlaunch run)\"}}");
-    char buf[256];
+    events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},
+                      {"args", {{"name", "GPUs (NVML, machine of xlaunch run)"}}}});
     for (const auto& [t, per_gpu] : gpu_history)
-      for (size_t g = 0; g < per_gpu.size(); ++g) {
-        std::snprintf(buf, sizeof buf,
-                      "{\"ph\":\"C\",\"pid\":%d,\"name\":\"gpu%zu\",\"ts\":%.3f,\"args\":{\"sm_pct\":%.1f,"
-                      "\"mem_used_gib\":%.2f,\"power_w\":%.1f}}",
-                      pid, g, (t - static_cast<double>(epoch_ns) / 1e9) * 1e6, per_gpu[g].sm_pct, per_gpu[g].mem_used_gib, per_gpu[g].power_w);
-        events.push_back(buf);
-      }
+      for (size_t g = 0; g < per_gpu.size(); ++g)
+        events.push_back({{"ph", "C"}, {"pid", pid}, {"name", "gpu" + std::to_string(g)},
+                          {"ts", (t - static_cast<double>(epoch_ns) / 1e9) * 1e6},
+                          {"args", {{"sm_pct", per_gpu[g].sm_pct}, {"mem_used_gib", per_gpu[g].mem_used_gib},
+                                    {"power_w", per_gpu[g].power_w}}}});
   }
-  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  for (size_t i = 0; i < events.size(); ++i) out += events[i] + (i + 1 < events.size() ? ",\n" : "\n");
-  out += "]}\n";
-  const bool ok = merged > 0 && files::write_private_file(dirfd, "trace.json", out, &why);
+  const json trace = {{"displayTimeUnit", "ms"}, {"traceEvents", std::move(events)}};
+  const std::string text = trace.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  const bool ok = merged > 0 && files::write_private_file(dirfd, "trace.json", text, &why);
   close(dirfd);
   if (merged == 0) return "no timeline: no rank wrote its part to " + dir;
   if (!ok) return "no timeline: " + why;

@@ -1,6 +1,6 @@
 // What `xlaunch run --trace DIR` leaves in DIR when the job ends (docs/performance.md):
 //  - trace.json: one Chrome trace over all ranks (pid = rank, tid = thread), merged from the ranks'
-//    trace-rank<r>.json (profile/trace.h, already on rank 0's clock), with NVML samples as
+//    parts (xlaunch/status/trace_part.h, already on rank 0's clock), with NVML samples as
 //    counter events; opens in Perfetto UI and chrome://tracing;
 //  - report.html: one self-contained page (inline SVG): the phase split per rank, steps/s over
 //    time, and the advice.

@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "private_files.h"
 #include "xlaunch/error.h"
+#include "xlaunch/status/private_files.h"
 
 namespace xlaunch {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "profile/step_stats.h"
+#include "xlaunch/status/step_stats.h"
 
 namespace xlaunch::profile::device {
 

@@ -1,7 +1,5 @@
 #include "profile/step_clock.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -12,7 +10,6 @@
 #include <thread>
 #include <vector>
 
-#include "private_files.h"
 #include "profile/device_clock.h"
 #include "profile/trace.h"
 
@@ -43,12 +40,12 @@ uint64_t cpu_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// dir/stats-<rank>, mapped; in this process's memory when there is no directory or it fails.
+// The rank's stats file in dir, mapped; in this process's memory when there is no directory or it
+// fails.
 RankStats* map_stats(const std::string& dir, int rank) {
   if (!dir.empty()) {
     std::string why;
-    if (void* p = files::map_new_file(dir + "/stats-" + std::to_string(rank), sizeof(RankStats), &why))
-      return new (p) RankStats{};
+    if (RankStats* s = status::create_stats_file(dir, rank, &why)) return s;
     if (errno == ENOENT) return new RankStats{};  // a machine that does not see the status directory
     std::fprintf(stderr, "xlaunch: warning: %s; no utilization report for rank %d\n", why.c_str(), rank);
   }

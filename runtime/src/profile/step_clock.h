@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "profile/step_stats.h"
+#include "xlaunch/status/step_stats.h"
 
 namespace xlaunch::profile {
 

@@ -1,17 +1,13 @@
 #include "profile/trace.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdio>
 #include <map>
 #include <mutex>
 #include <vector>
 
-#include "private_files.h"
-#include "profile/json.h"
 #include "profile/step_clock.h"
+#include "xlaunch/status/trace_part.h"
 
 namespace xlaunch::profile::trace {
 namespace {
@@ -38,7 +34,6 @@ Trace& trace() {
   static Trace t;
   return t;
 }
-
 
 }  // namespace
 
@@ -80,28 +75,17 @@ void write() {
   std::lock_guard<std::mutex> lk(t.mu);
   if (!t.started || t.written) return;
   t.written = true;
-  const int r = t.settings.rank;
-  std::string out = "[\n";
-  char buf[160];
-  for (const auto& [tid, name] : t.thread_names) {
-    std::snprintf(buf, sizeof buf, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":", r, tid);
-    out += buf + json_string(name) + "}},\n";
-  }
-  // Microseconds since the job's epoch (small numbers: exact in a double, so spans nest exactly).
-  out += "{\"xlaunch_epoch_ns\":" + std::to_string(t.settings.epoch_ns) + "}\n";
+  status::TracePart part;
+  part.rank = t.settings.rank;
+  part.epoch_ns = t.settings.epoch_ns;
+  part.threads.assign(t.thread_names.begin(), t.thread_names.end());
+  // Nanoseconds since the job's epoch on rank 0's clock: small integers, so spans nest exactly.
   const int64_t shift = t.mono_to_real_ns + t.settings.clock_offset_ns - t.settings.epoch_ns;
-  for (const Event& e : t.events) {
-    const double ts_us = static_cast<double>(static_cast<int64_t>(e.start_ns) + shift) / 1000.0;
-    std::snprintf(buf, sizeof buf, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"name\":", r, e.tid,
-                  ts_us, static_cast<double>(e.dur_ns) / 1000.0);
-    out += buf + json_string(e.name) + (e.args.empty() ? "" : ",\"args\":" + e.args) + "},\n";
-  }
-  out += "{}\n]\n";  // every event line ends with a comma; the empty object closes the list
+  for (const Event& e : t.events)
+    part.spans.push_back({e.tid, e.name, static_cast<int64_t>(e.start_ns) + shift, static_cast<int64_t>(e.dur_ns), e.args});
   std::string why;
-  const int dirfd = files::open_private_dir(t.settings.dir, &why);
-  if (dirfd < 0 || !files::write_private_file(dirfd, "trace-rank" + std::to_string(r) + ".json", out, &why))
-    std::fprintf(stderr, "xlaunch: warning: rank %d's timeline is not written: %s\n", r, why.c_str());
-  if (dirfd >= 0) close(dirfd);
+  if (!status::write_trace_part(t.settings.dir, part, &why))
+    std::fprintf(stderr, "xlaunch: warning: rank %d's timeline is not written: %s\n", part.rank, why.c_str());
 }
 
 }  // namespace xlaunch::profile::trace

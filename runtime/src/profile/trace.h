@@ -1,7 +1,7 @@
 // The timeline (`xlaunch run --trace DIR`, XLAUNCH_TRACE_DIR): spans of the training loop's steps
 // and phases, of every collective on the communication thread, and of every batch a loader worker
-// makes, for `trace_steps` steps after the warm-up. Each rank writes DIR/trace-rank<r>.json when
-// it ends, with its clock's offset from rank 0's; `xlaunch run` merges them into DIR/trace.json
+// makes, for `trace_steps` steps after the warm-up. Each rank writes its part to DIR when it ends
+// (xlaunch/status/trace_part.h), on rank 0's clock; `xlaunch run` merges them into DIR/trace.json
 // (Chrome trace format: Perfetto UI, chrome://tracing). Outside the window, recording costs one
 // relaxed atomic load per span.
 #pragma once
@@ -25,11 +25,11 @@ struct Settings {
 void start(const Settings& s);
 bool active();
 void set_step(int64_t steps_done);  // opens and closes the window
-// A complete span ("X" event): start on CLOCK_MONOTONIC, args a JSON object or "".
+// A complete span: start on CLOCK_MONOTONIC, args a JSON object's text or "".
 void span(int tid, const char* name, uint64_t start_mono_ns, uint64_t dur_ns, const std::string& args = "");
 // This thread's trace id for a loader worker (kLoaderThread0 + a number), named on first use.
 int loader_thread_id();
-// Writes DIR/trace-rank<r>.json (from the process's exit path). Once.
+// Writes this rank's part to DIR (from the process's exit path). Once.
 void write();
 
 }  // namespace xlaunch::profile::trace

@@ -20,8 +20,8 @@
 #include <sstream>
 #include <vector>
 
-#include "private_files.h"
 #include "xlaunch/error.h"
+#include "xlaunch/status/private_files.h"
 
 namespace fs = std::filesystem;
 

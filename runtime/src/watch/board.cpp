@@ -10,15 +10,16 @@
 #include <ctime>
 #include <new>
 
-#include "private_files.h"
 #include "profile/step_clock.h"
 #include "xlaunch/error.h"
+#include "xlaunch/status/private_files.h"
+#include "xlaunch/status/status_dir.h"
 
 namespace xlaunch::watch {
 
 int64_t now_ns() { return static_cast<int64_t>(profile::realtime_ns()); }
 
-std::string board_path(const std::string& dir, int rank) { return dir + "/progress-" + std::to_string(rank); }
+std::string board_path(const std::string& dir, int rank) { return status::progress_board_path(dir, rank); }
 
 namespace {
 

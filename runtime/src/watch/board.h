@@ -63,7 +63,7 @@ struct Board {
 
 int64_t now_ns();
 
-// "progress-<rank>" under dir.
+// The board file of `rank` under dir (its name: xlaunch/status/status_dir.h).
 std::string board_path(const std::string& dir, int rank);
 
 // Creates this rank's board in dir (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600) and maps it. Throws

@@ -8,12 +8,13 @@
 #include <cstring>
 #include <string>
 
-#include "private_files.h"
 #include "profile/trace.h"
 #include "watch/board.h"
 #include "watch/watchdog.h"
 #include "xlaunch/env_vars.h"
 #include "xlaunch/error.h"
+#include "xlaunch/status/private_files.h"
+#include "xlaunch/status/status_dir.h"
 
 namespace xlaunch::watch {
 namespace {
@@ -24,9 +25,8 @@ std::string g_private_dir;  // set when rank 0 made the directory
 std::string shared_private_dir(int rank) {
   char path[4096] = {};
   if (rank == 0) {
-    const char* tmp = std::getenv("TMPDIR");
     std::string why;
-    const std::string dir = files::make_private_dir(tmp && *tmp ? tmp : "/tmp", "xlaunch-watch-", &why);
+    const std::string dir = files::make_private_dir(status::temp_dir(), "xlaunch-watch-", &why);
     if (dir.empty()) std::fprintf(stderr, "xlaunch: warning: %s; progress boards stay private to each rank\n", why.c_str());
     if (dir.size() < sizeof path) std::memcpy(path, dir.c_str(), dir.size());
   }

@@ -1,8 +1,5 @@
 #include "watch/verdict.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstring>
 
@@ -123,15 +120,7 @@ Verdict mismatch_verdict(int me, const CollectiveRecord& mine, int other, const 
 }
 
 bool publish_verdict(const std::string& dir, const Verdict& v) {
-  if (!dir.empty()) {
-    const std::string path = dir + "/verdict";
-    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return false;  // another rank's verdict stands
-    const std::string text = std::to_string(v.exit_code) + " " + std::to_string(v.rank) + "\n" + v.message + "\n";
-    const ssize_t n = write(fd, text.data(), text.size());
-    (void)n;
-    close(fd);
-  }
+  if (!dir.empty() && !status::write_verdict(dir, v)) return false;  // another rank's verdict stands
   std::fprintf(stderr, "xlaunch: %s\n", v.message.c_str());
   std::fflush(stderr);
   return true;

@@ -7,14 +7,13 @@
 #include <vector>
 
 #include "watch/board.h"
+#include "xlaunch/status/verdict.h"
 
 namespace xlaunch::watch {
 
-struct Verdict {
-  int exit_code = 1;    // what the deciding rank exits with: 124 for a stuck job
-  int rank = -1;        // the rank at fault (the first that never entered, the one that left)
-  std::string message;  // without the "xlaunch: " prefix
-};
+// The verdict file's record (exit code, rank at fault, message): one struct for the ranks that
+// write it and the launcher that reads it.
+using Verdict = status::Verdict;
 
 // "allreduce #457 (bucket 2, 1.0 MiB float32)".
 std::string describe(const CollectiveRecord& r);
@@ -35,9 +34,9 @@ bool same_collective(const CollectiveRecord& a, const CollectiveRecord& b);
 // rank 0 first, so `other` is rank 0 only when `me` differs from it).
 Verdict mismatch_verdict(int me, const CollectiveRecord& mine, int other, const CollectiveRecord& theirs);
 
-// Prints the verdict on stderr and writes it to dir/verdict ("<exit code> <rank>\n<message>\n",
-// O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600), unless another rank already has: one verdict per job.
-// Returns whether this call was the one.
+// Writes the verdict to the status directory `dir` (status::write_verdict) unless another rank
+// already has (one verdict per job), and then prints it on stderr. Returns whether this call was
+// the one. An empty dir (no status directory): printed, and true.
 bool publish_verdict(const std::string& dir, const Verdict& v);
 
 }  // namespace xlaunch::watch

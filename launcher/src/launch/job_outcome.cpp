@@ -1,84 +1,17 @@
-#include "launch/rank_status.h"
+#include "launch/job_outcome.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <csignal>
-#include <cstdio>
 #include <cstring>
-#include <sstream>
-
-#include "private_files.h"
 
 namespace xlaunch::launcher {
-
-bool write_rank_status(const std::string& dir, const RankStatus& s, std::string* why) {
-  const int fd = files::open_private_dir(dir, why);
-  if (fd < 0) return false;
-  std::string host = s.host;
-  if (host.empty()) {
-    char name[HOST_NAME_MAX + 1] = {0};
-    host = gethostname(name, sizeof name - 1) == 0 && name[0] ? name : "unknown-host";
-  }
-  const std::string text = std::to_string(s.rank) + ' ' + (s.signaled ? "1" : "0") + ' ' + std::to_string(s.code) +
-                           ' ' + std::to_string(s.end_ns) + ' ' + host + '\n';
-  const bool ok = files::write_private_file(fd, "rank-" + std::to_string(s.rank), text, why);
-  close(fd);
-  return ok;
-}
-
-std::vector<RankStatus> read_rank_statuses(const std::string& dir) {
-  std::vector<RankStatus> out;
-  std::string why;
-  const int fd = files::open_private_dir(dir, &why);
-  if (fd < 0) return out;
-  const int listing = dup(fd);
-  DIR* d = listing >= 0 ? fdopendir(listing) : nullptr;
-  if (!d && listing >= 0) close(listing);
-  while (dirent* e = d ? readdir(d) : nullptr) {
-    const std::string name = e->d_name;
-    if (name.rfind("rank-", 0) != 0) continue;
-    const auto text = files::read_private_file(fd, name);
-    if (!text) continue;
-    std::istringstream in(*text);
-    RankStatus s;
-    int signaled = 0;
-    if (in >> s.rank >> signaled >> s.code >> s.end_ns && name == "rank-" + std::to_string(s.rank)) {
-      s.signaled = signaled != 0;
-      in >> s.host;  // absent in a status written without it
-      out.push_back(s);
-    }
-  }
-  if (d) closedir(d);
-  close(fd);
-  std::sort(out.begin(), out.end(), [](const RankStatus& a, const RankStatus& b) { return a.rank < b.rank; });
-  return out;
-}
 
 std::string describe(const RankStatus& s) {
   if (!s.signaled) return "exited with code " + std::to_string(s.code);
   const char* abbrev = sigabbrev_np(s.code);
   return "was killed by signal " + std::to_string(s.code) + (abbrev ? " (SIG" + std::string(abbrev) + ")" : "");
-}
-
-std::optional<JobVerdict> read_verdict(const std::string& dir) {
-  std::string why;
-  const int fd = files::open_private_dir(dir, &why);
-  if (fd < 0) return std::nullopt;
-  const std::string text = files::read_private_file(fd, "verdict").value_or("");
-  close(fd);
-  std::istringstream in(text);
-  JobVerdict v;
-  if (!(in >> v.exit_code >> v.rank)) return std::nullopt;
-  in.ignore(1);
-  std::getline(in, v.message);
-  if (v.message.empty()) return std::nullopt;
-  return v;
 }
 
 namespace {
@@ -122,7 +55,7 @@ std::pair<std::string, size_t> machine_lost(const std::vector<RankStatus>& faile
 }  // namespace
 
 JobOutcome summarize_job(int wait_status, const std::vector<RankStatus>& ranks, int num_processes,
-                         const std::optional<JobVerdict>& verdict) {
+                         const std::optional<status::Verdict>& verdict) {
   if (verdict) return {verdict->exit_code, verdict->rank, verdict->message};
   std::vector<RankStatus> failed;
   for (const auto& r : ranks)

@@ -1,12 +1,15 @@
 // What each rank publishes about its steps, for `xlaunch run`'s utilization report and --monitor
 // (docs/performance.md): a file `stats-<rank>` in the status directory, mapped by the rank and
 // updated at the end of every optimizer step (a few stores into shared memory; no system call),
-// read by the launcher. Shared by the runtime (writer) and the launcher (reader): no torch.
+// read by the launcher (status_dir.h). The layout is the profile's (namespace profile); the file's
+// name, its writer and its reader are the status library's (namespace status, at the end).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <string>
 
 namespace xlaunch::profile {
 
@@ -61,3 +64,18 @@ struct RankStats {
 };
 
 }  // namespace xlaunch::profile
+
+namespace xlaunch::status {
+
+// Creates dir/stats-<rank> (new, mode 0600: private_files.h's map_new_file), sized for one
+// RankStats and mapped shared read-write, and constructs an empty RankStats in it: the rank's
+// stats, updated in place and never unmapped. nullptr when it cannot, with *why and errno the
+// cause (ENOENT: this machine does not see dir).
+profile::RankStats* create_stats_file(const std::string& dir, int rank, std::string* why);
+
+// Rank `rank`'s stats file in dir, copied consistently (its sequence lock: a copy made while the
+// rank wrote is taken again), when dir is a private directory of this user's and the file a
+// regular file this user owns that holds that rank's stats; nullopt otherwise.
+std::optional<profile::RankStats> read_stats_file(const std::string& dir, int rank);
+
+}  // namespace xlaunch::status

@@ -1,4 +1,4 @@
-#include "private_files.h"
+#include "xlaunch/status/private_files.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -167,6 +167,15 @@ const void* map_own_file(const std::string& path, size_t bytes) {
     p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
   close(fd);
   return p == MAP_FAILED ? nullptr : p;
+}
+
+bool make_dirs(const std::string& dir, std::string* why) {
+  for (size_t i = 1; i <= dir.size(); ++i)
+    if ((i == dir.size() || dir[i] == '/') && mkdir(dir.substr(0, i).c_str(), 0755) != 0 && errno != EEXIST) {
+      *why = "cannot create directory " + dir.substr(0, i) + ": " + errno_text();
+      return false;
+    }
+  return true;
 }
 
 void remove_private_dir(const std::string& dir) {

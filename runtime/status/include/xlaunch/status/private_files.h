@@ -2,8 +2,9 @@
 // status directory (rank exit statuses, progress boards, the watchdog's verdict), and the checks
 // that keep another local user from planting, forging or redirecting them (docs/security.md).
 //
-// Shared by the launcher and the runtime (no torch, no MPI). Every function reports a problem as
-// a sentence naming the path and the reason; the callers turn it into their own error or warning.
+// Part of the status library (status_dir.h), shared by the launcher and the runtime (no torch, no
+// MPI); the checkpoints' temporaries use it too. Every function reports a problem as a sentence
+// naming the path and the reason; the callers turn it into their own error or warning.
 #pragma once
 
 #include <sys/types.h>
@@ -50,6 +51,11 @@ const void* map_own_file(const std::string& path, size_t bytes);
 // Removes every entry of the private directory `dir` that this user owns, then the directory
 // itself. Nothing happens when `dir` is not a private directory of this user.
 void remove_private_dir(const std::string& dir);
+
+// `mkdir -p dir`, mode 0755: the user's own output directories (log_dir, trace_dir), not private
+// ones. Returns false and sets *why ("cannot create directory PART: reason") at the first part that
+// cannot be made; parts that exist are fine.
+bool make_dirs(const std::string& dir, std::string* why);
 
 // "uid 65534 (nobody)": who owns something, for messages.
 std::string describe_owner(uid_t uid);

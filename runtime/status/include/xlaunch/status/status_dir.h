@@ -1,0 +1,30 @@
+// The status directory: how `xlaunch run` and the ranks of its job talk through files. The launcher
+// makes one private directory per attempt (private_files.h) and hands it to the ranks as
+// XLAUNCH_STATUS_DIR (xlaunch/env_vars.h). Every file of it, and the timeline parts in
+// XLAUNCH_TRACE_DIR, is named, laid out, written and read by this library alone, which both sides
+// link (no torch, no MPI):
+//
+//   file                written by                          read by                         header
+//   rank-<R>            rank R's wrapper (`xlaunch __rank`)   xlaunch run, when mpirun ends   rank_status.h
+//   verdict             the first rank whose watchdog         xlaunch run, when mpirun ends   verdict.h
+//                       reached one
+//   stats-<R>           rank R, at the end of every step      xlaunch run (--monitor, report) step_stats.h
+//   progress-<R>        rank R (its progress board)           the other ranks' watchdogs      here (name)
+//   trace-rank<R>.json  rank R, when it ends (trace dir)      xlaunch run, which merges them  trace_part.h
+//
+// The progress board's layout lives with the watchdog (runtime/src/watch/board.h): only ranks map
+// it; the launcher merely removes it with the directory.
+#pragma once
+
+#include <string>
+
+namespace xlaunch::status {
+
+// Where a private directory goes when nobody chose one (the launcher's status directory without a
+// log_dir, the ranks' own when started without xlaunch): $TMPDIR when set and not empty, else /tmp.
+std::string temp_dir();
+
+// dir/progress-<rank>: the file rank `rank` maps its progress board to.
+std::string progress_board_path(const std::string& dir, int rank);
+
+}  // namespace xlaunch::status

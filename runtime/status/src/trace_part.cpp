@@ -1,0 +1,74 @@
+#include "xlaunch/status/trace_part.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "xlaunch/status/private_files.h"
+
+namespace xlaunch::status {
+namespace {
+
+using nlohmann::json;
+
+std::string file_name(int rank) { return "trace-rank" + std::to_string(rank) + ".json"; }
+
+json to_json(const TracePart& part) {
+  json threads = json::array(), spans = json::array();
+  for (const auto& [tid, name] : part.threads) threads.push_back({{"tid", tid}, {"name", name}});
+  for (const TraceSpan& s : part.spans) {
+    json j = {{"tid", s.tid}, {"name", s.name}, {"start_ns", s.start_ns}, {"dur_ns", s.dur_ns}};
+    if (!s.args.empty())
+      if (json args = json::parse(s.args, nullptr, false); args.is_object()) j["args"] = std::move(args);
+    spans.push_back(std::move(j));
+  }
+  return {{"rank", part.rank}, {"epoch_ns", part.epoch_ns}, {"threads", threads}, {"spans", spans}};
+}
+
+TracePart from_json(const json& j) {  // throws json::exception on a field that is missing or mistyped
+  TracePart part;
+  part.rank = j.at("rank").get<int>();
+  part.epoch_ns = j.at("epoch_ns").get<int64_t>();
+  for (const json& t : j.at("threads")) part.threads.emplace_back(t.at("tid").get<int>(), t.at("name").get<std::string>());
+  for (const json& s : j.at("spans")) {
+    TraceSpan span;
+    span.tid = s.at("tid").get<int>();
+    span.name = s.at("name").get<std::string>();
+    span.start_ns = s.at("start_ns").get<int64_t>();
+    span.dur_ns = s.at("dur_ns").get<int64_t>();
+    if (s.contains("args")) span.args = s["args"].dump();
+    part.spans.push_back(std::move(span));
+  }
+  return part;
+}
+
+}  // namespace
+
+bool write_trace_part(const std::string& dir, const TracePart& part, std::string* why) {
+  const int dirfd = files::open_private_dir(dir, why);
+  if (dirfd < 0) return false;
+  const bool ok = files::write_private_file(dirfd, file_name(part.rank), to_json(part).dump() + "\n", why);
+  close(dirfd);
+  return ok;
+}
+
+std::optional<TracePart> take_trace_part(const std::string& dir, int rank) {
+  std::string why;
+  const int dirfd = files::open_private_dir(dir, &why);
+  if (dirfd < 0) return std::nullopt;
+  std::optional<TracePart> part;
+  if (const auto text = files::read_private_file(dirfd, file_name(rank), size_t{1} << 30)) {
+    try {
+      part = from_json(json::parse(*text));
+      if (part->rank == rank) unlinkat(dirfd, file_name(rank).c_str(), 0);
+      else part.reset();
+    } catch (const json::exception&) {
+      part.reset();
+    }
+  }
+  close(dirfd);
+  return part;
+}
+
+}  // namespace xlaunch::status

@@ -1,0 +1,113 @@
+// The status directory's files through the status library alone, as both sides use it: what one
+// side writes, the other reads back the same; the verdict is written once per job; a timeline part
+// is taken (read and removed) once; the stats file is read only when it is the rank's.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "xlaunch/status/private_files.h"
+#include "xlaunch/status/status_dir.h"
+#include "xlaunch/status/step_stats.h"
+#include "xlaunch/status/trace_part.h"
+#include "xlaunch/status/verdict.h"
+
+namespace status = xlaunch::status;
+namespace files = xlaunch::files;
+
+namespace {
+
+class StatusDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/xlaunch_status_dir_test.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+  std::string dir_;
+};
+
+}  // namespace
+
+TEST_F(StatusDir, OneVerdictPerJob) {
+  EXPECT_FALSE(status::read_verdict(dir_));
+  ASSERT_TRUE(status::write_verdict(dir_, {124, 1, "job stuck: allreduce #5 (4 B float32) waited 10 s"}));
+  EXPECT_FALSE(status::write_verdict(dir_, {1, 0, "a later verdict"})) << "the first one stands";
+  const auto v = status::read_verdict(dir_);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->exit_code, 124);
+  EXPECT_EQ(v->rank, 1);
+  EXPECT_EQ(v->message, "job stuck: allreduce #5 (4 B float32) waited 10 s");
+  struct stat st {};
+  ASSERT_EQ(stat((dir_ + "/verdict").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(StatusDir, StatsWrittenByTheRankAreReadByTheLauncher) {
+  std::string why;
+  xlaunch::profile::RankStats* mine = status::create_stats_file(dir_, 3, &why);
+  ASSERT_NE(mine, nullptr) << why;
+  EXPECT_FALSE(status::read_stats_file(dir_, 3)) << "no magic yet: not stats";
+  mine->magic = xlaunch::profile::kStatsMagic;
+  mine->rank = 3;
+  mine->total.steps = 42;
+  mine->ring[41].samples = 32;
+  const auto seen = status::read_stats_file(dir_, 3);
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(seen->total.steps, 42u);
+  EXPECT_EQ(seen->ring[41].samples, 32u);
+  EXPECT_FALSE(status::read_stats_file(dir_, 2)) << "no file";
+  EXPECT_EQ(status::create_stats_file(dir_, 3, &why), nullptr) << "an existing file is never reused";
+}
+
+TEST_F(StatusDir, ATracePartIsTakenOnceWithItsSpans) {
+  status::TracePart part;
+  part.rank = 1;
+  part.epoch_ns = 1700000000123456789;
+  part.threads = {{1, "training loop"}, {2, "communication thread"}};
+  part.spans = {{1, "step", 1000, 5000, "{\"step\":7}"}, {2, "allreduce", 1500, 2001, ""}, {1, "odd", 0, 1, "not json"}};
+  std::string why;
+  ASSERT_TRUE(status::write_trace_part(dir_, part, &why)) << why;
+  EXPECT_FALSE(status::take_trace_part(dir_, 0)) << "rank 0 wrote none";
+  const auto got = status::take_trace_part(dir_, 1);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->epoch_ns, part.epoch_ns);
+  EXPECT_EQ(got->threads, part.threads);
+  ASSERT_EQ(got->spans.size(), 3u);
+  EXPECT_EQ(got->spans[0].name, "step");
+  EXPECT_EQ(got->spans[0].start_ns, 1000);
+  EXPECT_EQ(got->spans[0].dur_ns, 5000);
+  EXPECT_EQ(got->spans[0].args, "{\"step\":7}");
+  EXPECT_EQ(got->spans[1].args, "");
+  EXPECT_EQ(got->spans[2].args, "") << "args that are not a JSON object are left out";
+  EXPECT_FALSE(status::take_trace_part(dir_, 1)) << "taken: removed";
+}
+
+TEST_F(StatusDir, AnUnparsableTracePartIsLeftAlone) {
+  std::ofstream(dir_ + "/trace-rank0.json") << "{\"rank\": 0, \"epoch_ns\":";
+  EXPECT_FALSE(status::take_trace_part(dir_, 0));
+  EXPECT_EQ(access((dir_ + "/trace-rank0.json").c_str(), F_OK), 0);
+}
+
+TEST_F(StatusDir, TempDirIsTmpdirElseTmp) {
+  const char* saved = std::getenv("TMPDIR");
+  const std::string keep = saved ? saved : "";
+  setenv("TMPDIR", dir_.c_str(), 1);
+  EXPECT_EQ(status::temp_dir(), dir_);
+  setenv("TMPDIR", "", 1);
+  EXPECT_EQ(status::temp_dir(), "/tmp");
+  unsetenv("TMPDIR");
+  EXPECT_EQ(status::temp_dir(), "/tmp");
+  if (saved) setenv("TMPDIR", keep.c_str(), 1);
+}
+
+TEST_F(StatusDir, MakeDirsMakesEveryPart) {
+  std::string why;
+  ASSERT_TRUE(files::make_dirs(dir_ + "/a/b/c", &why)) << why;
+  EXPECT_TRUE(files::make_dirs(dir_ + "/a/b/c", &why)) << "existing parts are fine";
+  std::ofstream(dir_ + "/file") << "x";
+  EXPECT_FALSE(files::make_dirs(dir_ + "/file/d", &why));
+  EXPECT_EQ(why.rfind("cannot create directory " + dir_ + "/file/d", 0), 0u) << why;
+}
