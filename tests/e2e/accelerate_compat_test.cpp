@@ -11,17 +11,11 @@
 
 #include "process.h"
 
+using xlaunch::test::count;
+using xlaunch::test::has;
 using xlaunch::test::run;
 
 namespace {
-
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-int count(const std::string& s, const std::string& part) {
-  int n = 0;
-  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
-  return n;
-}
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 

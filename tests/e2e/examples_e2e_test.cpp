@@ -7,17 +7,11 @@
 
 #include "process.h"
 
+using xlaunch::test::count;
+using xlaunch::test::has;
 using xlaunch::test::run;
 
 namespace {
-
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-int count(const std::string& s, const std::string& part) {
-  int n = 0;
-  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
-  return n;
-}
 
 // Each test has its own config home and temporary directory, and a 2-process CPU config.
 class ExamplesE2E : public ::testing::Test {

@@ -1,4 +1,5 @@
-// Running the real xlaunch binary from a test: output (stdout and stderr together) and exit code.
+// Running the real xlaunch binary from a test: output (stdout and stderr together) and exit code;
+// and what the tests ask of that output.
 #pragma once
 
 #include <poll.h>
@@ -80,6 +81,16 @@ inline Result run(const std::vector<std::string>& argv, const std::vector<std::s
   Child c = spawn(argv, env);
   const int code = c.wait();
   return {code, c.output};
+}
+
+// Whether `part` occurs in s.
+inline bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// How many times `part` occurs in s (overlapping occurrences counted).
+inline int count(const std::string& s, const std::string& part) {
+  int n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
 }
 
 }  // namespace xlaunch::test

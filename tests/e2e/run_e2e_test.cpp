@@ -7,12 +7,11 @@
 
 #include "process.h"
 
+using xlaunch::test::has;
 using xlaunch::test::run;
 using xlaunch::test::spawn;
 
 namespace {
-
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Each test runs with its own empty config home, so no user config leaks in, and on the CPU
 // (--cpu), so the result does not depend on how many GPUs the machine has.
