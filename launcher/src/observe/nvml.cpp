@@ -3,7 +3,8 @@
 #include <dlfcn.h>
 
 #include <chrono>
-#include <cstdlib>
+
+#include "xlaunch/env_vars.h"
 
 namespace xlaunch::launcher {
 namespace {
@@ -38,8 +39,8 @@ struct GpuSampler::Api {
 };
 
 GpuSampler::GpuSampler(double interval_s) : api_(std::make_unique<Api>()) {
-  const char* custom = std::getenv("XLAUNCH_NVML_LIBRARY");
-  const std::string name = custom && *custom ? custom : "libnvidia-ml.so.1";
+  std::string name = env::get_string(env::kNvmlLibrary);
+  if (name.empty()) name = env::kNvmlLibrary.default_value;
   Api& a = *api_;
   a.lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!a.lib) {

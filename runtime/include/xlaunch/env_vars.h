@@ -1,6 +1,7 @@
 // The environment contract between the launcher and the runtime: every XLAUNCH_* variable, declared
-// once, with its type, default and meaning. The launcher exports exactly these (with mpirun -x);
-// the runtime reads its settings only from them, never from the YAML file.
+// once, with its type, default and meaning. The launcher exports exactly those of kAll (with
+// mpirun -x); the runtime reads its settings only from them, never from the YAML file. The few of
+// kLauncherOnly tune `xlaunch` itself and stay in its own environment.
 //
 // Header-only and free of torch and MPI, so the launcher can include it without linking either.
 // A malformed value is the user's mistake: the readers throw xlaunch::UsageError naming it.
@@ -59,6 +60,12 @@ inline constexpr const Var* kAll[] = {
     &kReport,          &kTraceDir,     &kTraceSteps, &kLogDir,
     &kRunId,           &kRestartCount, &kStatusDir,    &kConfigFile,
 };
+
+// Read by the launcher from its own environment, never exported to the ranks (so not in kAll).
+// clang-format off
+inline constexpr Var kNvmlLibrary            {"XLAUNCH_NVML_LIBRARY", Type::String, "libnvidia-ml.so.1", "the NVML library `xlaunch run` samples the GPUs with (the report, --monitor); empty: the default"};
+// clang-format on
+inline constexpr const Var* kLauncherOnly[] = {&kNvmlLibrary};
 
 // The raw value: the environment's, or the declared default when unset.
 inline std::string raw(const Var& v) {
