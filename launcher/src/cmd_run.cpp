@@ -28,6 +28,7 @@
 #include "report.h"
 #include "timeline.h"
 #include "xlaunch/config/config_error.h"
+#include "xlaunch/env_vars.h"
 
 namespace xlaunch::launcher {
 namespace {
@@ -165,6 +166,10 @@ void check_launchable(const config::LaunchConfig& c) {
                       "mpirun starts the ranks of the other machines itself; run xlaunch there");
   if (!c.mpi.hostfile.empty() && !file_exists(c.mpi.hostfile))
     throw LaunchError("hostfile " + c.mpi.hostfile + " not found; fix mpi.hostfile or --hostfile");
+  if (c.timeout_s == 0)
+    std::fprintf(stderr, "xlaunch: warning: timeout_s is 0: the collective watchdog is off, so a stuck collective "
+                         "waits until mpirun or your scheduler ends the job; set timeout_s (default %s) to bound it\n",
+                 env::kTimeoutS.default_value);
 }
 
 void write_report_json(const std::string& dir, const JobReport& r) {
