@@ -182,7 +182,8 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
   check(c.num_cpu_threads_per_process >= 0, "num_cpu_threads_per_process", q(c.num_cpu_threads_per_process),
         "an integer >= 1, or 0 to let the runtime decide");
   check(c.max_restarts >= 0, "max_restarts", q(c.max_restarts), "an integer >= 0");
-  check(c.timeout_s >= 1, "timeout_s", q(c.timeout_s), "an integer >= 1 (seconds)");
+  check(c.timeout_s >= 0, "timeout_s", q(c.timeout_s), "an integer >= 0 (seconds; 0 turns the watchdog off)",
+        "a few minutes is usual: the longest a healthy collective may go without progress");
   check(c.trace_steps >= 1 && c.trace_steps <= 100000, "trace_steps", q(c.trace_steps), "an integer from 1 to 100000");
 
   // Relations between keys.

@@ -1,17 +1,29 @@
 #include "xlaunch/error.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
+#include <climits>
+#include <cstdlib>
 #include <sstream>
 
 #include "check.h"
-#include "xlaunch/process_state.h"
+#include "xlaunch/place.h"
 
 namespace xlaunch {
 
+// From the launcher's environment and the host name alone, never through ProcessState: an error
+// raised while ProcessState itself is being made (MPI_Init_thread failing) must still be able to
+// name the rank, and naming it must not start MPI.
 std::string where_am_i() {
-  const auto& ps = ProcessState::get();
-  return "rank " + std::to_string(ps.rank()) + " (host " + ps.host() + ")";
+  std::string rank;
+  try {
+    rank = std::to_string(place_from_env([](const char* n) { return std::getenv(n); }).rank);
+  } catch (const UsageError&) {
+    rank = "?";  // the place variables are malformed; ProcessState reports that on its own
+  }
+  char name[HOST_NAME_MAX + 1] = {0};
+  return "rank " + rank + " (host " + (gethostname(name, sizeof name - 1) == 0 ? name : "unknown-host") + ")";
 }
 
 namespace detail {

@@ -229,8 +229,9 @@ TEST(ConfigErrors, OutOfRange) {
   e = error_of("num_cpu_threads_per_process: -1\n");
   EXPECT_EQ(e.key, "num_cpu_threads_per_process");
   EXPECT_EQ(e.allowed, "an integer >= 1, or 0 to let the runtime decide");
-  e = error_of("timeout_s: 0\n");
+  e = error_of("timeout_s: -1\n");
   EXPECT_EQ(e.key, "timeout_s");
+  EXPECT_EQ(e.allowed, "an integer >= 0 (seconds; 0 turns the watchdog off)");
   e = error_of("config_version: 99\n");
   EXPECT_EQ(e.key, "config_version");
   EXPECT_TRUE(contains(e.hint, "newer xlaunch"));
@@ -238,6 +239,8 @@ TEST(ConfigErrors, OutOfRange) {
 
 TEST(ConfigErrors, PortZeroAndBoundsAreAccepted) {
   EXPECT_EQ(parse_config("main_process_port: 0\n", "t").config.main_process_port, 0);
+  // 0 means "no watchdog" here as in the runtime (XLAUNCH_TIMEOUT_S=0), not an error.
+  EXPECT_EQ(parse_config("timeout_s: 0\n", "t").config.timeout_s, 0);
   EXPECT_EQ(parse_config("main_process_port: 65535\n", "t").config.main_process_port, 65535);
 }
 

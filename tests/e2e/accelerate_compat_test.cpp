@@ -89,7 +89,7 @@ TEST_F(AccelerateCompat, AccelerateFlagsSetTheirKeys) {
                          "--num_processes", "2", "--max_restarts", "1", "--gpu_ids", "0,1", "--dry_run"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (const char* line : {"export XLAUNCH_USE_CPU=1", "export XLAUNCH_DEBUG=1", "export XLAUNCH_NUM_CPU_THREADS=3",
-                           "export XLAUNCH_DISTRIBUTED_TYPE=MULTI_CPU", "export XLAUNCH_GPU_IDS=0,1"})
+                           "export XLAUNCH_GPU_IDS=0,1"})
     EXPECT_TRUE(has(r.output, line)) << line << "\n" << r.output;
   EXPECT_TRUE(has(r.output, "--hostfile " + hostfile_)) << r.output;
   EXPECT_TRUE(has(first_line(r.output), "from the command line: num_processes, num_cpu_threads_per_process, max_restarts, "
@@ -103,7 +103,7 @@ TEST_F(AccelerateCompat, AccelerateFlagsSetTheirKeys) {
 TEST_F(AccelerateCompat, MultiGpuAsksForGpusAndNotWithCpu) {
   const auto r = launch({"--multi_gpu", "--dry_run"});
   // Where there are GPUs it plans a MULTI_GPU job; where there are none, it says so.
-  EXPECT_TRUE(has(r.output, "export XLAUNCH_DISTRIBUTED_TYPE=MULTI_GPU") ||
+  EXPECT_TRUE(has(r.output, "export XLAUNCH_USE_CPU=0") ||
               has(r.output, "command line: key 'distributed_type': found 'MULTI_GPU'; allowed: MULTI_CPU or NO"))
       << r.output;
   const auto both = launch({"--multi_gpu", "--cpu", "--dry_run"});

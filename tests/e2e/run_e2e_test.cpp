@@ -71,7 +71,7 @@ TEST_F(RunE2E, AFailedJobIsRestartedUpToMaxRestarts) {
   EXPECT_TRUE(has(r.output, "rank 1 restart 0")) << r.output;
   EXPECT_TRUE(has(r.output, "rank 1 restart 1")) << r.output;
   EXPECT_FALSE(has(r.output, "restart 2")) << r.output;
-  EXPECT_TRUE(has(r.output, "launching:\nexport XLAUNCH_DISTRIBUTED_TYPE=MULTI_CPU")) << r.output;  // --verbose
+  EXPECT_TRUE(has(r.output, "launching:\nexport XLAUNCH_USE_CPU=1")) << r.output;  // --verbose
 }
 
 TEST_F(RunE2E, ArgumentsAfterTheBinaryPassThroughUnchanged) {
@@ -152,6 +152,17 @@ TEST_F(RunE2E, BadConfigIsRefusedBeforeLaunch) {
   EXPECT_EQ(r2.exit_code, 2) << r2.output;
   EXPECT_TRUE(has(r2.output, "did you mean 'num_processes'?")) << r2.output;
   EXPECT_FALSE(mpirun_started());
+}
+
+// timeout_s: 0 means "no watchdog" in the config as in the runtime: accepted, exported as 0, and
+// the user is told that nothing then bounds a stuck collective.
+TEST_F(RunE2E, TimeoutZeroTurnsTheWatchdogOffWithAWarning) {
+  const std::string cfg = dir_ + "/nowatch.yaml";
+  std::ofstream(cfg) << "timeout_s: 0\n";
+  const auto r = run({XLAUNCH_BIN, "run", "--config_file", cfg, "--dry_run", RANK_EXIT_BIN}, env_);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "export XLAUNCH_TIMEOUT_S=0")) << r.output;
+  EXPECT_TRUE(has(r.output, "warning: timeout_s is 0: the collective watchdog is off")) << r.output;
 }
 
 TEST_F(RunE2E, BadCommandLineValueIsAUsageError) {

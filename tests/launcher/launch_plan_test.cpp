@@ -125,7 +125,6 @@ TEST(LaunchPlan, ExportsEveryContractVariableOnceWithItsValue) {
   std::map<std::string, std::string> env(p.env.begin(), p.env.end());
   EXPECT_EQ(env.size(), p.env.size());  // no name twice
   for (const auto* v : xlaunch::env::kAll) EXPECT_EQ(env.count(v->name), 1u) << v->name;
-  EXPECT_EQ(env["XLAUNCH_DISTRIBUTED_TYPE"], "MULTI_CPU");
   EXPECT_EQ(env["XLAUNCH_USE_CPU"], "1");
   EXPECT_EQ(env["XLAUNCH_MIXED_PRECISION"], "bf16");
   EXPECT_EQ(env["XLAUNCH_GRADIENT_ACCUMULATION_STEPS"], "4");

@@ -25,6 +25,7 @@
 #include "observe/report.h"
 #include "observe/timeline.h"
 #include "xlaunch/config/config_error.h"
+#include "xlaunch/env_vars.h"
 #include "xlaunch/status/private_files.h"
 #include "xlaunch/status/rank_status.h"
 #include "xlaunch/status/status_dir.h"
@@ -161,6 +162,10 @@ void check_launchable(const config::LaunchConfig& c) {
                       "mpirun starts the ranks of the other machines itself; run xlaunch there");
   if (!c.mpi.hostfile.empty() && !file_exists(c.mpi.hostfile))
     throw LaunchError("hostfile " + c.mpi.hostfile + " not found; fix mpi.hostfile or --hostfile");
+  if (c.timeout_s == 0)
+    std::fprintf(stderr, "xlaunch: warning: timeout_s is 0: the collective watchdog is off, so a stuck collective "
+                         "waits until mpirun or your scheduler ends the job; set timeout_s (default %s) to bound it\n",
+                 env::kTimeoutS.default_value);
 }
 
 void write_report_json(const std::string& dir, const JobReport& r) {

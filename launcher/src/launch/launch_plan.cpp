@@ -23,7 +23,6 @@ std::string number(double v) {
 // broken invariant, caught by the launch plan tests.
 std::string value_of(const env::Var& v, const LaunchConfig& c, const Environment& e) {
   const std::string name = v.name;
-  if (name == env::kDistributedType.name) return config::to_string(c.distributed_type);
   if (name == env::kUseCpu.name) return flag(config::runs_on_cpu(c));
   if (name == env::kGpuIds.name) return config::gpu_ids_string(c.gpu_ids);
   if (name == env::kMixedPrecision.name) return config::to_string(c.mixed_precision);

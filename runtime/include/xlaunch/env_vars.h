@@ -3,6 +3,11 @@
 // mpirun -x); the runtime reads its settings only from them, never from the YAML file. The few of
 // kLauncherOnly tune `xlaunch` itself and stay in its own environment.
 //
+// The defaults declared here are the only spelling of each setting's default: the config schema
+// (config/launch_config.h) and the runtime's option structs (AcceleratorOptions, LoaderOptions, the
+// watchdog's settings) initialise their fields with default_int / default_float / default_bool /
+// default_string of the variable, and tests/config/defaults_test.cpp fails if any of them differ.
+//
 // Header-only and free of torch and MPI, so the launcher can include it without linking either.
 // A malformed value is the user's mistake: the readers throw xlaunch::UsageError naming it.
 #pragma once
@@ -24,7 +29,6 @@ struct Var {
 };
 
 // clang-format off
-inline constexpr Var kDistributedType        {"XLAUNCH_DISTRIBUTED_TYPE", Type::String, "NO", "NO, MULTI_CPU or MULTI_GPU, from the config"};
 inline constexpr Var kUseCpu                 {"XLAUNCH_USE_CPU", Type::Bool, "0", "1: train on the CPU even where GPUs exist"};
 inline constexpr Var kGpuIds                 {"XLAUNCH_GPU_IDS", Type::String, "all", "GPUs this machine may use: 'all' or a comma list; local rank i takes the i-th"};
 inline constexpr Var kMixedPrecision         {"XLAUNCH_MIXED_PRECISION", Type::String, "no", "no, fp16 or bf16"};
@@ -40,7 +44,7 @@ inline constexpr Var kPinMemory              {"XLAUNCH_PIN_MEMORY", Type::Bool, 
 inline constexpr Var kPrefetchFactor         {"XLAUNCH_PREFETCH_FACTOR", Type::Int, "2", "batches in flight per loader worker"};
 inline constexpr Var kNumCpuThreads          {"XLAUNCH_NUM_CPU_THREADS", Type::Int, "0", "intra-op threads per rank, handed to the program as OMP_NUM_THREADS; 0: the runtime's default (cores / local ranks)"};
 inline constexpr Var kDebug                  {"XLAUNCH_DEBUG", Type::Bool, "0", "1: before each collective, every rank checks that the others issue the same one"};
-inline constexpr Var kTimeoutS               {"XLAUNCH_TIMEOUT_S", Type::Int, "600", "seconds a collective may wait without progress before the job is declared stuck"};
+inline constexpr Var kTimeoutS               {"XLAUNCH_TIMEOUT_S", Type::Int, "600", "seconds a collective may wait without progress before the job is declared stuck; 0: no watchdog"};
 inline constexpr Var kReport                 {"XLAUNCH_REPORT", Type::Bool, "1", "1: record where each step's time goes, for the utilization report"};
 inline constexpr Var kTraceDir               {"XLAUNCH_TRACE_DIR", Type::String, "", "directory for the timeline (each rank's part, merged by xlaunch run into trace.json); empty: none"};
 inline constexpr Var kTraceSteps             {"XLAUNCH_TRACE_STEPS", Type::Int, "50", "optimizer steps the timeline covers, after the warm-up"};
@@ -53,7 +57,7 @@ inline constexpr Var kConfigFile             {"XLAUNCH_CONFIG_FILE", Type::Strin
 
 // Every variable the launcher exports, in the order it exports them.
 inline constexpr const Var* kAll[] = {
-    &kDistributedType, &kUseCpu,       &kGpuIds,     &kMixedPrecision, &kGradAccumSteps,
+    &kUseCpu,          &kGpuIds,       &kMixedPrecision, &kGradAccumSteps,
     &kBucketCapMb,     &kFindUnusedParameters,       &kCommHook,   &kPowerSgdRank,   &kPowerSgdStartStep,
     &kBroadcastBuffers, &kNumWorkers,
     &kPinMemory,       &kPrefetchFactor, &kNumCpuThreads, &kDebug,    &kTimeoutS,
@@ -78,29 +82,37 @@ inline UsageError bad_value(const Var& v, const std::string& value, const char* 
                                v.meaning + "); unset it or fix the launcher config");
 }
 
-inline std::string get_string(const Var& v) { return raw(v); }
-
-inline bool get_bool(const Var& v) {
-  const std::string s = raw(v);
+// Parsing a value as the variable's type; `value` is the environment's or the declared default.
+inline bool parse_bool(const Var& v, const std::string& s) {
   if (s == "1" || s == "true" || s == "True" || s == "yes") return true;
   if (s == "0" || s == "false" || s == "False" || s == "no" || s.empty()) return false;
   throw bad_value(v, s, "a boolean (0 or 1)");
 }
 
-inline long get_int(const Var& v) {
-  const std::string s = raw(v);
+inline long parse_int(const Var& v, const std::string& s) {
   char* end = nullptr;
   const long x = std::strtol(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0') throw bad_value(v, s, "an integer");
   return x;
 }
 
-inline double get_float(const Var& v) {
-  const std::string s = raw(v);
+inline double parse_float(const Var& v, const std::string& s) {
   char* end = nullptr;
   const double x = std::strtod(s.c_str(), &end);
   if (s.empty() || *end != '\0') throw bad_value(v, s, "a number");
   return x;
 }
+
+// The value this process was given (the declared default when unset).
+inline std::string get_string(const Var& v) { return raw(v); }
+inline bool get_bool(const Var& v) { return parse_bool(v, raw(v)); }
+inline long get_int(const Var& v) { return parse_int(v, raw(v)); }
+inline double get_float(const Var& v) { return parse_float(v, raw(v)); }
+
+// The declared default, typed: what every struct that holds the setting starts from.
+inline std::string default_string(const Var& v) { return v.default_value; }
+inline bool default_bool(const Var& v) { return parse_bool(v, v.default_value); }
+inline long default_int(const Var& v) { return parse_int(v, v.default_value); }
+inline double default_float(const Var& v) { return parse_float(v, v.default_value); }
 
 }  // namespace xlaunch::env

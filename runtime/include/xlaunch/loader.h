@@ -37,6 +37,7 @@
 #include <optional>
 
 #include "xlaunch/dataset.h"
+#include "xlaunch/env_vars.h"
 #include "xlaunch/sampler.h"
 
 namespace xlaunch {
@@ -54,9 +55,10 @@ struct LoaderOptions {
   bool drop_last = false;
   // The three settings the launcher controls (loader.* in the config). These defaults are the
   // XLAUNCH_* variables' own; from_env() takes the launched job's values instead.
-  int num_workers = 2;       // 0: load in the training thread; kAutoWorkers: measure, keep the best
-  int prefetch_factor = 2;   // batches in flight per worker
-  bool pin_memory = true;    // acts only when device is CUDA
+  // num_workers 0: load in the training thread; kAutoWorkers: measure, keep the best.
+  int num_workers = static_cast<int>(env::default_int(env::kNumWorkers));
+  int prefetch_factor = static_cast<int>(env::default_int(env::kPrefetchFactor));  // batches in flight per worker
+  bool pin_memory = env::default_bool(env::kPinMemory);  // acts only when device is CUDA
   c10::Device device = c10::Device(c10::kCPU);  // where batches are handed over
   int rank = 0;  // this process's place: the caller's (the Accelerator passes its own)
   int world_size = 1;

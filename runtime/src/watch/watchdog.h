@@ -24,14 +24,16 @@
 #include <functional>
 #include <string>
 
+#include "xlaunch/env_vars.h"
+
 namespace xlaunch::watch {
 
 struct Settings {
   int rank = 0;
   int world = 1;
   std::string dir;           // the status directory; empty: boards in this process's memory only
-  double timeout_s = 600;    // XLAUNCH_TIMEOUT_S
-  bool debug = false;        // XLAUNCH_DEBUG: compare every collective across ranks
+  double timeout_s = env::default_float(env::kTimeoutS);  // XLAUNCH_TIMEOUT_S; 0: no watchdog
+  bool debug = env::default_bool(env::kDebug);  // XLAUNCH_DEBUG: compare every collective across ranks
 };
 
 // Once per process, after MPI is up and before the first collective (see job_watch.h): creates

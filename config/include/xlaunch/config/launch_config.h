@@ -1,5 +1,7 @@
 // The LaunchConfig schema: every setting `xlaunch run` reads from a config file, with its default.
 // This struct is the one place the schema is spelled; config_io.h loads, validates and saves it.
+// A setting that travels to the ranks takes its default from its XLAUNCH_* variable's declaration
+// (env_vars.h), the one place defaults are spelled.
 //
 // Key names and meanings follow Accelerate's default_config.yaml where the concept exists
 // (docs/config-reference.md lists every key with its Accelerate equivalent). xlaunch's own
@@ -8,6 +10,8 @@
 
 #include <string>
 #include <vector>
+
+#include "xlaunch/env_vars.h"
 
 namespace xlaunch::config {
 
@@ -31,21 +35,23 @@ struct MpiSection {
 };
 
 struct DdpSection {
-  double bucket_cap_mb = 25.0;
-  bool find_unused_parameters = false;
-  bool broadcast_buffers = true;
+  double bucket_cap_mb = env::default_float(env::kBucketCapMb);
+  bool find_unused_parameters = env::default_bool(env::kFindUnusedParameters);
+  bool broadcast_buffers = env::default_bool(env::kBroadcastBuffers);
   // How each gradient bucket travels (PyTorch's DDP communication hooks): none (as it is), fp16 or
   // bf16 (cast, reduce, cast back: half the bytes), powersgd (low-rank, with error feedback).
-  std::string comm_hook = "none";
-  int powersgd_rank = 1;           // the rank of PowerSGD's approximation of each weight matrix
-  int powersgd_start_step = 1000;  // synced backward passes reduced exactly before PowerSGD starts
+  std::string comm_hook = env::default_string(env::kCommHook);
+  // The rank of PowerSGD's approximation of each weight matrix.
+  int powersgd_rank = static_cast<int>(env::default_int(env::kPowerSgdRank));
+  // Synced backward passes reduced exactly before PowerSGD starts.
+  int powersgd_start_step = static_cast<int>(env::default_int(env::kPowerSgdStartStep));
 };
 
 struct LoaderSection {
   static constexpr int kAutoWorkers = -1;  // "auto" in the file: the runtime picks
-  int num_workers = 2;
-  bool pin_memory = true;
-  int prefetch_factor = 2;
+  int num_workers = static_cast<int>(env::default_int(env::kNumWorkers));
+  bool pin_memory = env::default_bool(env::kPinMemory);
+  int prefetch_factor = static_cast<int>(env::default_int(env::kPrefetchFactor));
 };
 
 struct LaunchConfig {
@@ -59,19 +65,24 @@ struct LaunchConfig {
   int main_process_port = 0;    // 0: the launcher picks a free port
   std::vector<int> gpu_ids;     // empty: all GPUs of the machine
   MixedPrecision mixed_precision = MixedPrecision::No;
-  int gradient_accumulation_steps = 1;
-  bool use_cpu = false;
-  bool debug = false;
-  int num_cpu_threads_per_process = 0;  // intra-op threads of each rank; 0: the runtime decides
+  int gradient_accumulation_steps = static_cast<int>(env::default_int(env::kGradAccumSteps));
+  bool use_cpu = env::default_bool(env::kUseCpu);
+  bool debug = env::default_bool(env::kDebug);
+  // Intra-op threads of each rank; 0: the runtime decides.
+  int num_cpu_threads_per_process = static_cast<int>(env::default_int(env::kNumCpuThreads));
   MpiSection mpi;
   DdpSection ddp;
   LoaderSection loader;
-  std::string log_dir;  // empty: no per-rank logs
+  std::string log_dir = env::default_string(env::kLogDir);  // empty: no per-rank logs
   int max_restarts = 0;
-  int timeout_s = 600;
-  bool report = true;       // per-step phases, and the utilization report at the end of the job
-  std::string trace_dir;    // empty: no timeline; else DIR/trace.json and DIR/report.html
-  int trace_steps = 50;     // steps in the timeline, after the warm-up
+  // Seconds a collective may make no progress before the watchdog ends the job; 0: no watchdog.
+  int timeout_s = static_cast<int>(env::default_int(env::kTimeoutS));
+  // Per-step phases, and the utilization report at the end of the job.
+  bool report = env::default_bool(env::kReport);
+  // Empty: no timeline; else DIR/trace.json and DIR/report.html.
+  std::string trace_dir = env::default_string(env::kTraceDir);
+  // Steps in the timeline, after the warm-up.
+  int trace_steps = static_cast<int>(env::default_int(env::kTraceSteps));
 };
 
 // Ranks started on each machine: num_processes / num_machines.
