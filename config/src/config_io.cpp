@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 #include "accelerate_keys.h"
 #include "schema.h"
@@ -284,9 +286,10 @@ void save_config(const LaunchConfig& c, const std::string& path) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  for (size_t i = 1; i <= dir.size(); ++i)  // mkdir -p
-    if ((i == dir.size() || dir[i] == '/') && mkdir(dir.substr(0, i).c_str(), 0755) != 0 && errno != EEXIST)
-      fail("cannot create directory " + dir.substr(0, i));
+  if (std::error_code ec; std::filesystem::create_directories(dir, ec), ec) {
+    errno = ec.value();
+    fail("cannot create directory " + dir);
+  }
   std::string tmp = (dir.empty() ? "" : dir + "/") + "." + base + ".tmp.XXXXXX";
   const int fd = mkstemp(tmp.data());
   if (fd < 0) fail("cannot create a temporary file in " + dir);

@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <vector>
 
 namespace xlaunch::files {
@@ -170,12 +172,10 @@ const void* map_own_file(const std::string& path, size_t bytes) {
 }
 
 bool make_dirs(const std::string& dir, std::string* why) {
-  for (size_t i = 1; i <= dir.size(); ++i)
-    if ((i == dir.size() || dir[i] == '/') && mkdir(dir.substr(0, i).c_str(), 0755) != 0 && errno != EEXIST) {
-      *why = "cannot create directory " + dir.substr(0, i) + ": " + errno_text();
-      return false;
-    }
-  return true;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) *why = "cannot create directory " + dir + ": " + ec.message();
+  return !ec;
 }
 
 void remove_private_dir(const std::string& dir) {
