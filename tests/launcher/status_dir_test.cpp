@@ -67,7 +67,9 @@ TEST_F(StatusDir, ATracePartIsTakenOnceWithItsSpans) {
   part.rank = 1;
   part.epoch_ns = 1700000000123456789;
   part.threads = {{1, "training loop"}, {2, "communication thread"}};
-  part.spans = {{1, "step", 1000, 5000, "{\"step\":7}"}, {2, "allreduce", 1500, 2001, ""}, {1, "odd", 0, 1, "not json"}};
+  part.spans = {{1, "step", 1000, 5000, {{"step", 7}}},
+                {2, "allreduce", 1500, 2001, {{"seq", 3}, {"bucket", 0}, {"bytes", 76800}}},
+                {1, "plain", 0, 1, {}}};
   std::string why;
   ASSERT_TRUE(status::write_trace_part(dir_, part, &why)) << why;
   EXPECT_FALSE(status::take_trace_part(dir_, 0)) << "rank 0 wrote none";
@@ -79,9 +81,9 @@ TEST_F(StatusDir, ATracePartIsTakenOnceWithItsSpans) {
   EXPECT_EQ(got->spans[0].name, "step");
   EXPECT_EQ(got->spans[0].start_ns, 1000);
   EXPECT_EQ(got->spans[0].dur_ns, 5000);
-  EXPECT_EQ(got->spans[0].args, "{\"step\":7}");
-  EXPECT_EQ(got->spans[1].args, "");
-  EXPECT_EQ(got->spans[2].args, "") << "args that are not a JSON object are left out";
+  EXPECT_EQ(got->spans[0].args, (status::TraceArgs{{"step", 7}}));
+  EXPECT_EQ(got->spans[1].args, (status::TraceArgs{{"bucket", 0}, {"bytes", 76800}, {"seq", 3}})) << "in name order";
+  EXPECT_TRUE(got->spans[2].args.empty());
   EXPECT_FALSE(status::take_trace_part(dir_, 1)) << "taken: removed";
 }
 

@@ -39,7 +39,7 @@ void add_rank_events(const status::TracePart& part, const std::string& host, jso
   for (const status::TraceSpan& s : part.spans) {
     json e = {{"ph", "X"}, {"pid", r}, {"tid", s.tid}, {"ts", static_cast<double>(s.start_ns) / 1000.0},
               {"dur", static_cast<double>(s.dur_ns) / 1000.0}, {"name", s.name}};
-    if (json args = json::parse(s.args, nullptr, false); args.is_object()) e["args"] = std::move(args);
+    for (const auto& [name, value] : s.args) e["args"][name] = value;
     events.push_back(std::move(e));
   }
 }

@@ -139,8 +139,9 @@ void CommThread::loop() {
       profile::collective_done(item->bytes);
       if (profile::trace::active())
         profile::trace::span(profile::trace::kCommThread, item->kind, t0, profile::monotonic_ns() - t0,
-                             "{\"seq\":" + std::to_string(item->seq) + ",\"bucket\":" + std::to_string(item->bucket) +
-                                 ",\"bytes\":" + std::to_string(item->bytes) + "}");
+                             {{"seq", static_cast<int64_t>(item->seq)},
+                              {"bucket", static_cast<int64_t>(item->bucket)},
+                              {"bytes", static_cast<int64_t>(item->bytes)}});
       item->done.set_value();
     } catch (...) {
       watch::finished(item->seq, false);

@@ -97,7 +97,7 @@ void EpochRun::worker_loop() {
     Slot slot = produce(k);
     if (traced)
       profile::trace::span(profile::trace::loader_thread_id(), "batch", t0, profile::monotonic_ns() - t0,
-                           "{\"batch\":" + std::to_string(k) + ",\"epoch\":" + std::to_string(plan_.epoch) + "}");
+                           {{"batch", static_cast<int64_t>(k)}, {"epoch", plan_.epoch}});
     {
       std::lock_guard<std::mutex> lk(mu_);
       ready_.emplace(k, std::move(slot));

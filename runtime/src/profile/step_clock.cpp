@@ -161,7 +161,7 @@ void step_done(int64_t step) {
   if (t.steps == static_cast<uint64_t>(kWarmupSteps)) st.at_warmup = t;
   st.version.fetch_add(1, std::memory_order_release);  // even: consistent
 
-  if (trace::active()) trace::span(trace::kTrainThread, "step", c.step_start_ns, wall, "{\"step\":" + std::to_string(step) + "}");
+  if (trace::active()) trace::span(trace::kTrainThread, "step", c.step_start_ns, wall, {{"step", step}});
   trace::set_step(step);
   std::memset(c.phase_ns, 0, sizeof c.phase_ns);
   c.samples = 0;

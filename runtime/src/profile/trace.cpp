@@ -16,7 +16,7 @@ struct Event {
   int tid;
   const char* name;
   uint64_t start_ns, dur_ns;  // monotonic
-  std::string args;
+  status::TraceArgs args;
 };
 
 struct Trace {
@@ -53,10 +53,10 @@ void set_step(int64_t steps_done) {
   t.active.store(steps_done >= kWarmupSteps && steps_done < kWarmupSteps + t.settings.steps, std::memory_order_relaxed);
 }
 
-void span(int tid, const char* name, uint64_t start_mono_ns, uint64_t dur_ns, const std::string& args) {
+void span(int tid, const char* name, uint64_t start_mono_ns, uint64_t dur_ns, status::TraceArgs args) {
   Trace& t = trace();
   std::lock_guard<std::mutex> lk(t.mu);
-  t.events.push_back({tid, name, start_mono_ns, dur_ns, args});
+  t.events.push_back({tid, name, start_mono_ns, dur_ns, std::move(args)});
 }
 
 int loader_thread_id() {

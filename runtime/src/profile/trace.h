@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "xlaunch/status/trace_part.h"
+
 namespace xlaunch::profile::trace {
 
 inline constexpr int kTrainThread = 1, kCommThread = 2, kCudaStream = 3, kLoaderThread0 = 100;
@@ -25,8 +27,8 @@ struct Settings {
 void start(const Settings& s);
 bool active();
 void set_step(int64_t steps_done);  // opens and closes the window
-// A complete span: start on CLOCK_MONOTONIC, args a JSON object's text or "".
-void span(int tid, const char* name, uint64_t start_mono_ns, uint64_t dur_ns, const std::string& args = "");
+// A complete span: start on CLOCK_MONOTONIC, with its arguments for the viewer (none by default).
+void span(int tid, const char* name, uint64_t start_mono_ns, uint64_t dur_ns, status::TraceArgs args = {});
 // This thread's trace id for a loader worker (kLoaderThread0 + a number), named on first use.
 int loader_thread_id();
 // Writes this rank's part to DIR (from the process's exit path). Once.

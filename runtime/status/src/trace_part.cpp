@@ -19,8 +19,7 @@ json to_json(const TracePart& part) {
   for (const auto& [tid, name] : part.threads) threads.push_back({{"tid", tid}, {"name", name}});
   for (const TraceSpan& s : part.spans) {
     json j = {{"tid", s.tid}, {"name", s.name}, {"start_ns", s.start_ns}, {"dur_ns", s.dur_ns}};
-    if (!s.args.empty())
-      if (json args = json::parse(s.args, nullptr, false); args.is_object()) j["args"] = std::move(args);
+    for (const auto& [name, value] : s.args) j["args"][name] = value;
     spans.push_back(std::move(j));
   }
   return {{"rank", part.rank}, {"epoch_ns", part.epoch_ns}, {"threads", threads}, {"spans", spans}};
@@ -37,7 +36,8 @@ TracePart from_json(const json& j) {  // throws json::exception on a field that 
     span.name = s.at("name").get<std::string>();
     span.start_ns = s.at("start_ns").get<int64_t>();
     span.dur_ns = s.at("dur_ns").get<int64_t>();
-    if (s.contains("args")) span.args = s["args"].dump();
+    if (s.contains("args"))
+      for (const auto& [name, value] : s.at("args").items()) span.args.emplace_back(name, value.get<int64_t>());
     part.spans.push_back(std::move(span));
   }
   return part;

@@ -16,12 +16,16 @@
 
 namespace xlaunch::status {
 
+// A span's arguments, shown by the trace viewer when the span is selected: (name, integer value)
+// pairs such as ("seq", 3), ("bytes", 75 << 10). Written as one JSON object; read back in name order.
+using TraceArgs = std::vector<std::pair<std::string, int64_t>>;
+
 struct TraceSpan {
   int tid = 0;           // the thread (or CUDA stream) it ran on: a track of its own
   std::string name;
   int64_t start_ns = 0;  // since the part's epoch, on rank 0's clock
   int64_t dur_ns = 0;
-  std::string args;      // a JSON object's text ({"seq":3}), or "" for none
+  TraceArgs args;
 };
 
 struct TracePart {
@@ -32,7 +36,7 @@ struct TracePart {
 };
 
 // Writes dir/trace-rank<R>.json (R = part.rank) atomically, when dir is a private directory of this
-// user's (private_files.h). A span whose args are not a JSON object is written without them.
+// user's (private_files.h).
 // Returns false and sets *why otherwise.
 bool write_trace_part(const std::string& dir, const TracePart& part, std::string* why);
 
