@@ -8,7 +8,7 @@
 
 namespace xlaunch {
 
-class SharedPool;  // ddp/shared_pool.h
+class SharedPool;  // comm/shared_pool.h
 
 class SharedMemoryTransport {
  public:

@@ -15,8 +15,8 @@
 #include "comm/agree.h"
 #include "comm/shm_barrier.h"
 #include "comm/shm_segment.h"
+#include "comm/shared_pool.h"
 #include "comm/threaded_communicator.h"
-#include "ddp/shared_pool.h"
 #include "xlaunch/error.h"
 #include "xlaunch/kernels/cpu_reduce.h"
 
