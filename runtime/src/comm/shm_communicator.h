@@ -113,6 +113,12 @@ class ShmCommunicator final : public Communicator, public SharedMemoryTransport 
   bool locate(const at::Tensor& t, Place& where) const;
   // On the communication thread; places[k]: where ts[k] lies here (from locate()).
   void run_coalesced(const std::vector<at::Tensor>& ts, const std::vector<Place>& places, ReduceOp op);
+  // The shared-memory allreduces' rounds: ts in runs of as many tensors as a rank's place table
+  // holds; for each, publishes their places (places[k]: ts[k]'s) in this rank's table, waits until
+  // every rank has, and calls round(first, count, total elements of the run). round must end with a
+  // barrier: the next round rewrites the tables.
+  void in_rounds(const std::vector<at::Tensor>& ts, const std::vector<Place>& places,
+                 const std::function<void(size_t first, size_t count, int64_t total)>& round);
   Place* places_of(int rank) const;
   // Where rank q's copy of the k-th tensor of the current round of the place table lies, `bytes` in.
   char* peer_data(int q, size_t k, int64_t bytes) const;
