@@ -408,7 +408,7 @@ TEST(Ddp, FreshGradientsAreReducedWhereAutogradPutThem) {
   expect_same_grads(*mlp, *reference);
   for (const auto& p : mlp->named_parameters()) {
     EXPECT_NE(p.value().grad().data_ptr(), bucket_slot[p.key()]) << p.key() << " was copied into its bucket";
-    EXPECT_TRUE(comm->shared_memory()->holds(p.value().grad())) << p.key();
+    EXPECT_TRUE(xlaunch::shared_memory(*comm)->holds(p.value().grad())) << p.key();
   }
   // Accumulating into pool gradients (no set_to_none) stays in place and stays correct.
   const void* before = mlp->fc1->weight.grad().data_ptr();
@@ -426,7 +426,7 @@ TEST(Ddp, PoolGradientsOutliveTheAccelerator) {
     for (auto& p : mlp->parameters()) p.mutable_grad().reset();
     const auto mine = mlp_batch(acc.process_index(), 0);
     acc.backward(loss_of(model(mine.x), mine.y));
-    ASSERT_TRUE(acc.bucket_communicator(acc.device())->shared_memory()->holds(mlp->fc1->weight.grad()));
+    ASSERT_TRUE(xlaunch::shared_memory(*acc.bucket_communicator(acc.device()))->holds(mlp->fc1->weight.grad()));
     expected = mlp->fc1->weight.grad().clone();
   }
   EXPECT_TRUE(mlp->fc1->weight.grad().equal(expected));

@@ -1,4 +1,4 @@
-#include "xlaunch/communicator.h"
+#include "xlaunch/extend/communicator.h"
 
 #include <ATen/ops/cat.h>
 #include <ATen/ops/div.h>

@@ -52,7 +52,6 @@ class ShmCommunicator final : public Communicator, public SharedMemoryTransport 
   // maps. When /dev/shm has no room on some rank, every rank gets plain memory instead (and the
   // tensor is then reduced through MPI), with a warning from rank 0.
   at::Tensor allocate(int64_t numel, const at::TensorOptions& options) override;
-  SharedMemoryTransport* shared_memory() override { return this; }
   // Collective: a pool in shared memory for this rank's gradients; nullptr on every rank when
   // /dev/shm has no room on some rank. The pool's blocks stay valid after the communicator is gone.
   SharedPool* reserve_pool(size_t bytes) override;
