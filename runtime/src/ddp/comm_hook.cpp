@@ -24,7 +24,8 @@ std::unique_ptr<CommHook> make_comm_hook(const ReducerOptions& options) {
 NamedTensors CommHook::state_for_world(NamedTensors saved, int saved_world, int world, std::string* note) const {
   note->clear();
   if (saved_world == world) return saved;
-  if (!saved.empty()) *note = "its state belongs to a job of " + std::to_string(saved_world) + " processes and restarts";
+  if (!saved.empty())
+    *note = "the hook's state belongs to a job of " + std::to_string(saved_world) + " processes and restarts";
   return {};
 }
 
