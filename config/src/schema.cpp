@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "xlaunch/comm_hooks.h"
 #include "xlaunch/config/config_error.h"
 
 namespace xlaunch::config::detail {
@@ -237,7 +238,7 @@ std::vector<Field> build_fields() {
   f.push_back(bool_field("ddp.broadcast_buffers", [](LaunchConfig& c) -> bool& { return c.ddp.broadcast_buffers; }));
   f.push_back(typed<std::string>("ddp.comm_hook", [](LaunchConfig& c) -> std::string& { return c.ddp.comm_hook; },
                                  [](const YAML::Node& n, const FieldCtx& ctx) {
-                                   return read_choice(n, ctx, {"none", "fp16", "bf16", "powersgd"});
+                                   return read_choice(n, ctx, comm_hook_names());
                                  }));
   f.push_back(int_field("ddp.powersgd_rank", [](LaunchConfig& c) -> int& { return c.ddp.powersgd_rank; }));
   f.push_back(int_field("ddp.powersgd_start_step", [](LaunchConfig& c) -> int& { return c.ddp.powersgd_start_step; }));

@@ -19,30 +19,10 @@ struct Vec<double> {
   typedef double type __attribute__((vector_size(32)));
 };
 
-// a[i] = f(a[i], b[i]) (and b[i] too when kBoth), vector by vector, then the tail element-wise.
+// out[i] = f(a[i], b[i]) (and out2[i] too when kBoth), vector by vector, then the tail element-wise.
+// out may be a or b: each vector is read before its result is written.
 template <bool kBoth, typename T, typename F>
-inline __attribute__((always_inline)) void zip(T* a, T* b, int64_t n, F f) {
-  using V = typename Vec<T>::type;
-  constexpr int64_t w = sizeof(V) / sizeof(T);
-  int64_t i = 0;
-  for (; i + w <= n; i += w) {
-    V x, y;
-    std::memcpy(&x, a + i, sizeof(V));
-    std::memcpy(&y, b + i, sizeof(V));
-    const V r = f(x, y);
-    std::memcpy(a + i, &r, sizeof(V));
-    if (kBoth) std::memcpy(b + i, &r, sizeof(V));
-  }
-  for (; i < n; ++i) {
-    const T r = f(a[i], b[i]);
-    a[i] = r;
-    if (kBoth) b[i] = r;
-  }
-}
-
-// out[i] = f(a[i], b[i]), vector by vector, then the tail element-wise.
-template <typename T, typename F>
-inline __attribute__((always_inline)) void zip_into(T* out, const T* a, const T* b, int64_t n, F f) {
+inline __attribute__((always_inline)) void zip(T* out, T* out2, const T* a, const T* b, int64_t n, F f) {
   using V = typename Vec<T>::type;
   constexpr int64_t w = sizeof(V) / sizeof(T);
   int64_t i = 0;
@@ -52,8 +32,19 @@ inline __attribute__((always_inline)) void zip_into(T* out, const T* a, const T*
     std::memcpy(&y, b + i, sizeof(V));
     const V r = f(x, y);
     std::memcpy(out + i, &r, sizeof(V));
+    if (kBoth) std::memcpy(out2 + i, &r, sizeof(V));
   }
-  for (; i < n; ++i) out[i] = f(a[i], b[i]);
+  for (; i < n; ++i) {
+    const T r = f(a[i], b[i]);
+    out[i] = r;
+    if (kBoth) out2[i] = r;
+  }
+}
+
+// out[i] = f(a[i], b[i]).
+template <typename T, typename F>
+inline __attribute__((always_inline)) void zip_into(T* out, const T* a, const T* b, int64_t n, F f) {
+  zip<false>(out, static_cast<T*>(nullptr), a, b, n, f);
 }
 
 template <typename T>
@@ -86,15 +77,16 @@ inline __attribute__((always_inline)) void reduce_copies(T* const* ptrs, int wor
   T* first = ptrs[0];
   if (world == 2 && op != ReduceKind::Max) {  // one pass: read both copies once, write both
     const T scale = op == ReduceKind::Avg ? T(0.5) : T(1);
-    return zip<true>(first, ptrs[1], n, [scale](auto x, auto y) { return (x + y) * scale; });
+    T* second = ptrs[1];
+    return zip<true>(first, second, first, second, n, [scale](auto x, auto y) { return (x + y) * scale; });
   }
   for (int r = 1; r < world; ++r) {
-    if (op == ReduceKind::Max) zip<false>(first, ptrs[r], n, [](auto x, auto y) { return x > y ? x : y; });
-    else zip<false>(first, ptrs[r], n, [](auto x, auto y) { return x + y; });
+    if (op == ReduceKind::Max) zip_into(first, first, ptrs[r], n, [](auto x, auto y) { return x > y ? x : y; });
+    else zip_into(first, first, ptrs[r], n, [](auto x, auto y) { return x + y; });
   }
   if (op == ReduceKind::Avg) {
     const T s = T(1) / T(world);
-    zip<false>(first, first, n, [s](auto x, auto) { return x * s; });
+    zip_into(first, first, first, n, [s](auto x, auto) { return x * s; });
   }
   for (int r = 1; r < world; ++r) std::memcpy(ptrs[r], first, static_cast<size_t>(n) * sizeof(T));
 }

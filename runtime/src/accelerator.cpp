@@ -24,6 +24,7 @@
 #include "xlaunch/env_vars.h"
 #include "xlaunch/error.h"
 #include "comm/agree.h"
+#include "comm/flat.h"
 #include "comm/hierarchical_communicator.h"
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
@@ -97,12 +98,7 @@ void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tens
     for (const auto& t : group) flat.push_back(t.detach().reshape({-1}));
     at::Tensor buffer = at::cat(flat);
     comm.broadcast(buffer, 0);
-    int64_t offset = 0;
-    at::NoGradGuard no_grad;
-    for (auto& t : group) {
-      t.detach().copy_(buffer.narrow(0, offset, t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
+    unflatten_into(buffer, group);
   }
 }
 

@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "xlaunch/communicator.h"
+#include "xlaunch/extend/communicator.h"
 #include "xlaunch/grad_scaler.h"
 
 namespace xlaunch::test {

@@ -37,10 +37,13 @@ if(EXISTS ${prefix}/include/xlaunch/kernels)
   message(FATAL_ERROR "[install test] the kernels' private headers were installed")
 endif()
 
-# Only the headers a user includes are installed: the runtime's internals (communicator
-# implementations, the bucket plan, the checkpoint format, the MPI/CUDA check macros) are not.
-set(user_headers accelerator.h autocast.h communicator.h dataset.h env_vars.h error.h fashion_mnist.h
-    grad_scaler.h loader.h metrics.h mixed_precision.h place.h process_state.h reducer.h sampler.h)
+# Only the headers a user includes are installed: what a training program includes, and under
+# extend/ the interfaces that extending xlaunch (a transport, a communication hook) implements. The
+# runtime's internals (communicator implementations, the bucket plan, PowerSGD, the checkpoint
+# format, the MPI/CUDA check macros) are not.
+set(user_headers accelerator.h autocast.h comm_hooks.h dataset.h env_vars.h error.h fashion_mnist.h
+    grad_scaler.h loader.h metrics.h mixed_precision.h place.h process_state.h reducer.h sampler.h
+    extend/comm_hook.h extend/communicator.h)
 file(GLOB_RECURSE installed RELATIVE ${prefix}/include/xlaunch ${prefix}/include/xlaunch/*)
 list(SORT installed)
 list(SORT user_headers)
@@ -50,7 +53,7 @@ endif()
 
 # Every installed header, included by the outside program: each must compile against the
 # package alone (no header may reach for one that was not installed).
-file(GLOB headers RELATIVE ${prefix}/include ${prefix}/include/xlaunch/*.h)
+file(GLOB headers RELATIVE ${prefix}/include ${prefix}/include/xlaunch/*.h ${prefix}/include/xlaunch/extend/*.h)
 set(includes "")
 foreach(h IN LISTS headers)
   string(APPEND includes "#include \"${h}\"\n")

@@ -1,7 +1,7 @@
 // Communication hooks (ddp.comm_hook) with ranks as threads of one process: the compressed
 // allreduce of the fp16/bf16 hooks, PowerSGD's algebra (a low-rank average comes through exactly;
 // error feedback loses nothing over steps), the reducer under each hook against one process, and
-// PowerSGD's state through save_state/load_state.
+// PowerSGD's state through save_state/load_state; and every row of the hook table makes its hook.
 #include <gtest/gtest.h>
 
 #include <torch/optim/sgd.h>
@@ -22,6 +22,7 @@
 #include "models.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
+#include "xlaunch/extend/comm_hook.h"
 
 using xlaunch::InProcessCommunicator;
 using xlaunch::InProcessGroup;
@@ -180,6 +181,14 @@ TEST(CommHookReducer, PowerSgdIsExactBeforeItsStartStepAndCompressesAfter) {
   double most = 0;
   for (size_t k = 0; k < none.size(); ++k) most = std::max(most, rel_err(early[k], none[k]));
   EXPECT_GT(most, 1e-4) << "rank-1 PowerSGD from step 0 should train differently from exact averaging";
+}
+
+TEST(CommHookTable, EveryRowMakesItsHook) {
+  for (const auto& row : xlaunch::kCommHooks) {
+    xlaunch::ReducerOptions o;
+    o.comm_hook = row.name;
+    EXPECT_NE(xlaunch::make_comm_hook(o), nullptr) << row.name;
+  }
 }
 
 TEST(CommHookReducer, AnUnknownHookIsRefusedNamingTheKey) {

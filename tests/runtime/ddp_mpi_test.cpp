@@ -1,5 +1,7 @@
-// Data-parallel training on 2 ranks compared with one process doing the same work. Every rank
-// also computes the single-process reference itself (it can build every rank's batch).
+// Data-parallel training on 2 ranks compared with one process doing the same work: gradients,
+// optimizer steps, gradient accumulation, buffers, unused parameters, mismatched models, the
+// Accelerator's collectives and mixed precision. Every rank also computes the single-process
+// reference itself (it can build every rank's batch).
 #include <gtest/gtest.h>
 
 #include <torch/autograd.h>
@@ -10,58 +12,12 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/tensor.h>
 
-#include <atomic>
-#include <chrono>
-#include <map>
-#include <thread>
-
-#include "models.h"
-#include "xlaunch/accelerator.h"
+#include "ddp_mpi_helpers.h"
 #include "xlaunch/error.h"
-#include "comm/mpi_communicator.h"
-#include "comm/shared_memory.h"
-#include "comm/shm_communicator.h"
 
 using xlaunch::Accelerator;
 using xlaunch::AcceleratorOptions;
-
-namespace {
-
 using namespace xlaunch::test;
-
-AcceleratorOptions cpu_options() {
-  AcceleratorOptions o;
-  o.cpu = true;
-  o.num_threads = 1;
-  return o;
-}
-
-// Every trainable parameter's gradient of `got` matches `want`'s (relative 1e-5).
-void expect_same_grads(torch::nn::Module& got, torch::nn::Module& want, double tol = 1e-5) {
-  auto ref = want.named_parameters();
-  for (const auto& item : got.named_parameters()) {
-    ASSERT_TRUE(item.value().grad().defined()) << item.key();
-    EXPECT_LT(rel_err(item.value().grad(), ref[item.key()].grad()), tol) << item.key();
-  }
-}
-
-// One synced backward of rank r's MLP batch `step` on 2 ranks, and the one-process reference's
-// backward on both ranks' batches.
-template <typename Model>
-void backward_both(Accelerator& acc, Model& model, Mlp& reference, int step) {
-  const auto mine = mlp_batch(acc.process_index(), step);
-  acc.backward(loss_of(model(mine.x), mine.y));
-  const auto all = concat({mlp_batch(0, step), mlp_batch(1, step)});
-  loss_of(reference(all.x), all.y).backward();
-}
-
-void expect_same_params(torch::nn::Module& got, torch::nn::Module& want, double tol = 1e-5) {
-  auto ref = want.named_parameters();
-  for (const auto& item : got.named_parameters())
-    EXPECT_LT(rel_err(item.value(), ref[item.key()]), tol) << item.key();
-}
-
-}  // namespace
 
 TEST(Ddp, MlpGradientsEqualOneProcessOnTheConcatenatedBatch) {
   Accelerator acc(cpu_options());
@@ -239,47 +195,6 @@ TEST(Ddp, MismatchedModelsFailOnEveryRankNamingTheParameter) {
   EXPECT_EQ(acc.reduce(at::ones({1})).item<float>(), 2.0f);
 }
 
-class Overlap : public ::testing::TestWithParam<std::string> {};
-
-// For the MPI and the shared-memory gradient allreduce alike.
-TEST_P(Overlap, FirstBucketAllreduceStartsBeforeBackwardEnds) {
-  auto options = cpu_options();
-  options.cpu_allreduce = GetParam();
-  options.ddp.first_bucket_bytes = 1;  // fc3's bias alone: ready at the very start of backward
-  options.ddp.bucket_cap_mb = 0.001;
-  Accelerator acc(options);
-  Mlp mlp;
-  auto model = acc.prepare(mlp);
-  auto comm = acc.bucket_communicator(acc.device());
-  EXPECT_EQ(comm->name(), GetParam() == "mpi" ? "mpi" : "shm");
-  auto* threaded = dynamic_cast<xlaunch::ThreadedCommunicator*>(comm.get());
-  auto* shm = dynamic_cast<xlaunch::ShmCommunicator*>(comm.get());
-  ASSERT_TRUE(threaded || shm);
-  xlaunch::CommThread& thread = threaded ? threaded->comm_thread() : shm->comm_thread();
-  std::atomic<int> allreduces_started{0};
-  thread.set_start_observer([&](const char* kind, uint64_t) {
-    if (std::string(kind) == "allreduce") ++allreduces_started;
-  });
-  // fc1's weight gets its gradient last. Hold backward there until the communication thread has
-  // started the first bucket's allreduce: only overlap lets that happen.
-  bool overlapped = false;
-  auto hook = mlp->fc1->weight.register_hook([&](const at::Tensor& g) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (allreduces_started.load() == 0 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    overlapped = allreduces_started.load() > 0;
-    return g;
-  });
-  const auto mine = mlp_batch(acc.process_index(), 0);
-  acc.backward(loss_of(model(mine.x), mine.y));
-  thread.set_start_observer(nullptr);
-  mlp->fc1->weight.remove_hook(hook);
-  EXPECT_GE(acc.reducer(0).buckets().size(), 3u);
-  EXPECT_TRUE(overlapped) << "no allreduce had started while backward was still computing fc1";
-}
-
-INSTANTIATE_TEST_SUITE_P(Ddp, Overlap, ::testing::Values("mpi", "auto"));
-
 TEST(Ddp, AcceleratorCollectives) {
   Accelerator acc(cpu_options());
   const int r = acc.process_index();
@@ -374,98 +289,3 @@ TEST(Ddp, Bf16ForwardRunsUnderAutocastThroughThePreparedModel) {
   EXPECT_TRUE(g[0].equal(g[1]));
 }
 
-TEST(Ddp, GradientsOutliveTheAccelerator) {
-  Mlp mlp;
-  at::Tensor expected;
-  {
-    Accelerator acc(cpu_options());  // shared-memory buckets under mpirun on one machine
-    auto model = acc.prepare(mlp);
-    const auto mine = mlp_batch(acc.process_index(), 0);
-    acc.backward(loss_of(model(mine.x), mine.y));
-    expected = mlp->fc1->weight.grad().clone();
-  }
-  // The bucket memory the gradients alias stays valid after the Accelerator is gone.
-  EXPECT_TRUE(mlp->fc1->weight.grad().equal(expected));
-  mlp->fc1->weight.mutable_grad().reset();
-}
-
-// zero_grad resets gradients to none; the next backward's fresh gradients are born in the shared
-// pool and reduced there (no copy into the bucket), with the same result as one process.
-TEST(Ddp, FreshGradientsAreReducedWhereAutogradPutThem) {
-  Accelerator acc(cpu_options());
-  torch::manual_seed(5);
-  Mlp mlp, reference;
-  copy_state(*reference, *mlp);
-  auto model = acc.prepare(mlp);
-  auto comm = acc.bucket_communicator(acc.device());
-  ASSERT_EQ(comm->name(), "shm");
-  torch::optim::SGD sgd(mlp->parameters(), torch::optim::SGDOptions(0.1));
-  auto& opt = acc.prepare(sgd);
-  std::map<std::string, const void*> bucket_slot;
-  for (const auto& p : mlp->named_parameters()) bucket_slot[p.key()] = p.value().grad().data_ptr();
-  opt.zero_grad();  // set_to_none
-  backward_both(acc, model, reference, 0);
-  expect_same_grads(*mlp, *reference);
-  for (const auto& p : mlp->named_parameters()) {
-    EXPECT_NE(p.value().grad().data_ptr(), bucket_slot[p.key()]) << p.key() << " was copied into its bucket";
-    EXPECT_TRUE(comm->shared_memory()->holds(p.value().grad())) << p.key();
-  }
-  // Accumulating into pool gradients (no set_to_none) stays in place and stays correct.
-  const void* before = mlp->fc1->weight.grad().data_ptr();
-  backward_both(acc, model, reference, 1);
-  EXPECT_EQ(mlp->fc1->weight.grad().data_ptr(), before);
-  expect_same_grads(*mlp, *reference);
-}
-
-TEST(Ddp, PoolGradientsOutliveTheAccelerator) {
-  Mlp mlp;
-  at::Tensor expected;
-  {
-    Accelerator acc(cpu_options());
-    auto model = acc.prepare(mlp);
-    for (auto& p : mlp->parameters()) p.mutable_grad().reset();
-    const auto mine = mlp_batch(acc.process_index(), 0);
-    acc.backward(loss_of(model(mine.x), mine.y));
-    ASSERT_TRUE(acc.bucket_communicator(acc.device())->shared_memory()->holds(mlp->fc1->weight.grad()));
-    expected = mlp->fc1->weight.grad().clone();
-  }
-  EXPECT_TRUE(mlp->fc1->weight.grad().equal(expected));
-  for (auto& p : mlp->parameters()) p.mutable_grad().reset();  // frees the last pool blocks
-}
-
-class CommHooks : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
-
-// Each hook over MPI and over shared memory: every rank ends with the same parameters, and the
-// 16-bit hooks stay within their precision of one process doing the same work.
-TEST_P(CommHooks, EveryRankTrainsTheSameModel) {
-  const auto& [hook, transport] = GetParam();
-  auto options = cpu_options();
-  options.cpu_allreduce = transport;
-  options.ddp.comm_hook = hook;
-  options.ddp.powersgd_start_step = 2;
-  options.ddp.powersgd_rank = 2;
-  Accelerator acc(options);
-  torch::manual_seed(8);
-  Mlp mlp, reference;
-  copy_state(*reference, *mlp);
-  auto model = acc.prepare(mlp);
-  torch::optim::SGD sgd(mlp->parameters(), 0.05);
-  torch::optim::SGD ref_sgd(reference->parameters(), 0.05);
-  auto& opt = acc.prepare(sgd);
-  for (int step = 0; step < 6; ++step) {
-    backward_both(acc, model, reference, step);
-    opt.step();
-    opt.zero_grad();
-    ref_sgd.step();
-    ref_sgd.zero_grad();
-  }
-  for (const auto& p : mlp->parameters()) {
-    at::Tensor both = acc.gather(p.detach().unsqueeze(0));
-    EXPECT_TRUE(both[0].equal(both[1])) << hook << " over " << transport;
-  }
-  if (hook != "powersgd") expect_same_params(*mlp, *reference, hook == "bf16" ? 2e-2 : 2e-3);
-  EXPECT_EQ(acc.reducer(0).sync_steps(), 6);
-}
-
-INSTANTIATE_TEST_SUITE_P(Ddp, CommHooks,
-                         ::testing::Combine(::testing::Values("fp16", "bf16", "powersgd"), ::testing::Values("mpi", "auto")));

@@ -1,5 +1,6 @@
 // docs/env-vars.md lists exactly the variables declared in env_vars.h, with their defaults, and
-// the typed readers reject malformed values with a UsageError naming the variable.
+// the typed readers reject malformed values with a UsageError naming the variable. The config
+// reference's ddp.comm_hook row lists exactly the hooks of comm_hooks.h.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -7,17 +8,26 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
+#include "xlaunch/comm_hooks.h"
 #include "xlaunch/env_vars.h"
 
 namespace env = xlaunch::env;
 
-TEST(EnvContract, DocsListExactlyTheDeclaredVariables) {
-  std::ifstream in(XLAUNCH_ENV_DOC);
-  ASSERT_TRUE(in) << XLAUNCH_ENV_DOC;
+namespace {
+std::string read_file(const char* path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << path;
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string doc = ss.str();
+  return ss.str();
+}
+}  // namespace
+
+TEST(EnvContract, DocsListExactlyTheDeclaredVariables) {
+  const std::string doc = read_file(XLAUNCH_ENV_DOC);
   std::set<std::string> documented;
   const std::regex row(R"(\| `(XLAUNCH_[A-Z_]+)` \| \w+ \| ([^|]*) \|)");
   for (auto it = std::sregex_iterator(doc.begin(), doc.end(), row); it != std::sregex_iterator(); ++it) {
@@ -56,4 +66,16 @@ TEST(EnvContract, TypedReaders) {
   setenv("XLAUNCH_BUCKET_CAP_MB", "12.5", 1);
   EXPECT_DOUBLE_EQ(env::get_float(env::kBucketCapMb), 12.5);
   unsetenv("XLAUNCH_BUCKET_CAP_MB");
+}
+
+TEST(EnvContract, ConfigReferenceListsExactlyTheCommHooks) {
+  const std::string doc = read_file(XLAUNCH_CONFIG_DOC);
+  std::smatch row;
+  ASSERT_TRUE(std::regex_search(doc, row, std::regex(R"(\| `ddp\.comm_hook` \| ([^|]*) \|)"))) << XLAUNCH_CONFIG_DOC;
+  std::vector<std::string> documented;
+  const std::string values = row[1];
+  const std::regex name("`([a-z0-9_]+)`");
+  for (auto it = std::sregex_iterator(values.begin(), values.end(), name); it != std::sregex_iterator(); ++it)
+    documented.push_back((*it)[1]);
+  EXPECT_EQ(documented, xlaunch::comm_hook_names());
 }

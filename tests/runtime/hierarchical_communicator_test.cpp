@@ -20,7 +20,7 @@
 #include "comm/hierarchical_communicator.h"
 #include "comm/mpi_communicator.h"
 #include "ddp/grad_capture.h"
-#include "ddp/shared_pool.h"
+#include "comm/shared_pool.h"
 #include "shm_test_tensors.h"
 
 using xlaunch::HierarchicalCommunicator;

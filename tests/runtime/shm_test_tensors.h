@@ -7,7 +7,7 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 
-#include "ddp/shared_pool.h"
+#include "comm/shared_pool.h"
 
 namespace xlaunch::test {
 

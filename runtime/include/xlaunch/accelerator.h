@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "xlaunch/communicator.h"
+#include "xlaunch/extend/communicator.h"  // communicator() hands out the transport's interface
 #include "xlaunch/grad_scaler.h"
 #include "xlaunch/loader.h"
 #include "xlaunch/mixed_precision.h"
@@ -43,7 +43,7 @@ struct AcceleratorOptions {
   int gradient_accumulation_steps = 1;
   bool cpu = false;                      // train on the CPU even where GPUs exist
   std::string gpu_ids = "all";           // GPUs of this machine; local rank i takes the i-th
-  ReducerOptions ddp;                    // bucket_cap_mb, find_unused_parameters
+  ReducerOptions ddp;                    // buckets, unused parameters, communication hook (reducer.h)
   bool broadcast_buffers = true;         // rank 0's buffers before each training forward
   // CPU gradient allreduce: "auto" uses shared memory when every rank is on this machine (see
   // shm_communicator.h), shared memory inside machines and MPI between them when the job spans

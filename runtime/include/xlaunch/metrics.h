@@ -4,7 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "xlaunch/communicator.h"
+#include "xlaunch/extend/communicator.h"
 #include "xlaunch/sampler.h"
 
 namespace xlaunch {

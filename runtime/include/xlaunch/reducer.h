@@ -6,9 +6,9 @@
 //     runs: the gradient is made to live where the communicator can reduce it (see Memory below),
 //     and the parameter is marked ready.
 //  3. When every parameter of a bucket is ready, and every earlier bucket has been started, the
-//     bucket's allreduce (average) starts at once on the communicator (MPI: its communication
-//     thread; NCCL: its stream) while backward keeps computing. Buckets start in index order on
-//     every rank, so collectives match across ranks.
+//     bucket's allreduce (average, through the communication hook) starts at once on the
+//     communicator (MPI: its communication thread; NCCL: its stream) while backward keeps
+//     computing. Buckets start in index order on every rank, so collectives match across ranks.
 //  4. finalize_backward() starts any bucket still waiting (parameters that got no gradient are
 //     zero-filled first, so every rank issues the same collectives and nothing hangs), waits for
 //     all of them, and then reports unused parameters as an error unless find_unused_parameters.
@@ -26,23 +26,20 @@
 //    views and autograd accumulates into them: no copy.
 // During local accumulation (no sync) nothing is communicated and gradients accumulate in place.
 //
-// Communication hooks (ReducerOptions::comm_hook, as PyTorch's DDP register_comm_hook), for
-// floating-point buckets; gradients are then always copied into their bucket first:
-//  - fp16 / bf16: the bucket is divided by the world size, cast, summed in 16 bits and cast back
-//    (Communicator::allreduce_compressed_async): half the bytes.
-//  - powersgd: low-rank approximation of each weight matrix with error feedback (ddp/powersgd.h),
-//    after powersgd_start_step synced backwards reduced exactly (the first steps move the most).
+// Communication hooks (ReducerOptions::comm_hook, as PyTorch's DDP register_comm_hook) decide how
+// each bucket travels: the table of them is xlaunch/comm_hooks.h, the interface
+// xlaunch/extend/comm_hook.h. Under a hook other than none, gradients are always copied into their
+// bucket first (a hook transforms the bucket as a whole).
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
-
-#include "xlaunch/communicator.h"
 
 namespace torch::autograd {
 struct Node;
@@ -50,14 +47,19 @@ struct Node;
 
 namespace xlaunch {
 
+class CommHook;       // xlaunch/extend/comm_hook.h
+class Communicator;   // xlaunch/extend/communicator.h
 class GradCapture;
 class SharedPool;
+
+// Tensors by name: a communication hook's state in checkpoints.
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 struct ReducerOptions {
   double bucket_cap_mb = 25.0;
   int64_t first_bucket_bytes = 1 << 20;
   bool find_unused_parameters = false;
-  // How each bucket travels (see "Communication hooks" above): none, fp16, bf16 or powersgd.
+  // How each bucket travels: a name from xlaunch/comm_hooks.h (none, fp16, bf16, powersgd).
   std::string comm_hook = "none";
   int powersgd_rank = 1;              // rank of the approximation of each weight matrix
   int64_t powersgd_start_step = 1000; // synced backwards reduced exactly before PowerSGD starts
@@ -84,15 +86,19 @@ class Reducer {
   const std::vector<std::vector<size_t>>& buckets() const { return plan_; }
   // A line per bucket ("bucket 0: 3 params, 262144 elements, float@cpu"), identical on ranks that agree.
   std::string layout() const;
-  size_t num_params() const { return params_.size(); }
 
-  // The communication hook's state for checkpoints (empty unless powersgd): "sync_steps", and per
-  // bucket "bucket.<b>.q" and this rank's "bucket.<b>.error.<k>" (see ddp/powersgd.h). Live tensors.
-  std::vector<std::pair<std::string, at::Tensor>> hook_state() const;
-  // "" when `saved` (a hook_state(), errors optional) fits this reducer, else why not.
-  std::string hook_state_mismatch(const std::vector<std::pair<std::string, at::Tensor>>& saved) const;
-  // Restores it; errors missing from `saved` restart from zero.
-  void load_hook_state(const std::vector<std::pair<std::string, at::Tensor>>& saved);
+  // The communication hook's state for checkpoints, empty when the hook keeps none (none, fp16,
+  // bf16); else "sync_steps" and the hook's own entries (CommHook::state; PowerSGD's are listed in
+  // docs/checkpointing.md). Live tensors.
+  NamedTensors hook_state() const;
+  // What this rank restores of `saved`, a hook_state() saved in a job of `saved_world` ranks (this
+  // rank's own when that is `world`, else rank 0's), in this job of `world` ranks: "sync_steps" and
+  // what the hook keeps (CommHook::state_for_world). `note`: what was left out, and why, or "".
+  NamedTensors hook_state_for_world(NamedTensors saved, int saved_world, int world, std::string* note) const;
+  // "" when `saved` (from hook_state_for_world) fits this reducer, else why not.
+  std::string hook_state_mismatch(const NamedTensors& saved) const;
+  // Restores it; what `saved` lacks restarts from its initial value.
+  void load_hook_state(const NamedTensors& saved);
   // Synced backward passes so far (PowerSGD starts after powersgd_start_step of them).
   int64_t sync_steps() const { return sync_steps_; }
 
@@ -126,9 +132,8 @@ class Reducer {
   bool sync_ = true;
   size_t next_launch_ = 0;
   std::function<void(size_t)> on_launch_;
-  enum class Hook { None, Fp16, Bf16, PowerSgd } hook_ = Hook::None;
+  std::unique_ptr<CommHook> hook_;
   int64_t sync_steps_ = 0;
-  bool powersgd_now_ = false;  // this backward compresses (sync_steps_ >= powersgd_start_step)
 };
 
 }  // namespace xlaunch

@@ -9,7 +9,7 @@
 #include <optional>
 #include <sstream>
 
-#include "xlaunch/communicator.h"
+#include "xlaunch/extend/communicator.h"
 #include "xlaunch/error.h"
 #include "xlaunch/kernels/amp_unscale.h"
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "xlaunch/communicator.h"
+#include "xlaunch/extend/communicator.h"
 
 namespace xlaunch {
 

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "xlaunch/communicator.h"
+#include "xlaunch/extend/communicator.h"
 
 namespace xlaunch {
 

@@ -1,4 +1,4 @@
-#include "xlaunch/communicator.h"
+#include "xlaunch/extend/communicator.h"
 
 #include <ATen/ops/cat.h>
 #include <ATen/ops/div.h>
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 
+#include "comm/flat.h"
 #include "xlaunch/error.h"
 
 namespace xlaunch {
@@ -49,11 +50,7 @@ class CastBackWork final : public Work {
     if (!inner_) return;
     inner_->wait();
     inner_.reset();
-    int64_t offset = 0;
-    for (auto& t : ts_) {
-      t.view(-1).copy_(wire_.narrow(0, offset, t.numel()));
-      offset += t.numel();
-    }
+    unflatten_into(wire_, ts_);
     ts_.clear();
   }
 

@@ -66,7 +66,6 @@ class HierarchicalCommunicator final : public Communicator, public SharedMemoryT
   at::Tensor allocate(int64_t numel, const at::TensorOptions& options) override;
   SharedPool* reserve_pool(size_t bytes) override { return shm_->reserve_pool(bytes); }
   bool holds(const at::Tensor& t) const override { return shm_->holds(t); }
-  SharedMemoryTransport* shared_memory() override { return this; }
 
   std::shared_ptr<Work> allreduce_async(at::Tensor t, ReduceOp op) override;
   std::shared_ptr<Work> allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op) override;

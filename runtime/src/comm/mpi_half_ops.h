@@ -9,7 +9,7 @@
 
 #include <c10/core/ScalarType.h>
 
-#include "xlaunch/communicator.h"
+#include "xlaunch/extend/communicator.h"
 
 namespace xlaunch {
 

@@ -11,7 +11,7 @@
 
 #include <memory>
 
-#include "xlaunch/communicator.h"
+#include "xlaunch/extend/communicator.h"
 
 namespace xlaunch {
 

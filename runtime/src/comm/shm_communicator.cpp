@@ -15,8 +15,8 @@
 #include "comm/agree.h"
 #include "comm/shm_barrier.h"
 #include "comm/shm_segment.h"
+#include "comm/shared_pool.h"
 #include "comm/threaded_communicator.h"
-#include "ddp/shared_pool.h"
 #include "xlaunch/error.h"
 #include "xlaunch/kernels/cpu_reduce.h"
 
@@ -231,19 +231,26 @@ std::shared_ptr<Work> ShmCommunicator::allreduce_coalesced_async(std::vector<at:
   });
 }
 
-void ShmCommunicator::run_coalesced(const std::vector<at::Tensor>& ts, const std::vector<Place>& places, ReduceOp op) {
-  const bool is_float = ts.front().scalar_type() == at::kFloat;
-  const int64_t elem = ts.front().element_size();
-  const kernels::ReduceKind kind = kind_of(op);
+void ShmCommunicator::in_rounds(const std::vector<at::Tensor>& ts, const std::vector<Place>& places,
+                                const std::function<void(size_t first, size_t count, int64_t total)>& round) {
   Place* mine = places_of(rank());
-  std::vector<float*> floats(size());
-  std::vector<double*> doubles(size());
   for (size_t first = 0; first < ts.size(); first += kMaxPlaces) {
     const size_t count = std::min(kMaxPlaces, ts.size() - first);
     std::copy_n(places.begin() + first, count, mine);
     int64_t total = 0;
     for (size_t k = 0; k < count; ++k) total += ts[first + k].numel();
     ctl_->allreduce_barrier.arrive_and_wait(size());  // every rank's tensors final, their places published
+    round(first, count, total);
+  }
+}
+
+void ShmCommunicator::run_coalesced(const std::vector<at::Tensor>& ts, const std::vector<Place>& places, ReduceOp op) {
+  const bool is_float = ts.front().scalar_type() == at::kFloat;
+  const int64_t elem = ts.front().element_size();
+  const kernels::ReduceKind kind = kind_of(op);
+  std::vector<float*> floats(size());
+  std::vector<double*> doubles(size());
+  in_rounds(ts, places, [&](size_t first, size_t count, int64_t total) {
     // This rank's slice of the concatenated elements, walked tensor by tensor.
     const int64_t begin = total * rank() / size(), end = total * (rank() + 1) / size();
     for_each_part(ts, first, count, begin, end, [&](size_t k, int64_t offset, int64_t, int64_t n) {
@@ -256,7 +263,7 @@ void ShmCommunicator::run_coalesced(const std::vector<at::Tensor>& ts, const std
       else kernels::reduce_copies_double(doubles.data(), size(), n, kind);
     });
     ctl_->allreduce_barrier.arrive_and_wait(size());  // every slice written everywhere; tables reusable
-  }
+  });
 }
 
 bool ShmCommunicator::reserve_staging(size_t bytes) {
@@ -311,13 +318,7 @@ void ShmCommunicator::allreduce_through_staging(const std::vector<at::Tensor>& t
     if (!locate(ts[k], places[k])) throw CommError("hierarchical allreduce: a tensor is not in shared memory");
   std::vector<const float*> floats(size());
   std::vector<const double*> doubles(size());
-  Place* mine = places_of(rank());
-  for (size_t first = 0; first < ts.size(); first += kMaxPlaces) {
-    const size_t count = std::min(kMaxPlaces, ts.size() - first);
-    std::copy_n(places.begin() + first, count, mine);
-    int64_t total = 0;
-    for (size_t k = 0; k < count; ++k) total += ts[first + k].numel();
-    ctl_->allreduce_barrier.arrive_and_wait(size());  // every rank's tensors final, their places published
+  in_rounds(ts, places, [&](size_t first, size_t count, int64_t total) {
     for (int64_t piece = 0; piece < total; piece += capacity) {
       const int64_t m = std::min(capacity, total - piece);
       // 1. This rank's slice [begin, end) of the piece, walked tensor by tensor, into staging.
@@ -346,7 +347,7 @@ void ShmCommunicator::allreduce_through_staging(const std::vector<at::Tensor>& t
       });
       ctl_->allreduce_barrier.arrive_and_wait(size());  // staging read by every rank; tables reusable
     }
-  }
+  });
 }
 
 }  // namespace xlaunch

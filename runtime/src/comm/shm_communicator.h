@@ -52,7 +52,6 @@ class ShmCommunicator final : public Communicator, public SharedMemoryTransport 
   // maps. When /dev/shm has no room on some rank, every rank gets plain memory instead (and the
   // tensor is then reduced through MPI), with a warning from rank 0.
   at::Tensor allocate(int64_t numel, const at::TensorOptions& options) override;
-  SharedMemoryTransport* shared_memory() override { return this; }
   // Collective: a pool in shared memory for this rank's gradients; nullptr on every rank when
   // /dev/shm has no room on some rank. The pool's blocks stay valid after the communicator is gone.
   SharedPool* reserve_pool(size_t bytes) override;
@@ -113,6 +112,12 @@ class ShmCommunicator final : public Communicator, public SharedMemoryTransport 
   bool locate(const at::Tensor& t, Place& where) const;
   // On the communication thread; places[k]: where ts[k] lies here (from locate()).
   void run_coalesced(const std::vector<at::Tensor>& ts, const std::vector<Place>& places, ReduceOp op);
+  // The shared-memory allreduces' rounds: ts in runs of as many tensors as a rank's place table
+  // holds; for each, publishes their places (places[k]: ts[k]'s) in this rank's table, waits until
+  // every rank has, and calls round(first, count, total elements of the run). round must end with a
+  // barrier: the next round rewrites the tables.
+  void in_rounds(const std::vector<at::Tensor>& ts, const std::vector<Place>& places,
+                 const std::function<void(size_t first, size_t count, int64_t total)>& round);
   Place* places_of(int rank) const;
   // Where rank q's copy of the k-th tensor of the current round of the place table lies, `bytes` in.
   char* peer_data(int q, size_t k, int64_t bytes) const;

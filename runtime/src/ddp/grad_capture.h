@@ -24,7 +24,7 @@
 #include <memory>
 #include <vector>
 
-#include "ddp/shared_pool.h"
+#include "comm/shared_pool.h"
 
 namespace xlaunch {
 

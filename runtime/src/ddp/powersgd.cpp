@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "check.h"
+#include "comm/flat.h"
 #include "xlaunch/error.h"
 
 namespace xlaunch {
@@ -72,11 +73,7 @@ PowerSgdBucket::PowerSgdBucket(const std::vector<at::Tensor>& views, std::shared
 void PowerSgdBucket::start() {
   at::NoGradGuard no_grad;
   if (exact_buf_.defined()) {
-    int64_t off = 0;
-    for (const auto& v : exact_) {
-      exact_buf_.narrow(0, off, v.numel()).copy_(v.view(-1));
-      off += v.numel();
-    }
+    flatten_into(exact_, exact_buf_);
     exact_work_ = comm_->allreduce_async(exact_buf_, ReduceOp::Avg);
   }
   if (matrices_.empty()) return;
@@ -134,11 +131,7 @@ void PowerSgdBucket::complete() {
   if (exact_work_) {
     exact_work_->wait();
     exact_work_.reset();
-    int64_t off = 0;
-    for (auto& v : exact_) {
-      v.view(-1).copy_(exact_buf_.narrow(0, off, v.numel()));
-      off += v.numel();
-    }
+    unflatten_into(exact_buf_, exact_);
   }
   if (matrices_.empty()) return;
   q_work_->wait();

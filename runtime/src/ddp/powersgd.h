@@ -13,8 +13,9 @@
 // allreduce. Q starts from the same random matrix on every rank (a fixed seed).
 //
 // Bytes per step for an n x m matrix: (n + m) r instead of n m. The three steps run where the
-// reducer calls them: start() when the bucket's gradients are complete (during backward, so the
-// first allreduces overlap the rest of it), exchange() and complete() in finalize_backward().
+// powersgd communication hook (ddp/hooks/powersgd.cpp) calls them: start() when the bucket's
+// gradients are complete (during backward, so the first allreduces overlap the rest of it),
+// exchange() once every bucket has started, complete() as the reducer waits for the bucket.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -23,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "xlaunch/communicator.h"
+#include "xlaunch/extend/communicator.h"
 
 namespace xlaunch {
 

@@ -9,7 +9,6 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 
 #include "profile/step_clock.h"
@@ -19,20 +18,17 @@
 #include "watch/watchdog.h"
 #include "xlaunch/error.h"
 #include "ddp/grad_capture.h"
-#include "ddp/powersgd.h"
+#include "xlaunch/extend/comm_hook.h"
 
 namespace xlaunch {
 
-struct Reducer::Bucket {
-  at::Tensor buffer;                 // flat, one dtype and device
-  std::vector<at::Tensor> views;     // per member, shaped like its parameter
-  std::shared_ptr<Communicator> comm;
+// index, buffer, views and comm as the hook sees them (GradBucket), and the reducer's bookkeeping.
+struct Reducer::Bucket : GradBucket {
   std::shared_ptr<Work> work;
   size_t pending = 0;
   // The communicator reduces the members' gradients where they lie (shared memory): a gradient in
   // its pool is not copied into the bucket.
   bool zero_copy = false;
-  std::unique_ptr<PowerSgdBucket> powersgd;  // comm_hook powersgd, floating-point buckets
 };
 
 namespace {
@@ -44,8 +40,6 @@ at::Tensor bucket_alias(const at::Tensor& buffer, int64_t offset, const at::Tens
   t.set_(buffer.storage(), buffer.storage_offset() + offset, param.sizes(), c10::contiguous_strides(param.sizes()));
   return t;
 }
-
-bool compressible(const at::Tensor& t) { return t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble; }
 
 std::string group_of(const at::Tensor& p) {
   return std::string(at::toString(p.scalar_type())) + "@" + p.device().str();
@@ -65,24 +59,14 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   caps.cap_bytes = static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024);
   caps.first_cap_bytes = std::min(options_.first_bucket_bytes, caps.cap_bytes);
   plan_ = assign_buckets(sizes, caps);
-  const std::string& h = options_.comm_hook;
-  hook_ = h == "none" ? Hook::None : h == "fp16" ? Hook::Fp16 : h == "bf16" ? Hook::Bf16 : h == "powersgd" ? Hook::PowerSgd
-                                                                                                      : Hook::None;
-  if (h != "none" && hook_ == Hook::None)
-    throw UsageError("comm_hook '" + h + "' is not one of none, fp16, bf16, powersgd; set ddp.comm_hook in the config "
-                     "(XLAUNCH_COMM_HOOK)");
-  if (hook_ == Hook::PowerSgd && options_.powersgd_rank < 1)
-    throw UsageError("powersgd_rank must be at least 1 (got " + std::to_string(options_.powersgd_rank) +
-                     "); set ddp.powersgd_rank in the config, e.g. 1 to 4");
-  if (hook_ == Hook::PowerSgd && options_.powersgd_start_step < 0)
-    throw UsageError("powersgd_start_step must be >= 0 (got " + std::to_string(options_.powersgd_start_step) +
-                     "); set ddp.powersgd_start_step in the config");
+  hook_ = make_comm_hook(options_);
 
   buckets_.resize(plan_.size());
   slot_of_.resize(params_.size());
   ready_.assign(params_.size(), 0);
   for (size_t b = 0; b < plan_.size(); ++b) {
     Bucket& bucket = buckets_[b];
+    bucket.index = b;
     const at::Tensor& first = params_[plan_[b].front()];
     int64_t total = 0;
     for (size_t i : plan_[b]) total += params_[i].numel();
@@ -101,12 +85,9 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
       if (grad.defined()) bucket.views[pos].copy_(grad);
       grad = bucket.views[pos];
     }
-    SharedMemoryTransport* shm = bucket.comm->shared_memory();
-    // A hook transforms the bucket as a whole: its gradients are gathered into it first.
-    bucket.zero_copy = hook_ == Hook::None && shm && shm->holds(bucket.buffer);
-    if (hook_ == Hook::PowerSgd && compressible(bucket.buffer))
-      bucket.powersgd = std::make_unique<PowerSgdBucket>(bucket.views, bucket.comm, options_.powersgd_rank,
-                                                         /*seed=*/0x5eed0000u + b);
+    SharedMemoryTransport* shm = shared_memory(*bucket.comm);
+    bucket.zero_copy = hook_->reduces_in_place() && shm && shm->holds(bucket.buffer);
+    hook_->add_bucket(bucket);
   }
   reserve_pools();
   install_hooks();
@@ -128,7 +109,7 @@ void Reducer::reserve_pools() {
       for (size_t i : plan_[b])
         if (params_[i].numel() > 0) sizes.push_back(params_[i].nbytes());
     }
-    SharedPool* pool = comm->shared_memory()->reserve_pool(bytes + bytes / 4 + (size_t{1} << 20));
+    SharedPool* pool = shared_memory(*comm)->reserve_pool(bytes + bytes / 4 + (size_t{1} << 20));
     if (!pool) continue;
     pools_.push_back(pool);
     capture_sizes_.insert(capture_sizes_.end(), sizes.begin(), sizes.end());
@@ -137,7 +118,7 @@ void Reducer::reserve_pools() {
 
 bool Reducer::in_place_ok(const Bucket& bucket, size_t pos, const at::Tensor& grad) const {
   if (grad.is_same(bucket.views[pos])) return true;
-  if (!bucket.zero_copy || !bucket.comm->shared_memory()->holds(grad)) return false;
+  if (!bucket.zero_copy || !shared_memory(*bucket.comm)->holds(grad)) return false;
   // Not inside any bucket: another parameter's slot is no place for this gradient.
   const char* p = static_cast<const char*>(grad.data_ptr());
   for (const auto& other : buckets_) {
@@ -172,7 +153,7 @@ void Reducer::prepare_for_backward(bool sync) {
   armed_ = true;
   sync_ = sync;
   next_launch_ = 0;
-  powersgd_now_ = hook_ == Hook::PowerSgd && sync_steps_ >= options_.powersgd_start_step;
+  if (sync_) hook_->begin_step(sync_steps_);
   std::fill(ready_.begin(), ready_.end(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].pending = plan_[b].size();
   // Fresh gradients of this backward are allocated in the shared pool (see grad_capture.h).
@@ -207,18 +188,10 @@ void Reducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_launch_];
     const watch::BucketScope logged_as(static_cast<int>(next_launch_));
-    if (bucket.zero_copy) {
-      std::vector<at::Tensor> grads;
-      for (size_t i : plan_[next_launch_]) grads.push_back(params_[i].grad());
-      bucket.work = bucket.comm->allreduce_coalesced_async(std::move(grads), ReduceOp::Avg);
-    } else if (powersgd_now_ && bucket.powersgd) {
-      bucket.powersgd->start();  // finished in finalize_backward
-    } else if ((hook_ == Hook::Fp16 || hook_ == Hook::Bf16) && compressible(bucket.buffer)) {
-      bucket.work = bucket.comm->allreduce_compressed_async({bucket.buffer}, ReduceOp::Avg,
-                                                            hook_ == Hook::Fp16 ? at::kHalf : at::kBFloat16);
-    } else {
-      bucket.work = bucket.comm->allreduce_async(bucket.buffer, ReduceOp::Avg);
-    }
+    if (bucket.zero_copy)
+      for (size_t i : plan_[next_launch_]) bucket.in_place.push_back(params_[i].grad());
+    bucket.work = hook_->start(bucket);
+    bucket.in_place.clear();
     if (on_launch_) on_launch_(next_launch_);
     ++next_launch_;
   }
@@ -248,15 +221,8 @@ void Reducer::finalize_backward() {
   }
   {
     const profile::PhaseScope phase(profile::kCommWait);  // what the overlap with backward did not hide
-    // PowerSGD's second round (Q) for every bucket before waiting for any: they travel together.
-    if (powersgd_now_)
-      for (auto& bucket : buckets_)
-        if (bucket.powersgd) bucket.powersgd->exchange();
+    hook_->all_started();
     for (auto& bucket : buckets_) {
-      if (powersgd_now_ && bucket.powersgd) {
-        bucket.powersgd->complete();
-        continue;
-      }
       bucket.work->wait();
       bucket.work.reset();
     }
@@ -276,50 +242,40 @@ void Reducer::finalize_backward() {
   throw UsageError(os.str());
 }
 
-std::vector<std::pair<std::string, at::Tensor>> Reducer::hook_state() const {
-  std::vector<std::pair<std::string, at::Tensor>> out;
-  if (hook_ != Hook::PowerSgd) return out;
-  out.emplace_back("sync_steps", at::full({}, sync_steps_, at::kLong));
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (!buckets_[b].powersgd) continue;
-    for (auto& [name, t] : buckets_[b].powersgd->state())
-      out.emplace_back("bucket." + std::to_string(b) + "." + name, t);
-  }
+NamedTensors Reducer::hook_state() const {
+  NamedTensors out = hook_->state();
+  if (!out.empty()) out.emplace(out.begin(), "sync_steps", at::full({}, sync_steps_, at::kLong));
   return out;
 }
 
 namespace {
-// saved's entries under "bucket.<b>.", without that prefix.
-std::vector<std::pair<std::string, at::Tensor>> of_bucket(const std::vector<std::pair<std::string, at::Tensor>>& saved,
-                                                          size_t b) {
-  const std::string prefix = "bucket." + std::to_string(b) + ".";
-  std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& [name, t] : saved)
-    if (name.rfind(prefix, 0) == 0) out.emplace_back(name.substr(prefix.size()), t);
+// saved without its "sync_steps" (the reducer's), and that entry, when there is one.
+NamedTensors hook_entries(const NamedTensors& saved, at::Tensor* sync_steps = nullptr) {
+  NamedTensors out;
+  for (const auto& [name, t] : saved) {
+    if (name != "sync_steps") out.emplace_back(name, t);
+    else if (sync_steps) *sync_steps = t;
+  }
   return out;
 }
 }  // namespace
 
-std::string Reducer::hook_state_mismatch(const std::vector<std::pair<std::string, at::Tensor>>& saved) const {
-  for (const auto& [name, t] : saved) {
-    if (name == "sync_steps") continue;
-    size_t b = 0;
-    if (std::sscanf(name.c_str(), "bucket.%zu.", &b) != 1 || b >= buckets_.size() || !buckets_[b].powersgd)
-      return "'" + name + "' belongs to no PowerSGD bucket of this model (other buckets: another model or bucket_cap_mb?)";
-  }
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (!buckets_[b].powersgd) continue;
-    const std::string why = buckets_[b].powersgd->mismatch(of_bucket(saved, b));
-    if (!why.empty()) return "bucket " + std::to_string(b) + ": " + why;
-  }
-  return "";
+NamedTensors Reducer::hook_state_for_world(NamedTensors saved, int saved_world, int world, std::string* note) const {
+  at::Tensor steps;
+  NamedTensors out = hook_->state_for_world(hook_entries(saved, &steps), saved_world, world, note);
+  if (steps.defined()) out.emplace(out.begin(), "sync_steps", steps);
+  return out;
 }
 
-void Reducer::load_hook_state(const std::vector<std::pair<std::string, at::Tensor>>& saved) {
-  for (const auto& [name, t] : saved)
-    if (name == "sync_steps") sync_steps_ = t.item<int64_t>();
-  for (size_t b = 0; b < buckets_.size(); ++b)
-    if (buckets_[b].powersgd) buckets_[b].powersgd->load(of_bucket(saved, b));
+std::string Reducer::hook_state_mismatch(const NamedTensors& saved) const {
+  return hook_->state_mismatch(hook_entries(saved));
+}
+
+void Reducer::load_hook_state(const NamedTensors& saved) {
+  at::Tensor steps;
+  const NamedTensors entries = hook_entries(saved, &steps);
+  if (steps.defined()) sync_steps_ = steps.item<int64_t>();
+  hook_->load_state(entries);
 }
 
 std::string Reducer::layout() const {

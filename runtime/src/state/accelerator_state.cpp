@@ -337,36 +337,33 @@ void CheckpointIO::restore(Accelerator& a, const Files& files) {
 
 std::vector<Named> CheckpointIO::hook_states_to_restore(const Accelerator& a, const Files& files, int64_t saved_world) {
   std::vector<Named> out(a.models_.size());
+  const std::string& hook = a.options_.ddp.comm_hook;
   for (size_t i = 0; i < a.models_.size(); ++i) {
     const Reducer& reducer = *a.models_[i].reducer;
     const std::string prefix = "ddp/model_" + std::to_string(i) + "_rank_";
     const bool saved = files.count(prefix + "0.pt") > 0;
     if (reducer.hook_state().empty()) {
       if (saved)
-        log_main(a.rank_, "load_state: the checkpoint has PowerSGD state for model " + std::to_string(i) +
-                        "; this run's comm_hook is " + a.options_.ddp.comm_hook + ", so it is ignored");
+        log_main(a.rank_, "load_state: the checkpoint has communication-hook state for model " + std::to_string(i) +
+                        "; this run's comm_hook is " + hook + ", so it is ignored");
       continue;
     }
     if (!saved) {
-      log_main(a.rank_, "load_state: the checkpoint has no PowerSGD state for model " + std::to_string(i) +
-                      " (saved with another comm_hook): its error feedback and step count start afresh");
+      log_main(a.rank_, "load_state: the checkpoint has no " + hook + " state for model " + std::to_string(i) +
+                      " (saved with another comm_hook): its state and step count start afresh");
       continue;
     }
-    // This rank's error feedback when the ranks are the same; otherwise only what all ranks share
-    // (the warm start and the step count): another world's errors belong to other shards.
+    // This rank's own state when the ranks are the same; otherwise rank 0's, of which the hook
+    // keeps what all ranks share.
     const bool same_world = saved_world == a.world_;
-    Named state = unpickle(files, prefix + (same_world ? std::to_string(a.rank_) : "0") + ".pt");
-    if (!same_world) {
-      state.erase(std::remove_if(state.begin(), state.end(),
-                                 [](const auto& e) { return e.first.find(".error.") != std::string::npos; }),
-                  state.end());
-      log_main(a.rank_, "load_state: PowerSGD's error feedback was saved by " + std::to_string(saved_world) +
-                      " processes; with " + std::to_string(a.world_) + " it restarts from zero (warm start and "
-                      "step count restored)");
-    }
+    std::string note;
+    Named state = reducer.hook_state_for_world(
+        unpickle(files, prefix + (same_world ? std::to_string(a.rank_) : "0") + ".pt"), static_cast<int>(saved_world),
+        a.world_, &note);
+    if (!note.empty()) log_main(a.rank_, "load_state: " + note);
     const std::string why = reducer.hook_state_mismatch(state);
     if (!why.empty())
-      throw UsageError("load_state: the checkpoint's PowerSGD state of model " + std::to_string(i) +
+      throw UsageError("load_state: the checkpoint's " + hook + " state of model " + std::to_string(i) +
                        " does not fit this run: " + why + ". Resume with the ddp settings it was saved with "
                        "(config/env.txt in the checkpoint lists them), or from a checkpoint saved with comm_hook none");
     out[i] = std::move(state);

@@ -14,6 +14,8 @@
 //                            torch.load reads it)
 //   rank0/optimizer_<i>.pt   prepared optimizer i (torch::optim::Optimizer::save archive)
 //   rng/rank_<r>.pt          rank r's generator states: "cpu", and "cuda" on a GPU
+//   ddp/model_<i>_rank_<r>.pt  rank r's communication-hook state of model i, when the hook keeps
+//                            one (Reducer::hook_state, torch pickle)
 // "rank0/" holds the state every rank shares, written by rank 0; sharded state (one file per
 // rank) would sit next to it as rank<r>/.
 #pragma once

@@ -1,4 +1,4 @@
-#include "ddp/shared_pool.h"
+#include "comm/shared_pool.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,6 @@
-// Collective communication over the ranks of a job, on flat contiguous tensors.
+// Collective communication over the ranks of a job, on flat contiguous tensors: the interface a
+// transport implements (extending xlaunch), and what Accelerator::communicator() hands a training
+// program for its own collectives.
 //
 // Implementations (runtime/src/comm/): MpiCommunicator (CPU tensors), ShmCommunicator (CPU
 // gradient buckets of ranks that share a machine, through shared memory), NcclCommunicator (CUDA
@@ -19,8 +21,6 @@
 #include <vector>
 
 namespace xlaunch {
-
-class SharedMemoryTransport;  // comm/shared_memory.h
 
 enum class ReduceOp { Sum, Avg, Max };
 
@@ -63,10 +63,6 @@ class Communicator {
   // allreduce_async (MPI and NCCL reduce 16-bit types natively); a world of one is the identity.
   virtual std::shared_ptr<Work> allreduce_compressed_async(std::vector<at::Tensor> ts, ReduceOp op,
                                                            at::ScalarType wire);
-
-  // Zero-copy reduction, for transports whose ranks can map each other's memory: what they offer
-  // the reducer, or null (the default) when this communicator has nothing of the kind.
-  virtual SharedMemoryTransport* shared_memory() { return nullptr; }
 
   void allreduce(const at::Tensor& t, ReduceOp op) { allreduce_async(t, op)->wait(); }
   void broadcast(const at::Tensor& t, int root) { broadcast_async(t, root)->wait(); }
