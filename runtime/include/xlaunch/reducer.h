@@ -59,7 +59,7 @@ struct ReducerOptions {
   double bucket_cap_mb = 25.0;
   int64_t first_bucket_bytes = 1 << 20;
   bool find_unused_parameters = false;
-  // How each bucket travels: a name from xlaunch/comm_hooks.h (none, fp16, bf16, powersgd).
+  // How each bucket travels: the name of a hook in the table of xlaunch/comm_hooks.h.
   std::string comm_hook = "none";
   int powersgd_rank = 1;              // rank of the approximation of each weight matrix
   int64_t powersgd_start_step = 1000; // synced backwards reduced exactly before PowerSGD starts
@@ -87,8 +87,8 @@ class Reducer {
   // A line per bucket ("bucket 0: 3 params, 262144 elements, float@cpu"), identical on ranks that agree.
   std::string layout() const;
 
-  // The communication hook's state for checkpoints, empty when the hook keeps none (none, fp16,
-  // bf16); else "sync_steps" and the hook's own entries (CommHook::state; PowerSGD's are listed in
+  // The communication hook's state for checkpoints, empty when the hook keeps none; else
+  // "sync_steps" and the hook's own entries (CommHook::state; PowerSGD's are listed in
   // docs/checkpointing.md). Live tensors.
   NamedTensors hook_state() const;
   // What this rank restores of `saved`, a hook_state() saved in a job of `saved_world` ranks (this
