@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "xlaunch/env_vars.h"
 #include "xlaunch/extend/communicator.h"  // communicator() hands out the transport's interface
 #include "xlaunch/grad_scaler.h"
 #include "xlaunch/loader.h"
@@ -37,21 +38,25 @@
 
 namespace xlaunch {
 
+// The defaults of the settings `xlaunch run` controls are the XLAUNCH_* variables' own (env_vars.h).
 struct AcceleratorOptions {
-  std::string mixed_precision = "no";    // no | fp16 | bf16 (fp16 adds a GradScaler)
-  GradScalerOptions scaler;              // used with fp16
-  int gradient_accumulation_steps = 1;
-  bool cpu = false;                      // train on the CPU even where GPUs exist
-  std::string gpu_ids = "all";           // GPUs of this machine; local rank i takes the i-th
-  ReducerOptions ddp;                    // buckets, unused parameters, communication hook (reducer.h)
-  bool broadcast_buffers = true;         // rank 0's buffers before each training forward
+  // no | fp16 | bf16 (fp16 adds a GradScaler).
+  std::string mixed_precision = env::default_string(env::kMixedPrecision);
+  GradScalerOptions scaler;  // used with fp16
+  int gradient_accumulation_steps = static_cast<int>(env::default_int(env::kGradAccumSteps));
+  bool cpu = env::default_bool(env::kUseCpu);  // train on the CPU even where GPUs exist
+  // GPUs of this machine; local rank i takes the i-th.
+  std::string gpu_ids = env::default_string(env::kGpuIds);
+  ReducerOptions ddp;  // buckets, unused parameters, communication hook (reducer.h)
+  // Rank 0's buffers before each training forward.
+  bool broadcast_buffers = env::default_bool(env::kBroadcastBuffers);
   // CPU gradient allreduce: "auto" uses shared memory when every rank is on this machine (see
   // shm_communicator.h), shared memory inside machines and MPI between them when the job spans
   // several machines of several ranks each (hierarchical_communicator.h), else MPI; "mpi" always
   // a flat MPI allreduce over every rank.
   std::string cpu_allreduce = "auto";
   // Intra-op threads per rank on CPU; 0: cores / local ranks when OMP_NUM_THREADS is unset.
-  int num_threads = 0;
+  int num_threads = static_cast<int>(env::default_int(env::kNumCpuThreads));
 
   // From the XLAUNCH_* variables (see env_vars.h). Throws UsageError on malformed values.
   static AcceleratorOptions from_env();

@@ -35,7 +35,7 @@ inline constexpr Var kMixedPrecision         {"XLAUNCH_MIXED_PRECISION", Type::S
 inline constexpr Var kGradAccumSteps         {"XLAUNCH_GRADIENT_ACCUMULATION_STEPS", Type::Int, "1", "micro-steps per optimizer step; gradients sync on the last"};
 inline constexpr Var kBucketCapMb            {"XLAUNCH_BUCKET_CAP_MB", Type::Float, "25", "gradient bucket size in MiB (the first bucket is smaller)"};
 inline constexpr Var kFindUnusedParameters   {"XLAUNCH_FIND_UNUSED_PARAMETERS", Type::Bool, "0", "1: reduce parameters without a gradient as zeros instead of failing"};
-inline constexpr Var kCommHook               {"XLAUNCH_COMM_HOOK", Type::String, "none", "how gradient buckets travel: none, fp16, bf16 (cast, reduce, cast back) or powersgd (low rank)"};
+inline constexpr Var kCommHook               {"XLAUNCH_COMM_HOOK", Type::String, "none", "how gradient buckets travel: the name of a communication hook (the table in xlaunch/comm_hooks.h)"};
 inline constexpr Var kPowerSgdRank           {"XLAUNCH_POWERSGD_RANK", Type::Int, "1", "rank of PowerSGD's approximation of each weight matrix"};
 inline constexpr Var kPowerSgdStartStep      {"XLAUNCH_POWERSGD_START_STEP", Type::Int, "1000", "synced backward passes reduced exactly before PowerSGD starts"};
 inline constexpr Var kBroadcastBuffers       {"XLAUNCH_BROADCAST_BUFFERS", Type::Bool, "1", "1: broadcast rank 0's buffers (BatchNorm statistics) before each forward"};

@@ -41,6 +41,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "xlaunch/env_vars.h"
+
 namespace torch::autograd {
 struct Node;
 }
@@ -55,14 +57,18 @@ class SharedPool;
 // Tensors by name: a communication hook's state in checkpoints.
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
+// The defaults are the XLAUNCH_* variables' own (env_vars.h); from_env() of AcceleratorOptions
+// takes the launched job's values instead.
 struct ReducerOptions {
-  double bucket_cap_mb = 25.0;
-  int64_t first_bucket_bytes = 1 << 20;
-  bool find_unused_parameters = false;
+  double bucket_cap_mb = env::default_float(env::kBucketCapMb);
+  int64_t first_bucket_bytes = 1 << 20;  // like PyTorch's DDP; no setting of its own
+  bool find_unused_parameters = env::default_bool(env::kFindUnusedParameters);
   // How each bucket travels: the name of a hook in the table of xlaunch/comm_hooks.h.
-  std::string comm_hook = "none";
-  int powersgd_rank = 1;              // rank of the approximation of each weight matrix
-  int64_t powersgd_start_step = 1000; // synced backwards reduced exactly before PowerSGD starts
+  std::string comm_hook = env::default_string(env::kCommHook);
+  // Rank of the approximation of each weight matrix.
+  int powersgd_rank = static_cast<int>(env::default_int(env::kPowerSgdRank));
+  // Synced backwards reduced exactly before PowerSGD starts.
+  int64_t powersgd_start_step = env::default_int(env::kPowerSgdStartStep);
 };
 
 // Which communicator reduces tensors on a device (MPI for CPU, NCCL for CUDA).

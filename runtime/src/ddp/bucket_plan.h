@@ -19,9 +19,10 @@ struct BucketParam {
   std::string group;  // dtype and device, e.g. "float@cpu": only equal groups share a bucket
 };
 
+// The caps, from ReducerOptions (first_bucket_bytes, bucket_cap_mb): no defaults of their own.
 struct BucketCaps {
-  int64_t first_cap_bytes = 1 << 20;    // 1 MiB, like PyTorch's DDP
-  int64_t cap_bytes = 25LL << 20;       // bucket_cap_mb
+  int64_t first_cap_bytes = 0;
+  int64_t cap_bytes = 0;
 };
 
 // Returns buckets in the order they will be reduced; each lists parameter indices (into `params`,
