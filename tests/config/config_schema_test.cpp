@@ -10,6 +10,7 @@
 
 #include "xlaunch/config/config_error.h"
 #include "xlaunch/config/config_io.h"
+#include "scratch_dir.h"
 
 using namespace xlaunch::config;
 
@@ -26,10 +27,7 @@ ConfigErrorInfo error_of(const std::string& text, std::optional<int> gpus = std:
   return {};
 }
 
-std::string temp_dir() {
-  char tmpl[] = "/tmp/xlaunch_config_test.XXXXXX";
-  return mkdtemp(tmpl);
-}
+std::string temp_dir() { return xlaunch::test::make_scratch_dir(); }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "process.h"
+#include "scratch_dir.h"
 
 using xlaunch::test::count;
 using xlaunch::test::has;
@@ -28,18 +29,14 @@ std::string read(const std::string& path) {
 
 // Each test has its own HOME and config homes, so neither the user's xlaunch config nor their
 // Accelerate config leaks in.
-class AccelerateCompat : public ::testing::Test {
+class AccelerateCompat : public xlaunch::test::ScratchDirTest<> {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/xlaunch_accel.XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    ScratchDirTest::SetUp();
     env_ = {"HOME=" + dir_ + "/home", "XDG_CONFIG_HOME=" + dir_ + "/config", "TMPDIR=" + dir_, "XLAUNCH_CONFIG_FILE",
             "HF_HOME", "XDG_CACHE_HOME"};
     hostfile_ = dir_ + "/hosts";
     std::ofstream(hostfile_) << "localhost slots=8\n";
-  }
-  void TearDown() override {
-    if (!HasFailure()) std::system(("rm -rf '" + dir_ + "'").c_str());
   }
 
   std::vector<std::string> with(std::vector<std::string> extra) const {
@@ -61,7 +58,7 @@ class AccelerateCompat : public ::testing::Test {
     return run(options, with(extra_env));
   }
 
-  std::string dir_, hostfile_;
+  std::string hostfile_;
   std::vector<std::string> env_;
 };
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "xlaunch/config/config_io.h"
+#include "scratch_dir.h"
 
 namespace {
 
@@ -63,10 +64,7 @@ class PtySession {
   std::string pending_, all_;
 };
 
-std::string temp_dir() {
-  char tmpl[] = "/tmp/xlaunch_pty.XXXXXX";
-  return mkdtemp(tmpl);
-}
+std::string temp_dir() { return xlaunch::test::make_scratch_dir(); }
 
 }  // namespace
 

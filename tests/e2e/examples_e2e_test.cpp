@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "process.h"
+#include "scratch_dir.h"
 
 using xlaunch::test::count;
 using xlaunch::test::has;
@@ -14,20 +15,16 @@ using xlaunch::test::run;
 namespace {
 
 // Each test has its own config home and temporary directory, and a 2-process CPU config.
-class ExamplesE2E : public ::testing::Test {
+class ExamplesE2E : public xlaunch::test::ScratchDirTest<> {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/xlaunch_examples_e2e.XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    ScratchDirTest::SetUp();
     env_ = {"XDG_CONFIG_HOME=" + dir_ + "/config", "XLAUNCH_CONFIG_FILE", "TMPDIR=" + dir_};
     config_ = dir_ + "/two_cpu.yaml";
     std::ofstream(config_) << "distributed_type: MULTI_CPU\nnum_processes: 2\n";
   }
-  void TearDown() override {
-    if (!HasFailure()) std::system(("rm -rf '" + dir_ + "'").c_str());
-  }
 
-  std::string dir_, config_;
+  std::string config_;
   std::vector<std::string> env_;
 };
 

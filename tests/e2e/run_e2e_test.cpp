@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "process.h"
+#include "scratch_dir.h"
 
 using xlaunch::test::has;
 using xlaunch::test::run;
@@ -15,15 +16,11 @@ namespace {
 
 // Each test runs with its own empty config home, so no user config leaks in, and on the CPU
 // (--cpu), so the result does not depend on how many GPUs the machine has.
-class RunE2E : public ::testing::Test {
+class RunE2E : public xlaunch::test::ScratchDirTest<> {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/xlaunch_e2e.XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    ScratchDirTest::SetUp();
     env_ = {"XDG_CONFIG_HOME=" + dir_ + "/config", "XLAUNCH_CONFIG_FILE", "TMPDIR=" + dir_};
-  }
-  void TearDown() override {
-    if (!HasFailure()) std::system(("rm -rf '" + dir_ + "'").c_str());
   }
 
   // A fake mpirun first in PATH that leaves a marker when started at all.
@@ -41,7 +38,6 @@ class RunE2E : public ::testing::Test {
     return extra;
   }
 
-  std::string dir_;
   std::vector<std::string> env_;
 };
 

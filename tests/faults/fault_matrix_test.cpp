@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "../e2e/process.h"
+#include "scratch_dir.h"
 
 namespace {
 
@@ -61,17 +62,7 @@ std::vector<std::string> processes_naming(const std::string& needle) {
   return found;
 }
 
-class FaultMatrix : public ::testing::TestWithParam<std::tuple<Fault, int>> {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/xlaunch_faults.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override {
-    if (!HasFailure()) std::system(("rm -rf '" + dir_ + "'").c_str());
-  }
-  std::string dir_;
-};
+class FaultMatrix : public xlaunch::test::ScratchDirTest<::testing::TestWithParam<std::tuple<Fault, int>>> {};
 
 TEST_P(FaultMatrix, EndsFastNamesTheRankLeavesNothing) {
   const Fault& f = std::get<0>(GetParam());

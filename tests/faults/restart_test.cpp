@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "../e2e/process.h"
+#include "scratch_dir.h"
 
 namespace {
 
@@ -16,8 +17,7 @@ std::string final_line(const std::string& output) {
 }
 
 TEST(Restart, AFailedAttemptResumesFromItsCheckpointAndEndsTheSame) {
-  char tmpl[] = "/tmp/xlaunch_restart.XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const std::string dir = xlaunch::test::make_scratch_dir();
   const std::vector<std::string> env = {"TMPDIR=" + dir, "XDG_CONFIG_HOME=" + dir, "XLAUNCH_CONFIG_FILE"};
   const auto run = [&](const std::string& ckpt, std::vector<std::string> extra) {
     std::vector<std::string> argv = {XLAUNCH_BIN, "run", "--cpu", "-n", "2", "--max_restarts", "1", TRAIN_BIN,

@@ -12,6 +12,7 @@
 #include "launch/job_outcome.h"
 #include "xlaunch/status/rank_status.h"
 #include "xlaunch/status/verdict.h"
+#include "scratch_dir.h"
 
 using namespace xlaunch::launcher;
 using namespace xlaunch::status;
@@ -20,15 +21,7 @@ namespace {
 
 int exited(int code) { return code << 8; }  // a waitpid status for exit(code)
 
-class VerdictFile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/xlaunch_verdict_test.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-  std::string dir_;
-};
+class VerdictFile : public xlaunch::test::ScratchDirTest<> {};
 
 TEST_F(VerdictFile, ReadsCodeRankAndMessage) {
   std::ofstream(dir_ + "/verdict") << "124 1\njob stuck: allreduce #457 (bucket 2, 1.0 MiB float32) waited 600 s\n";

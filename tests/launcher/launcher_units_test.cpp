@@ -17,6 +17,7 @@
 #include "launch/programs.h"
 #include "launch/rank_wrapper.h"
 #include "xlaunch/place.h"
+#include "scratch_dir.h"
 
 using namespace xlaunch::launcher;
 using xlaunch::config::DistributedType;
@@ -121,8 +122,7 @@ TEST(MachineDefaults, GpusElseOneProcessPerCore) {
 }
 
 TEST(Programs, FindsLikeExecvp) {
-  char tmpl[] = "/tmp/xlaunch_prog_test.XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const std::string dir = xlaunch::test::make_scratch_dir();
   const std::string exe = dir + "/tool", plain = dir + "/data";
   std::ofstream(exe) << "#!/bin/sh\n";
   std::ofstream(plain) << "x";

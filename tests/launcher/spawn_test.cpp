@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include "scratch_dir.h"
 
 using namespace xlaunch::launcher;
 
@@ -73,8 +74,7 @@ TEST(Spawn, KeepsTheForwardingHandlerWhenAskedSoALateSignalIsHarmless) {
 }
 
 TEST(Spawn, TheChildDiesWithItsParentWhenAsked) {
-  char tmpl[] = "/tmp/xlaunch_spawn_test.XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const std::string dir = xlaunch::test::make_scratch_dir();
   const std::string pid_file = dir + "/pid";
   const pid_t parent = fork();
   ASSERT_GE(parent, 0);

@@ -13,21 +13,14 @@
 #include "xlaunch/status/step_stats.h"
 #include "xlaunch/status/trace_part.h"
 #include "xlaunch/status/verdict.h"
+#include "scratch_dir.h"
 
 namespace status = xlaunch::status;
 namespace files = xlaunch::files;
 
 namespace {
 
-class StatusDir : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/xlaunch_status_dir_test.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-  std::string dir_;
-};
+class StatusDir : public xlaunch::test::ScratchDirTest<> {};
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include "xlaunch/status/private_files.h"
 #include "xlaunch/status/rank_status.h"
 #include "xlaunch/status/verdict.h"
+#include "scratch_dir.h"
 
 using namespace xlaunch::status;
 namespace files = xlaunch::files;
@@ -28,28 +29,26 @@ std::string slurp(const std::string& path) {
   return os.str();
 }
 
-class StatusFiles : public ::testing::Test {
+class StatusFiles : public xlaunch::test::ScratchDirTest<> {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/xlaunch_status_test.XXXXXX";
-    root_ = mkdtemp(tmpl);
-    dir_ = root_ + "/status";
-    ASSERT_EQ(mkdir(dir_.c_str(), 0700), 0);
-    victim_ = root_ + "/victim";
+    ScratchDirTest::SetUp();
+    status_ = dir_ + "/status";
+    ASSERT_EQ(mkdir(status_.c_str(), 0700), 0);
+    victim_ = dir_ + "/victim";
     std::ofstream(victim_) << "precious\n";
   }
-  void TearDown() override { std::system(("rm -rf '" + root_ + "'").c_str()); }
 
   // A directory "another user" made: owned by them, writable by all.
   std::string foreign_dir(const std::string& name) {
-    const std::string d = root_ + "/" + name;
+    const std::string d = dir_ + "/" + name;
     EXPECT_EQ(mkdir(d.c_str(), 0777), 0);
     chmod(d.c_str(), 0777);
     EXPECT_EQ(chown(d.c_str(), kOtherUser, kOtherUser), 0);
     return d;
   }
 
-  std::string root_, dir_, victim_;
+  std::string status_, victim_;  // status_: the status directory, inside the scratch dir_
 };
 
 #define REQUIRE_ROOT() \
@@ -59,9 +58,9 @@ class StatusFiles : public ::testing::Test {
 
 TEST_F(StatusFiles, WriteThenRead) {
   std::string why;
-  ASSERT_TRUE(write_rank_status(dir_, {1, false, 3, 42}, &why)) << why;
-  ASSERT_TRUE(write_rank_status(dir_, {0, true, 9, 43}, &why)) << why;
-  const auto all = read_rank_statuses(dir_);
+  ASSERT_TRUE(write_rank_status(status_, {1, false, 3, 42}, &why)) << why;
+  ASSERT_TRUE(write_rank_status(status_, {0, true, 9, 43}, &why)) << why;
+  const auto all = read_rank_statuses(status_);
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].rank, 0);
   EXPECT_TRUE(all[0].signaled);
@@ -69,49 +68,49 @@ TEST_F(StatusFiles, WriteThenRead) {
   EXPECT_EQ(all[1].code, 3);
   EXPECT_EQ(all[1].end_ns, 42);
   struct stat st {};
-  ASSERT_EQ(stat((dir_ + "/rank-0").c_str(), &st), 0);
+  ASSERT_EQ(stat((status_ + "/rank-0").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
 // The attack from issue 16: links where the wrapper writes, pointing at a victim's file.
 TEST_F(StatusFiles, PlantedLinksAreReplacedNotFollowed) {
-  for (const char* name : {"/rank-0.tmp", "/rank-0", "/.rank-0"}) ASSERT_EQ(symlink(victim_.c_str(), (dir_ + name).c_str()), 0);
+  for (const char* name : {"/rank-0.tmp", "/rank-0", "/.rank-0"}) ASSERT_EQ(symlink(victim_.c_str(), (status_ + name).c_str()), 0);
   std::string why;
-  ASSERT_TRUE(write_rank_status(dir_, {0, false, 7, 5}, &why)) << why;
+  ASSERT_TRUE(write_rank_status(status_, {0, false, 7, 5}, &why)) << why;
   EXPECT_EQ(slurp(victim_), "precious\n");
   struct stat st {};
-  ASSERT_EQ(lstat((dir_ + "/rank-0").c_str(), &st), 0);
+  ASSERT_EQ(lstat((status_ + "/rank-0").c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode)) << "the link was replaced by the status file";
-  const auto all = read_rank_statuses(dir_);
+  const auto all = read_rank_statuses(status_);
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].code, 7);
 }
 
 // A status file reached through a link is not read, even one whose contents parse.
 TEST_F(StatusFiles, ALinkedStatusFileIsNotRead) {
-  std::ofstream(root_ + "/forged") << "1 0 0 1\n";
-  ASSERT_EQ(symlink((root_ + "/forged").c_str(), (dir_ + "/rank-1").c_str()), 0);
-  std::ofstream(dir_ + "/verdict-target") << "124 1\nforged verdict\n";
-  ASSERT_EQ(symlink((dir_ + "/verdict-target").c_str(), (dir_ + "/verdict").c_str()), 0);
-  EXPECT_TRUE(read_rank_statuses(dir_).empty());
-  EXPECT_FALSE(read_verdict(dir_).has_value());
+  std::ofstream(dir_ + "/forged") << "1 0 0 1\n";
+  ASSERT_EQ(symlink((dir_ + "/forged").c_str(), (status_ + "/rank-1").c_str()), 0);
+  std::ofstream(status_ + "/verdict-target") << "124 1\nforged verdict\n";
+  ASSERT_EQ(symlink((status_ + "/verdict-target").c_str(), (status_ + "/verdict").c_str()), 0);
+  EXPECT_TRUE(read_rank_statuses(status_).empty());
+  EXPECT_FALSE(read_verdict(status_).has_value());
 }
 
 TEST_F(StatusFiles, ADirectoryOthersMayWriteIsRefused) {
-  chmod(dir_.c_str(), 0777);
+  chmod(status_.c_str(), 0777);
   std::string why;
-  EXPECT_FALSE(write_rank_status(dir_, {0, false, 0, 1}, &why));
+  EXPECT_FALSE(write_rank_status(status_, {0, false, 0, 1}, &why));
   EXPECT_NE(why.find("may be written by every user"), std::string::npos) << why;
-  EXPECT_TRUE(read_rank_statuses(dir_).empty());
+  EXPECT_TRUE(read_rank_statuses(status_).empty());
 }
 
 // A project directory: this user's, writable by the group. Accepted, as a log_dir often is.
 TEST_F(StatusFiles, AGroupWritableDirectoryOfOursIsAccepted) {
-  chmod(dir_.c_str(), 0775);
+  chmod(status_.c_str(), 0775);
   std::string why;
-  EXPECT_TRUE(write_rank_status(dir_, {0, false, 0, 1}, &why)) << why;
-  EXPECT_EQ(read_rank_statuses(dir_).size(), 1u);
-  EXPECT_FALSE(files::make_private_dir(dir_, "s-", &why).empty()) << why;
+  EXPECT_TRUE(write_rank_status(status_, {0, false, 0, 1}, &why)) << why;
+  EXPECT_EQ(read_rank_statuses(status_).size(), 1u);
+  EXPECT_FALSE(files::make_private_dir(status_, "s-", &why).empty()) << why;
 }
 
 TEST_F(StatusFiles, AForgedStatusInAForeignDirectoryIsNeverRead) {
@@ -130,11 +129,11 @@ TEST_F(StatusFiles, AForgedStatusInAForeignDirectoryIsNeverRead) {
 
 TEST_F(StatusFiles, AForeignFileInOurDirectoryIsSkipped) {
   REQUIRE_ROOT();
-  std::ofstream(dir_ + "/rank-1") << "1 0 5 1\n";
-  ASSERT_EQ(chown((dir_ + "/rank-1").c_str(), kOtherUser, kOtherUser), 0);
+  std::ofstream(status_ + "/rank-1") << "1 0 5 1\n";
+  ASSERT_EQ(chown((status_ + "/rank-1").c_str(), kOtherUser, kOtherUser), 0);
   std::string why;
-  ASSERT_TRUE(write_rank_status(dir_, {0, false, 0, 2}, &why)) << why;
-  const auto all = read_rank_statuses(dir_);
+  ASSERT_TRUE(write_rank_status(status_, {0, false, 0, 2}, &why)) << why;
+  const auto all = read_rank_statuses(status_);
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].rank, 0);
 }
@@ -143,10 +142,10 @@ TEST_F(StatusFiles, PrivateDirectoriesAreNewUnguessableAndOnlyOurs) {
   std::string why;
   std::set<std::string> seen;
   for (int i = 0; i < 20; ++i) {
-    const std::string d = files::make_private_dir(root_, "xlaunch-status-x-0-", &why);
+    const std::string d = files::make_private_dir(dir_, "xlaunch-status-x-0-", &why);
     ASSERT_FALSE(d.empty()) << why;
     EXPECT_TRUE(seen.insert(d).second) << "a name came twice: " << d;
-    EXPECT_EQ(d.rfind(root_ + "/xlaunch-status-x-0-", 0), 0u) << d;
+    EXPECT_EQ(d.rfind(dir_ + "/xlaunch-status-x-0-", 0), 0u) << d;
     struct stat st {};
     ASSERT_EQ(lstat(d.c_str(), &st), 0);
     EXPECT_TRUE(S_ISDIR(st.st_mode));
@@ -154,7 +153,7 @@ TEST_F(StatusFiles, PrivateDirectoriesAreNewUnguessableAndOnlyOurs) {
     EXPECT_EQ(st.st_uid, geteuid());
   }
   // A parent anyone may write to without the sticky bit: anyone could swap the directory.
-  const std::string open_parent = root_ + "/open";
+  const std::string open_parent = dir_ + "/open";
   ASSERT_EQ(mkdir(open_parent.c_str(), 0700), 0);
   chmod(open_parent.c_str(), 0777);
   EXPECT_TRUE(files::make_private_dir(open_parent, "s-", &why).empty());
@@ -174,9 +173,9 @@ TEST_F(StatusFiles, AParentAnotherUserOwnsIsRefused) {
 
 TEST_F(StatusFiles, RemovingTheDirectoryTakesOurFilesOnly) {
   std::string why;
-  ASSERT_TRUE(write_rank_status(dir_, {0, false, 0, 1}, &why)) << why;
-  ASSERT_EQ(symlink(victim_.c_str(), (dir_ + "/progress-0").c_str()), 0);
-  files::remove_private_dir(dir_);
-  EXPECT_NE(access(dir_.c_str(), F_OK), 0) << "removed";
+  ASSERT_TRUE(write_rank_status(status_, {0, false, 0, 1}, &why)) << why;
+  ASSERT_EQ(symlink(victim_.c_str(), (status_ + "/progress-0").c_str()), 0);
+  files::remove_private_dir(status_);
+  EXPECT_NE(access(status_.c_str(), F_OK), 0) << "removed";
   EXPECT_EQ(slurp(victim_), "precious\n") << "the link went, not its target";
 }

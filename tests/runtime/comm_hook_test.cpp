@@ -23,6 +23,7 @@
 #include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
 #include "xlaunch/extend/comm_hook.h"
+#include "scratch_dir.h"
 
 using xlaunch::InProcessCommunicator;
 using xlaunch::InProcessGroup;
@@ -203,11 +204,8 @@ TEST(CommHookReducer, AnUnknownHookIsRefusedNamingTheKey) {
 TEST(CommHookReducer, PowerSgdStateIsSavedAndRestored) {
   // Train 3 steps, save, train 2 more: the same 2 steps after loading the checkpoint into fresh
   // models give bitwise the same parameters, which needs the error feedback and the warm start back.
-  // (A scratch directory from mkdtemp and rm -rf: the torch wheel's libtorch exports a
-  // std::filesystem::remove_all that crashes here.)
-  char tmpl[] = "/tmp/xlaunch_psgd_ckpt_XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = std::string(tmpl) + "/ckpt";
+  const std::string scratch = xlaunch::test::make_scratch_dir();
+  const std::string dir = scratch + "/ckpt";
   torch::manual_seed(5);
   Mlp init;
   auto run = [&](bool resume, bool drop_errors) {
@@ -259,5 +257,5 @@ TEST(CommHookReducer, PowerSgdStateIsSavedAndRestored) {
       differs |= !without_errors[r][k].equal(straight[r][k]);
     }
   EXPECT_TRUE(differs) << "without its error feedback the resumed run should differ: the test would not notice a loss";
-  std::system(("rm -rf '" + std::string(tmpl) + "'").c_str());
+  xlaunch::test::remove_scratch_dir(scratch);
 }

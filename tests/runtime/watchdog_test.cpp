@@ -12,6 +12,7 @@
 #include "watch/board.h"
 #include "watch/verdict.h"
 #include "xlaunch/error.h"
+#include "scratch_dir.h"
 
 using namespace xlaunch::watch;
 
@@ -114,15 +115,7 @@ TEST(Verdict, MismatchNamesBothSidesAndTheRankThatDiffersFromRankZero) {
   EXPECT_EQ(mismatch_verdict(2, r0, 1, r1).rank, 1);  // rank 2 agrees with rank 0, so rank 1 differs
 }
 
-class BoardFiles : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/xlaunch_board_test.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-  std::string dir_;
-};
+class BoardFiles : public xlaunch::test::ScratchDirTest<> {};
 
 TEST_F(BoardFiles, CreatedFreshPrivateAndReadableByPeers) {
   Board* mine = create_board(dir_, 0, 2);
