@@ -29,6 +29,18 @@ inline void remove_scratch_dir(const std::string& dir) {
   if (!dir.empty()) std::system(("rm -rf '" + dir + "'").c_str());
 }
 
+// A scratch directory for the scope of a test body: `path` is made at construction and removed at
+// destruction unless the test has failed by then.
+struct ScratchDir {
+  const std::string path = make_scratch_dir();
+  ScratchDir() = default;
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    if (!::testing::Test::HasFailure()) remove_scratch_dir(path);
+  }
+};
+
 // A fixture whose dir_ is the test's scratch directory. A fixture that sets up more calls
 // ScratchDirTest::SetUp() first. Base: ::testing::Test, or ::testing::TestWithParam<T>.
 template <class Base = ::testing::Test>

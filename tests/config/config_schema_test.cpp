@@ -27,8 +27,6 @@ ConfigErrorInfo error_of(const std::string& text, std::optional<int> gpus = std:
   return {};
 }
 
-std::string temp_dir() { return xlaunch::test::make_scratch_dir(); }
-
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
@@ -78,7 +76,8 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   c.trace_dir = "/tmp/trace";
   c.trace_steps = 7;
 
-  const std::string dir = temp_dir();
+  const xlaunch::test::ScratchDir scratch;
+  const std::string dir = scratch.path;
   const std::string path = dir + "/sub/dir/cfg.yaml";
   save_config(c, path);
   const LoadedConfig l = load_config(path, 2);
@@ -108,7 +107,8 @@ TEST(ConfigRoundTrip, DefaultsSurviveAndStringsThatLookLikeBoolsStayStrings) {
 }
 
 TEST(ConfigSave, IsAtomicAndLeavesNoTemporaryFile) {
-  const std::string dir = temp_dir();
+  const xlaunch::test::ScratchDir scratch;
+  const std::string dir = scratch.path;
   const std::string path = dir + "/cfg.yaml";
   {
     std::ofstream(path) << "num_processes: 1\n";
@@ -123,7 +123,8 @@ TEST(ConfigSave, IsAtomicAndLeavesNoTemporaryFile) {
 }
 
 TEST(ConfigSave, UnwritableLocationIsAConfigErrorAndTheOldFileStays) {
-  const std::string dir = temp_dir();
+  const xlaunch::test::ScratchDir scratch;
+  const std::string dir = scratch.path;
   const std::string blocker = dir + "/file";
   std::ofstream(blocker) << "x";
   try {
@@ -306,7 +307,8 @@ TEST(ConfigErrors, EmptyAndNonMappingFiles) {
 }
 
 TEST(ConfigErrors, MissingAndUnreadableFiles) {
-  const std::string dir = temp_dir();
+  const xlaunch::test::ScratchDir scratch;
+  const std::string dir = scratch.path;
   try {
     load_config(dir + "/absent.yaml");
     FAIL();

@@ -64,12 +64,12 @@ class PtySession {
   std::string pending_, all_;
 };
 
-std::string temp_dir() { return xlaunch::test::make_scratch_dir(); }
 
 }  // namespace
 
 TEST(ConfigPty, QuestionsWithOneWrongAnswerWriteTheFile) {
-  const std::string dir = temp_dir(), file = dir + "/sub/cfg.yaml";
+  const xlaunch::test::ScratchDir scratch;
+  const std::string dir = scratch.path, file = dir + "/sub/cfg.yaml";
   PtySession s(file, dir);
   ASSERT_TRUE(s.expect("Which kind of training?")) << s.transcript();
   ASSERT_TRUE(s.expect("(NO/MULTI_CPU/MULTI_GPU) [")) << s.transcript();
@@ -101,7 +101,8 @@ TEST(ConfigPty, QuestionsWithOneWrongAnswerWriteTheFile) {
 }
 
 TEST(ConfigPty, SeveralMachinesAskForTheMainMachineAndTheHostfile) {
-  const std::string dir = temp_dir(), file = dir + "/cfg.yaml", hosts = dir + "/hosts";
+  const xlaunch::test::ScratchDir scratch;
+  const std::string dir = scratch.path, file = dir + "/cfg.yaml", hosts = dir + "/hosts";
   { std::ofstream(hosts) << "node1 slots=2\nnode2 slots=2\n"; }
   PtySession s(file, dir);
   ASSERT_TRUE(s.expect("Which kind of training?")) << s.transcript();
@@ -146,7 +147,8 @@ TEST(ConfigPty, SeveralMachinesAskForTheMainMachineAndTheHostfile) {
 }
 
 TEST(ConfigPty, EndOfInputAbortsAndWritesNothing) {
-  const std::string dir = temp_dir(), file = dir + "/cfg.yaml";
+  const xlaunch::test::ScratchDir scratch;
+  const std::string dir = scratch.path, file = dir + "/cfg.yaml";
   PtySession s(file, dir);
   ASSERT_TRUE(s.expect("Which kind of training?")) << s.transcript();
   s.type("MULTI_CPU\n");
@@ -158,7 +160,8 @@ TEST(ConfigPty, EndOfInputAbortsAndWritesNothing) {
 }
 
 TEST(ConfigPty, AnExistingFileIsReplacedOnlyWhenTheUserSaysSo) {
-  const std::string dir = temp_dir(), file = dir + "/cfg.yaml";
+  const xlaunch::test::ScratchDir scratch;
+  const std::string dir = scratch.path, file = dir + "/cfg.yaml";
   xlaunch::config::LaunchConfig c;
   c.gradient_accumulation_steps = 7;
   xlaunch::config::save_config(c, file);

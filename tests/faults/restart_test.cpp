@@ -17,7 +17,8 @@ std::string final_line(const std::string& output) {
 }
 
 TEST(Restart, AFailedAttemptResumesFromItsCheckpointAndEndsTheSame) {
-  const std::string dir = xlaunch::test::make_scratch_dir();
+  const xlaunch::test::ScratchDir scratch;
+  const std::string dir = scratch.path;
   const std::vector<std::string> env = {"TMPDIR=" + dir, "XDG_CONFIG_HOME=" + dir, "XLAUNCH_CONFIG_FILE"};
   const auto run = [&](const std::string& ckpt, std::vector<std::string> extra) {
     std::vector<std::string> argv = {XLAUNCH_BIN, "run", "--cpu", "-n", "2", "--max_restarts", "1", TRAIN_BIN,
@@ -35,7 +36,6 @@ TEST(Restart, AFailedAttemptResumesFromItsCheckpointAndEndsTheSame) {
   EXPECT_NE(faulty.output.find("resumed from " + dir + "/faulty at epoch 2"), std::string::npos) << faulty.output;
   ASSERT_NE(final_line(clean.output), "") << clean.output;
   EXPECT_EQ(final_line(faulty.output), final_line(clean.output)) << faulty.output;
-  if (!HasFailure()) std::system(("rm -rf '" + dir + "'").c_str());
 }
 
 }  // namespace

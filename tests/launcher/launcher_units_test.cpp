@@ -122,7 +122,8 @@ TEST(MachineDefaults, GpusElseOneProcessPerCore) {
 }
 
 TEST(Programs, FindsLikeExecvp) {
-  const std::string dir = xlaunch::test::make_scratch_dir();
+  const xlaunch::test::ScratchDir scratch;
+  const std::string dir = scratch.path;
   const std::string exe = dir + "/tool", plain = dir + "/data";
   std::ofstream(exe) << "#!/bin/sh\n";
   std::ofstream(plain) << "x";

@@ -74,7 +74,8 @@ TEST(Spawn, KeepsTheForwardingHandlerWhenAskedSoALateSignalIsHarmless) {
 }
 
 TEST(Spawn, TheChildDiesWithItsParentWhenAsked) {
-  const std::string dir = xlaunch::test::make_scratch_dir();
+  const xlaunch::test::ScratchDir scratch;
+  const std::string dir = scratch.path;
   const std::string pid_file = dir + "/pid";
   const pid_t parent = fork();
   ASSERT_GE(parent, 0);
