@@ -178,23 +178,28 @@ bool make_dirs(const std::string& dir, std::string* why) {
   return !ec;
 }
 
+std::vector<std::string> list_private_dir(int dirfd) {
+  std::vector<std::string> names;
+  const int listing = dup(dirfd);  // closedir closes the descriptor it reads; dirfd stays the caller's
+  DIR* d = listing >= 0 ? fdopendir(listing) : nullptr;
+  if (!d) {
+    if (listing >= 0) close(listing);
+    return names;
+  }
+  while (const dirent* e = readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+  closedir(d);
+  return names;
+}
+
 void remove_private_dir(const std::string& dir) {
   std::string why;
   const int fd = open_private_dir(dir, &why);
   if (fd < 0) return;
-  const int listing = dup(fd);
-  DIR* d = listing >= 0 ? fdopendir(listing) : nullptr;
-  if (!d && listing >= 0) close(listing);
-  if (d) {
-    std::vector<std::string> names;
-    while (const dirent* e = readdir(d))
-      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
-    closedir(d);
-    for (const auto& n : names) {
-      struct stat st {};
-      if (fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == geteuid() && !S_ISDIR(st.st_mode))
-        unlinkat(fd, n.c_str(), 0);
-    }
+  for (const auto& n : list_private_dir(fd)) {
+    struct stat st {};
+    if (fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == geteuid() && !S_ISDIR(st.st_mode))
+      unlinkat(fd, n.c_str(), 0);
   }
   close(fd);
   rmdir(dir.c_str());

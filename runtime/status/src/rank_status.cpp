@@ -1,6 +1,5 @@
 #include "xlaunch/status/rank_status.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,11 +37,7 @@ std::vector<RankStatus> read_rank_statuses(const std::string& dir) {
   std::string why;
   const int fd = files::open_private_dir(dir, &why);
   if (fd < 0) return out;
-  const int listing = dup(fd);
-  DIR* d = listing >= 0 ? fdopendir(listing) : nullptr;
-  if (!d && listing >= 0) close(listing);
-  while (dirent* e = d ? readdir(d) : nullptr) {
-    const std::string name = e->d_name;
+  for (const std::string& name : files::list_private_dir(fd)) {
     if (name.rfind(kPrefix, 0) != 0) continue;
     const auto text = files::read_private_file(fd, name);
     if (!text) continue;
@@ -55,7 +50,6 @@ std::vector<RankStatus> read_rank_statuses(const std::string& dir) {
       out.push_back(s);
     }
   }
-  if (d) closedir(d);
   close(fd);
   std::sort(out.begin(), out.end(), [](const RankStatus& a, const RankStatus& b) { return a.rank < b.rank; });
   return out;

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace xlaunch::files {
 
@@ -37,6 +38,10 @@ bool write_private_file(int dirfd, const std::string& name, const std::string& b
 // Contents of dirfd/name when it is a regular file (not a link) owned by this user and at most
 // max_bytes long; nullopt otherwise (missing, foreign, forged through a link, too large).
 std::optional<std::string> read_private_file(int dirfd, const std::string& name, size_t max_bytes = 65536);
+
+// The names in the directory open as dirfd (from open_private_dir), without "." and "..", in the
+// order the directory gives them; empty when it cannot be read. dirfd stays open.
+std::vector<std::string> list_private_dir(int dirfd);
 
 // A new file `path` (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600: never one someone put there first),
 // `bytes` long, mapped shared read-write: what a rank publishes to the launcher and its peers
