@@ -8,7 +8,10 @@
 //
 // Bandwidth: each thread moves 16-byte vectors, kUnroll of them in flight before any is used,
 // and a chunk is big enough (32 KiB) that the search and the block start cost little, small
-// enough that a ResNet-50 sized set gives several waves of blocks over the GPU.
+// enough that a ResNet-50 sized set gives several waves of blocks over the GPU. A chunk that does
+// not start on a 16-byte boundary (a gradient packed after an odd-sized one in a bucket, a view)
+// takes its first few elements one by one and the rest as vectors: the chunking and that split
+// are unscale_layout.h's, shared with the host so that tests without a GPU check them.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -17,6 +20,7 @@
 #include <string>
 
 #include "xlaunch/kernels/amp_unscale.h"
+#include "xlaunch/kernels/unscale_layout.h"
 
 #define XLAUNCH_KERNELS_CHECK_CUDA(call)                                                        \
   do {                                                                                          \
@@ -30,9 +34,10 @@
 namespace xlaunch::kernels {
 namespace {
 
+namespace layout = unscale_layout;
+
 constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
-constexpr int kChunkBytes = 32 * 1024;
 #if CUDART_VERSION >= 12010
 constexpr int kMaxTensors = 1024;  // 20 KiB of parameters
 #else
@@ -79,8 +84,8 @@ template <DType D>
 __global__ void __launch_bounds__(kThreads)
     unscale_kernel(const __grid_constant__ UnscaleArgs args, float inv_scale, float* found_inf) {
   using Raw = typename Traits<D>::Raw;
-  constexpr int kVec = 16 / sizeof(Raw);  // elements per 16-byte vector
-  constexpr int64_t kChunk = kChunkBytes / sizeof(Raw);
+  constexpr int kVec = layout::kVectorBytes / sizeof(Raw);  // elements per 16-byte vector
+  static_assert(layout::kChunkBytes % layout::kVectorBytes == 0, "chunks keep the tensor's alignment");
 
   __shared__ int s_tensor;
   const int chunk = blockIdx.x;
@@ -94,38 +99,40 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   const int t = s_tensor;
-  const int64_t start = static_cast<int64_t>(chunk - args.chunk_begin[t]) * kChunk;
-  const int len = static_cast<int>(min(kChunk, args.numel[t] - start));
-  Raw* p = static_cast<Raw*>(args.data[t]) + start;
+  const layout::Chunk c = layout::chunk_of(chunk - args.chunk_begin[t], args.numel[t], sizeof(Raw));
+  Raw* p = static_cast<Raw*>(args.data[t]) + c.start;
+  const layout::VectorSplit split = layout::vector_split(reinterpret_cast<uint64_t>(p), c.len, sizeof(Raw));
+  const int head = static_cast<int>(split.head), body_end = static_cast<int>(split.head + split.body);
+  const int len = static_cast<int>(c.len);
   const bool scale = inv_scale != 1.0f;
   bool bad = false;
 
-  // Chunks are multiples of kVec, so p is 16-byte aligned exactly when the tensor's start is.
-  int done = 0;
-  if ((reinterpret_cast<uintptr_t>(p) & 15) == 0) {
-    const int nvec = len / kVec;
-    uint4* v = reinterpret_cast<uint4*>(p);
-    for (int base = 0; base < nvec; base += kThreads * kUnroll) {
-      uint4 r[kUnroll];
+  // The head: fewer than a vector's elements (all of them when the tensor is not even aligned to
+  // its element size), one per thread.
+  for (int i = threadIdx.x; i < head; i += kThreads) bad |= process<D>(p + i, inv_scale, scale);
+  // The body, from the first 16-byte boundary: whole vectors.
+  const int nvec = static_cast<int>(split.body / kVec);
+  uint4* v = reinterpret_cast<uint4*>(p + head);
+  for (int base = 0; base < nvec; base += kThreads * kUnroll) {
+    uint4 r[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int i = base + u * kThreads + threadIdx.x;
-        if (i < nvec) r[u] = __ldcs(v + i);
-      }
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * kThreads + threadIdx.x;
+      if (i < nvec) r[u] = __ldcs(v + i);
+    }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int i = base + u * kThreads + threadIdx.x;
-        if (i < nvec) {
-          Raw* e = reinterpret_cast<Raw*>(&r[u]);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * kThreads + threadIdx.x;
+      if (i < nvec) {
+        Raw* e = reinterpret_cast<Raw*>(&r[u]);
 #pragma unroll
-          for (int k = 0; k < kVec; ++k) bad |= process<D>(e + k, inv_scale, scale);
-          if (scale) __stcs(v + i, r[u]);
-        }
+        for (int k = 0; k < kVec; ++k) bad |= process<D>(e + k, inv_scale, scale);
+        if (scale) __stcs(v + i, r[u]);
       }
     }
-    done = nvec * kVec;
   }
-  for (int i = done + threadIdx.x; i < len; i += kThreads) bad |= process<D>(p + i, inv_scale, scale);
+  // The tail: what is left after the last whole vector.
+  for (int i = body_end + threadIdx.x; i < len; i += kThreads) bad |= process<D>(p + i, inv_scale, scale);
 
   // One write per block that saw a non-finite value; racing writers all store 1.
   if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = 1.0f;
@@ -139,7 +146,7 @@ void launch(const UnscaleArgs& args, float inv_scale, float* found_inf, cudaStre
   XLAUNCH_KERNELS_CHECK_CUDA(cudaGetLastError());
 }
 
-int64_t chunk_elems(DType dtype) { return kChunkBytes / (dtype == DType::Float32 ? 4 : 2); }
+int elem_bytes(DType dtype) { return dtype == DType::Float32 ? 4 : 2; }
 
 }  // namespace
 
@@ -156,7 +163,7 @@ int cuda_device_count() {
 
 void unscale_and_check_cuda(DType dtype, const TensorSpan* tensors, size_t count, float inv_scale,
                             float* found_inf, CUstream_st* stream) {
-  const int64_t chunk = chunk_elems(dtype);
+  const int64_t chunk = layout::chunk_elems(elem_bytes(dtype));
   // Fewer blocks per launch than gridDim.x allows, so the chunk index always fits an int.
   constexpr int64_t kMaxChunksPerLaunch = int64_t{1} << 30;
   UnscaleArgs args;
@@ -177,13 +184,13 @@ void unscale_and_check_cuda(DType dtype, const TensorSpan* tensors, size_t count
     while (left > 0) {
       if (args.count == kMaxTensors || args.chunk_begin[args.count] == kMaxChunksPerLaunch) flush();
       const int64_t room = kMaxChunksPerLaunch - args.chunk_begin[args.count];
-      const int64_t chunks = std::min((left + chunk - 1) / chunk, room);
+      const int64_t chunks = std::min(layout::chunk_count(left, elem_bytes(dtype)), room);
       const int64_t n = std::min(left, chunks * chunk);
       args.data[args.count] = data;
       args.numel[args.count] = n;
       args.chunk_begin[args.count + 1] = static_cast<int>(args.chunk_begin[args.count] + chunks);
       ++args.count;
-      data = static_cast<char*>(data) + n * (dtype == DType::Float32 ? 4 : 2);
+      data = static_cast<char*>(data) + n * elem_bytes(dtype);
       left -= n;
     }
   }

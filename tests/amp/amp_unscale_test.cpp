@@ -1,13 +1,16 @@
-// The fused unscale + non-finite check: the CPU reference against values known in advance, and
-// the CUDA kernel against the CPU reference (where a GPU exists).
+// The fused unscale + non-finite check: the CPU reference against values known in advance, the
+// kernel's work split (unscale_layout.h) walked on the host against the reference, and the CUDA
+// kernel against the CPU reference (where a GPU exists).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "xlaunch/kernels/amp_unscale.h"
 #include "xlaunch/kernels/half_bits.h"
+#include "xlaunch/kernels/unscale_layout.h"
 
 #if XLAUNCH_KERNELS_CUDA
 #include <cuda_runtime.h>
@@ -115,6 +118,183 @@ TEST(AmpUnscaleCpu, BFloat16) {
   check_16bit(xk::DType::BFloat16, xk::float_to_bf16_bits, xk::bf16_bits_to_float, 0x7f80);
 }
 
+namespace layout = xk::unscale_layout;
+
+TEST(UnscaleLayout, VectorSplitLiteralCases) {
+  // float32 one element past a boundary: 3 to reach the next one, 4 vectors of 4, 1 left.
+  auto s = layout::vector_split(0x1004, 20, 4);
+  EXPECT_EQ(s.head, 3);
+  EXPECT_EQ(s.body, 16);
+  EXPECT_EQ(s.tail, 1);
+  s = layout::vector_split(0x1000, 20, 4);  // aligned: no head
+  EXPECT_EQ(s.head, 0);
+  EXPECT_EQ(s.body, 20);
+  EXPECT_EQ(s.tail, 0);
+  s = layout::vector_split(0x100e, 20, 2);  // 16-bit, 7 elements past: 1 to go, 2 vectors of 8
+  EXPECT_EQ(s.head, 1);
+  EXPECT_EQ(s.body, 16);
+  EXPECT_EQ(s.tail, 3);
+  s = layout::vector_split(0x1004, 2, 4);  // shorter than the way to the boundary: all head
+  EXPECT_EQ(s.head, 2);
+  EXPECT_EQ(s.body + s.tail, 0);
+  s = layout::vector_split(0x1002, 100, 4);  // float32 off its own size: never aligned, all head
+  EXPECT_EQ(s.head, 100);
+  EXPECT_EQ(s.body + s.tail, 0);
+  s = layout::vector_split(0x1000, 0, 4);
+  EXPECT_EQ(s.head + s.body + s.tail, 0);
+}
+
+TEST(UnscaleLayout, EveryOffsetReachesTheVectorsAfterLessThanOneVector) {
+  for (int eb : {2, 4}) {
+    const int64_t per_vec = layout::kVectorBytes / eb;
+    for (uint64_t off = 0; off < 64; off += eb) {
+      const uint64_t addr = 0x7f0000001000ull + off;
+      for (int64_t n = 0; n <= 3 * per_vec + 3; ++n) {
+        const auto s = layout::vector_split(addr, n, eb);
+        SCOPED_TRACE(::testing::Message() << eb << "-byte elements at byte offset " << off << ", n " << n);
+        ASSERT_EQ(s.head + s.body + s.tail, n);
+        ASSERT_GE(s.head, 0);
+        ASSERT_LT(s.head, per_vec);
+        ASSERT_EQ(s.body % per_vec, 0);
+        ASSERT_LT(s.tail, per_vec);
+        if (s.body > 0) {
+          ASSERT_EQ((addr + s.head * eb) % layout::kVectorBytes, 0u);
+        }
+        // Whatever the start, every whole vector after the first boundary goes vectorised.
+        if (n - s.head >= per_vec) {
+          ASSERT_GT(s.body, 0);
+        }
+      }
+    }
+  }
+}
+
+TEST(UnscaleLayout, ChunksCoverATensorOnceAndKeepItsAlignment) {
+  for (int eb : {2, 4}) {
+    const int64_t c = layout::chunk_elems(eb);
+    EXPECT_EQ(c * eb, layout::kChunkBytes);
+    EXPECT_EQ((c * eb) % layout::kVectorBytes, 0);
+    for (int64_t n : {int64_t{0}, int64_t{1}, c - 1, c, c + 1, 3 * c + 7}) {
+      const int64_t chunks = layout::chunk_count(n, eb);
+      int64_t next = 0;
+      for (int64_t k = 0; k < chunks; ++k) {
+        const auto ch = layout::chunk_of(k, n, eb);
+        ASSERT_EQ(ch.start, next) << n;
+        ASSERT_GT(ch.len, 0) << n;
+        ASSERT_LE(ch.len, c) << n;
+        next += ch.len;
+      }
+      EXPECT_EQ(next, n) << "chunks of " << n << " " << eb << "-byte elements";
+    }
+  }
+}
+
+// The kernel's walk over a group, on the host: the same chunks and head/body/tail splits (through
+// unscale_layout.h), each element unscaled by the reference on its own, the body in 16-byte pieces
+// whose alignment is checked. Returns how often each element was visited, per tensor.
+std::vector<std::vector<int>> walk_like_the_kernel(xk::DType dtype, const std::vector<xk::TensorSpan>& spans,
+                                                   float inv_scale, float* found) {
+  const int eb = dtype == xk::DType::Float32 ? 4 : 2;
+  std::vector<std::vector<int>> visits;
+  for (const auto& t : spans) {
+    visits.emplace_back(static_cast<size_t>(t.numel), 0);
+    auto& seen = visits.back();
+    char* base = static_cast<char*>(t.data);
+    const auto one = [&](int64_t i) {
+      ++seen[static_cast<size_t>(i)];
+      xk::TensorSpan e{base + i * eb, 1};
+      xk::unscale_and_check_cpu(dtype, &e, 1, inv_scale, found);
+    };
+    for (int64_t k = 0; k < layout::chunk_count(t.numel, eb); ++k) {
+      const auto ch = layout::chunk_of(k, t.numel, eb);
+      const auto s = layout::vector_split(reinterpret_cast<uint64_t>(base + ch.start * eb), ch.len, eb);
+      for (int64_t i = 0; i < s.head; ++i) one(ch.start + i);
+      for (int64_t v = 0; v < s.body; v += layout::kVectorBytes / eb) {
+        char* at = base + (ch.start + s.head + v) * eb;
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(at) % layout::kVectorBytes, 0u) << "a body vector off its boundary";
+        for (int64_t i = 0; i < layout::kVectorBytes / eb; ++i) one(ch.start + s.head + v + i);
+      }
+      for (int64_t i = s.head + s.body; i < ch.len; ++i) one(ch.start + i);
+    }
+  }
+  return visits;
+}
+
+// Views into one flat 16-byte aligned buffer at element offsets 1, 2, 3, ... past a boundary, with
+// odd sizes (one spans several chunks): a bucket packed without padding looks like this.
+struct FlatGroup {
+  std::vector<int64_t> offset, numel;
+  int64_t total = 0;
+};
+
+FlatGroup odd_views(int eb) {
+  const int64_t c = layout::chunk_elems(eb);
+  const std::vector<int64_t> sizes = {1, 2, 3, 5, 7, 9, 13, 17, 31, 33, c + 3, 2 * c + 5, 100, 8};
+  FlatGroup g;
+  int64_t at = 0;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    const int64_t per_vec = layout::kVectorBytes / eb;
+    at = (at + per_vec - 1) / per_vec * per_vec + static_cast<int64_t>(t + 1) % per_vec;  // offset t+1
+    g.offset.push_back(at);
+    g.numel.push_back(sizes[t]);
+    at += sizes[t];
+  }
+  g.total = at;
+  return g;
+}
+
+template <typename Raw>
+void walk_matches_reference(xk::DType dtype, Raw (*from)(float), uint32_t inf_bits, uint32_t nan_bits) {
+  const int eb = sizeof(Raw);
+  const FlatGroup g = odd_views(eb);
+  // Bad values in heads (index 0 and 1 of tensors starting 1 and 2 elements past a boundary), in a
+  // body, in a second chunk's head and tail, and in the last tensor's last element.
+  const int64_t c = layout::chunk_elems(eb);
+  const std::vector<std::vector<std::pair<int, int64_t>>> cases = {
+      {}, {{0, 0}}, {{1, 1}}, {{9, 20}}, {{10, c}}, {{10, c + 2}}, {{11, 2 * c + 4}}, {{13, 7}}, {{4, 4}, {12, 99}}};
+  for (const uint32_t bits : {inf_bits, nan_bits}) {
+    for (const auto& bad : cases) {
+      for (const float inv_scale : {0.125f, 1.0f}) {
+        // The buffer as 16-byte words, so that offset 0 is on a boundary.
+        std::vector<uint64_t> words((g.total * eb + 15) / 16 * 2 + 2);
+        Raw* flat = reinterpret_cast<Raw*>(words.data());
+        for (int64_t i = 0; i < g.total; ++i) flat[i] = from(value(1, i) * 8.0f);
+        for (auto [t, i] : bad) flat[g.offset[t] + i] = static_cast<Raw>(bits);
+        std::vector<uint64_t> ref_words = words;
+        Raw* ref = reinterpret_cast<Raw*>(ref_words.data());
+        std::vector<xk::TensorSpan> spans, ref_spans;
+        for (size_t t = 0; t < g.numel.size(); ++t) {
+          spans.push_back({flat + g.offset[t], g.numel[t]});
+          ref_spans.push_back({ref + g.offset[t], g.numel[t]});
+        }
+        float found = 0.0f, ref_found = 0.0f;
+        const auto visits = walk_like_the_kernel(dtype, spans, inv_scale, &found);
+        xk::unscale_and_check_cpu(dtype, ref_spans.data(), ref_spans.size(), inv_scale, &ref_found);
+        SCOPED_TRACE(::testing::Message() << xk::dtype_name(dtype) << " inv_scale " << inv_scale << ", "
+                                          << bad.size() << " bad values, first at tensor "
+                                          << (bad.empty() ? -1 : bad[0].first));
+        ASSERT_EQ(found, bad.empty() ? 0.0f : 1.0f);
+        ASSERT_EQ(found, ref_found);
+        for (size_t t = 0; t < visits.size(); ++t)
+          for (size_t i = 0; i < visits[t].size(); ++i) ASSERT_EQ(visits[t][i], 1) << "tensor " << t << " index " << i;
+        ASSERT_EQ(std::memcmp(words.data(), ref_words.data(), words.size() * sizeof(uint64_t)), 0);
+      }
+    }
+  }
+}
+
+TEST(UnscaleLayout, KernelWalkOverOddViewsMatchesTheReferenceFloat32) {
+  walk_matches_reference<uint32_t>(xk::DType::Float32, xk::float_to_bits, 0xff800000u, 0x7fc00001u);
+}
+
+TEST(UnscaleLayout, KernelWalkOverOddViewsMatchesTheReferenceFloat16) {
+  walk_matches_reference<uint16_t>(xk::DType::Float16, xk::float_to_half_bits, 0x7c00u, 0xfe01u);
+}
+
+TEST(UnscaleLayout, KernelWalkOverOddViewsMatchesTheReferenceBFloat16) {
+  walk_matches_reference<uint16_t>(xk::DType::BFloat16, xk::float_to_bf16_bits, 0xff80u, 0x7fc1u);
+}
+
 #if XLAUNCH_KERNELS_CUDA
 
 #define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
@@ -126,19 +306,24 @@ uint32_t mix(uint32_t x) {
 
 // A group of tensors in one device allocation: sizes around the chunk size (8192 float32 /
 // 16384 16-bit elements), tiny ones, and starts that are not 16-byte aligned.
-struct Group {
-  std::vector<int64_t> offset, numel;
-  int64_t total = 0;
-};
+using Group = FlatGroup;
 
-Group make_group(bool misaligned) {
+// How the tensors of a group start: each on a 16-byte boundary; each one element after the
+// previous one's end (a bucket packed unpadded); or each 1, 2, 3, ... elements past a boundary.
+enum class Starts { kAligned, kPacked, kOffsets };
+
+Group make_group(Starts starts, int eb) {
   Group g;
   const std::vector<int64_t> sizes = {1, 7, 8192, 8193, 16384, 16385, 100000, 3, 64, 250001, 5};
-  for (int64_t n : sizes) {
-    g.total += misaligned ? 1 : (8 - g.total % 8) % 8;  // 16-byte start, or one element off
+  const int64_t per_vec = 16 / eb;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    const int64_t to_boundary = (per_vec - g.total % per_vec) % per_vec;
+    if (starts == Starts::kAligned) g.total += to_boundary;
+    if (starts == Starts::kPacked) g.total += 1;
+    if (starts == Starts::kOffsets) g.total += to_boundary + static_cast<int64_t>(t + 1) % per_vec;
     g.offset.push_back(g.total);
-    g.numel.push_back(n);
-    g.total += n;
+    g.numel.push_back(sizes[t]);
+    g.total += sizes[t];
   }
   return g;
 }
@@ -196,16 +381,19 @@ class AmpUnscaleCuda : public ::testing::Test {
 
   template <typename Raw>
   void all_cases(xk::DType dtype, uint32_t inf_bits, uint32_t nan_bits) {
-    for (bool misaligned : {false, true}) {
-      const Group g = make_group(misaligned);
+    for (Starts starts : {Starts::kAligned, Starts::kPacked, Starts::kOffsets}) {
+      const Group g = make_group(starts, sizeof(Raw));
       const int last = static_cast<int>(g.numel.size()) - 1;
       compare<Raw>(dtype, g, 1.0f / 65536, {}, 0);
       compare<Raw>(dtype, g, 1.0f, {}, 0);
       for (uint32_t bits : {inf_bits, nan_bits}) {
         compare<Raw>(dtype, g, 1.0f / 1024, {{0, 0}}, bits);                    // first element
         compare<Raw>(dtype, g, 1.0f / 1024, {{last, g.numel[last] - 1}}, bits);  // last element
-        compare<Raw>(dtype, g, 1.0f / 1024, {{3, 8192}}, bits);                  // second chunk
+        compare<Raw>(dtype, g, 1.0f / 1024, {{3, 8192}}, bits);                  // second chunk's head
+        compare<Raw>(dtype, g, 1.0f / 1024, {{3, 8193}}, bits);                  // second chunk's head or body
+        compare<Raw>(dtype, g, 1.0f / 1024, {{2, 8191}}, bits);                  // a chunk's tail
         compare<Raw>(dtype, g, 1.0f / 1024, {{9, 250000}}, bits);                // tail of a big one
+        compare<Raw>(dtype, g, 1.0f / 1024, {{6, 2}}, bits);                     // a head (offset 7)
         compare<Raw>(dtype, g, 1.0f, {{5, 16384}, {1, 6}}, bits);                // check only, two
       }
     }

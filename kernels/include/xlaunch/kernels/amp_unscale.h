@@ -57,9 +57,11 @@ constexpr bool kHaveCuda = XLAUNCH_KERNELS_CUDA;
 
 #if XLAUNCH_KERNELS_CUDA
 // CUDA kernel: enqueued on `stream`, asynchronous with respect to the host. All tensors and
-// found_inf (one float) live in the memory of the stream's device. Tensors whose start is not
-// 16-byte aligned work, at scalar speed. Usually one launch for the whole group (up to
-// kMaxTensorsPerLaunch tensors); larger groups take several. Throws CudaError when the launch fails.
+// found_inf (one float) live in the memory of the stream's device. A tensor may start anywhere
+// (a gradient packed unpadded in a bucket, a view at any element offset): the elements up to its
+// first 16-byte boundary go one by one, the rest in 16-byte vectors (unscale_layout.h). Usually
+// one launch for the whole group (up to cuda_max_tensors_per_launch() tensors); larger groups take
+// several. Throws CudaError when the launch fails.
 void unscale_and_check_cuda(DType dtype, const TensorSpan* tensors, size_t count, float inv_scale,
                             float* found_inf, CUstream_st* stream);
 
