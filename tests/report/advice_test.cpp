@@ -121,14 +121,20 @@ TEST(Advice, TheStragglerIsNamed) {
   EXPECT_FALSE(any_has(r.advice, "communication wait")) << "the others wait for the straggler, not the network";
 }
 
+// Rank 0's stats with the GPU it published: on host0, the GPU at bus 3b.
+std::optional<RankStats> on_gpu(std::optional<RankStats> s) {
+  xlaunch::status::set_gpu_bus_id(&*s, "0000:3b:00.0");
+  return s;
+}
+
 TEST(Advice, TheGpuRules) {
-  GpuUse idle{40, 10, 80, 200};
-  JobReport r = report_of({stats(0, 60, kBalanced)}, {idle});
+  GpuUse idle{40, 10, 80, 200, "00000000:3B:00.0", "host0"};
+  JobReport r = report_of({on_gpu(stats(0, 60, kBalanced))}, {idle});
   EXPECT_TRUE(any_has(r.advice, "GPU SM use is 40.0% on rank 0 while data wait is low")) << r.advice.size();
   EXPECT_TRUE(any_has(r.advice, "GPU memory use is 10.0 of 80.0 GiB on rank 0")) << r.advice.size();
   EXPECT_NE(format_report(r).find("40%"), std::string::npos);
-  GpuUse busy{95, 70, 80, 600};
-  EXPECT_TRUE(report_of({stats(0, 60, kBalanced)}, {busy}).advice.empty());
+  GpuUse busy{95, 70, 80, 600, "00000000:3B:00.0", "host0"};
+  EXPECT_TRUE(report_of({on_gpu(stats(0, 60, kBalanced))}, {busy}).advice.empty());
 }
 
 TEST(Report, AMissingRankIsShownNotInvented) {

@@ -1,8 +1,10 @@
 #include "observe/nvml.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 
 #include "xlaunch/env_vars.h"
 
@@ -18,6 +20,11 @@ struct nvmlUtilization_t {
 struct nvmlMemory_t {
   unsigned long long total, free, used;
 };
+struct nvmlPciInfo_t {  // as nvmlDeviceGetPciInfo_v3 fills it
+  char busIdLegacy[16];
+  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];  // "00000000:BB:DD.F"
+};
 
 }  // namespace
 
@@ -30,7 +37,9 @@ struct GpuSampler::Api {
   nvmlReturn_t (*util)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
   nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
   nvmlReturn_t (*power)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*pci)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
   std::vector<nvmlDevice_t> devices;
+  std::vector<std::string> bus_ids;  // per device, normalized; empty when NVML did not say
 
   ~Api() {
     if (shutdown) shutdown();
@@ -54,6 +63,7 @@ GpuSampler::GpuSampler(double interval_s) : api_(std::make_unique<Api>()) {
   a.util = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*)>(sym("nvmlDeviceGetUtilizationRates"));
   a.memory = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>(sym("nvmlDeviceGetMemoryInfo"));
   a.power = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned int*)>(sym("nvmlDeviceGetPowerUsage"));
+  a.pci = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*)>(sym("nvmlDeviceGetPciInfo_v3"));
   auto* shutdown = reinterpret_cast<nvmlReturn_t (*)()>(sym("nvmlShutdown"));
   unsigned int n = 0;
   if (!a.init || !a.count || !a.handle || !a.util || !a.memory || a.init() != 0) {
@@ -65,9 +75,19 @@ GpuSampler::GpuSampler(double interval_s) : api_(std::make_unique<Api>()) {
     why_ = "NVML sees no GPU";
     return;
   }
+  char host[sizeof(profile::RankStats::host)] = {};  // as long as the ranks publish theirs
+  gethostname(host, sizeof host - 1);
+  host_ = host;
   for (unsigned int i = 0; i < n; ++i) {
     nvmlDevice_t d = nullptr;
-    if (a.handle(i, &d) == 0) a.devices.push_back(d);
+    if (a.handle(i, &d) != 0) continue;
+    a.devices.push_back(d);
+    // The bus id names the GPU the way the ranks do (they publish theirs), whatever order CUDA
+    // or CUDA_VISIBLE_DEVICES gives the GPUs. Without it the GPU is sampled but no rank's.
+    nvmlPciInfo_t info{};
+    const bool named = a.pci && a.pci(d, &info) == 0;
+    a.bus_ids.push_back(named ? status::normalize_pci_bus_id(std::string(info.busId, strnlen(info.busId, sizeof info.busId)))
+                              : std::string());
   }
   gpus_ = static_cast<int>(a.devices.size());
   if (gpus_ > 0) thread_ = std::thread([this, interval_s] { loop(interval_s); });
@@ -139,6 +159,8 @@ std::vector<GpuUse> GpuSampler::mean() const {
     u.mem_used_gib = mem_reads_[g] ? sums_[g].mem_used_gib / mem_reads_[g] : 0;
     u.mem_total_gib = sums_[g].mem_total_gib;
     u.power_w = power_reads_[g] ? sums_[g].power_w / power_reads_[g] : 0;
+    u.bus_id = api_->bus_ids[g];
+    u.host = host_;
     out.push_back(u);
   }
   return out;
@@ -164,6 +186,8 @@ std::vector<GpuUse> GpuSampler::mean_since(double t0) const {
     sum[g].sm_pct = sm_n[g] ? sum[g].sm_pct / sm_n[g] : -1;
     sum[g].mem_used_gib = mem_n[g] ? sum[g].mem_used_gib / mem_n[g] : 0;
     sum[g].power_w = power_n[g] ? sum[g].power_w / power_n[g] : 0;
+    sum[g].bus_id = api_->bus_ids[g];
+    sum[g].host = host_;
   }
   return sum;
 }

@@ -1,7 +1,8 @@
 // GPU use through NVML, loaded with dlopen at run time (no link-time dependency): libnvidia-ml.so.1,
 // or the library XLAUNCH_NVML_LIBRARY names. A thread samples every GPU of this machine about
-// 10 times a second while the job runs. Without NVML (no driver, no GPU) there are no samples and
-// the report's GPU columns show "-".
+// 10 times a second while the job runs, and names each by its PCI bus id (nvmlDeviceGetPciInfo_v3),
+// by which the report finds the GPU each rank published. Without NVML (no driver, no GPU) there
+// are no samples and the report's GPU columns show "-".
 #pragma once
 
 #include <atomic>
@@ -31,7 +32,8 @@ class GpuSampler {
   std::string why_unavailable() const { return why_; }
   // The latest sample of each GPU (empty when unavailable).
   std::vector<GpuSample> latest() const;
-  // The mean over every sample so far, per GPU (empty when unavailable).
+  // The mean over every sample so far, per GPU in NVML's order, each with its bus id and this
+  // machine's host name (empty when unavailable).
   std::vector<GpuUse> mean() const;
   // The mean over the samples taken since t0 (CLOCK_REALTIME seconds) that the history still
   // holds: the report's window rather than the whole job. Falls back to mean() when none is.
@@ -47,6 +49,7 @@ class GpuSampler {
   std::unique_ptr<Api> api_;
   int gpus_ = 0;
   std::string why_;
+  std::string host_;  // this machine's name, as the ranks publish theirs (gethostname)
   static constexpr size_t kHistory = 6000;  // 10 minutes at 10 Hz
   mutable std::mutex mu_;
   std::vector<std::pair<double, std::vector<GpuSample>>> samples_;  // a ring of kHistory

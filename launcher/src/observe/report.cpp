@@ -106,6 +106,7 @@ JobReport make_report(const std::vector<std::optional<RankStats>>& stats, const 
   out.world = static_cast<int>(stats.size());
   for (const auto& s : stats) out.total_steps = std::max<uint64_t>(out.total_steps, s ? s->total.steps : 0);
   const uint64_t warmup = warmup_of(out.total_steps);
+  if (!gpus.empty()) out.gpu_host = gpus.front().host;
   out.first_step = warmup + 1;
   out.last_step = out.total_steps;
   for (int r = 0; r < out.world; ++r) {
@@ -113,7 +114,10 @@ JobReport make_report(const std::vector<std::optional<RankStats>>& stats, const 
     rr.rank = r;
     if (stats[r]) {
       rr = summarize(*stats[r], warmup);
-      if (!gpus.empty()) rr.gpu = gpus[static_cast<size_t>(stats[r]->local_rank) % gpus.size()];
+      rr.gpu_bus_id = status::normalize_pci_bus_id(stats[r]->bus_id());
+      for (const GpuUse& g : gpus)
+        if (!rr.gpu_bus_id.empty() && g.host == rr.host && status::normalize_pci_bus_id(g.bus_id) == rr.gpu_bus_id)
+          rr.gpu = g;
     }
     out.ranks.push_back(rr);
   }
@@ -242,6 +246,18 @@ std::string format_report(const JobReport& r) {
     std::snprintf(line, sizeof line, " %4.0f%% %6s %8s\n", rr.cpu_pct, sm.c_str(), mem.c_str());
     os << line;
   }
+  // Ranks whose GPU is not among the sampled ones: on another machine (its NVML is not read), or
+  // one NVML here does not list.
+  std::vector<int> elsewhere, unlisted;
+  for (const auto& rr : r.ranks)
+    if (!r.gpu_host.empty() && !rr.gpu_bus_id.empty() && !rr.gpu && rr.present)
+      (rr.host == r.gpu_host ? unlisted : elsewhere).push_back(rr.rank);
+  if (!elsewhere.empty())
+    os << "xlaunch: " << rank_list(elsewhere) << " ran on other machines than " << r.gpu_host
+       << ", whose GPUs are not sampled: GPU columns left blank\n";
+  if (!unlisted.empty())
+    os << "xlaunch: " << rank_list(unlisted) << " published a GPU (PCI bus id) that NVML on " << r.gpu_host
+       << " does not list: GPU columns left blank\n";
   for (const auto& rr : r.ranks) {
     const double* g = rr.gpu_ms_per_step;
     if (g[profile::kForward] + g[profile::kBackward] + g[profile::kOptimizer] <= 0) continue;
@@ -269,6 +285,7 @@ std::string report_json(const JobReport& r) {
               {"busy_ms", rr.busy_ms}, {"cpu_pct", rr.cpu_pct}, {"collectives_per_step", rr.collectives_per_step},
               {"mb_per_step", rr.mb_per_step}, {"phase_pct", per_phase(rr.phase_pct)},
               {"gpu_ms_per_step", per_phase(rr.gpu_ms_per_step)}};
+    if (!rr.gpu_bus_id.empty()) j["gpu_bus_id"] = rr.gpu_bus_id;
     if (rr.gpu)
       j["gpu"] = {{"sm_pct", rr.gpu->sm_pct}, {"mem_used_gib", rr.gpu->mem_used_gib},
                   {"mem_total_gib", rr.gpu->mem_total_gib}, {"power_w", rr.gpu->power_w}};

@@ -13,10 +13,13 @@
 
 namespace xlaunch::launcher {
 
-// GPU use over the job, from NVML (nvml.h): per GPU of the machine that ran rank 0.
+// GPU use over the job, from NVML (nvml.h): per GPU of the machine the launcher runs on.
 struct GpuUse {
   double sm_pct = 0;  // -1: NVML does not report it (a MIG slice)
   double mem_used_gib = 0, mem_total_gib = 0, power_w = 0;
+  // Which GPU of which machine: its PCI bus id as NVML gives it (status::normalize_pci_bus_id's
+  // form; empty when NVML does not say) and the host name of the machine NVML sampled.
+  std::string bus_id, host;
 };
 
 struct RankReport {
@@ -31,13 +34,15 @@ struct RankReport {
   double cpu_pct = 0;    // CPU time over wall time, all threads (100 = one core)
   double collectives_per_step = 0, mb_per_step = 0;
   double gpu_ms_per_step[profile::kPhases] = {};  // device time per phase (CUDA events); 0 on CPUs
-  std::optional<GpuUse> gpu;  // the GPU its local rank uses, when NVML answered
+  std::string gpu_bus_id;     // the GPU the rank published (its stats); empty on CPUs
+  std::optional<GpuUse> gpu;  // that GPU's use, when it is one of the sampled machine's GPUs
 };
 
 struct JobReport {
   int world = 0;
   uint64_t first_step = 0, last_step = 0, total_steps = 0;  // the window, 1-based and inclusive
   std::vector<RankReport> ranks;
+  std::string gpu_host;  // the machine whose GPUs were sampled; empty when none was
   std::vector<std::string> advice;
 };
 
@@ -49,7 +54,11 @@ inline constexpr double kDataWaitPct = 10, kCommWaitPct = 15, kStragglerRatio = 
 // the stats still tell, else the first step's start. 0 without steps.
 double window_start_s(const profile::RankStats& s);
 
-// stats[r]: rank r's, or nullopt. gpus: per GPU (rank r uses gpus[local_rank % size]), may be empty.
+// stats[r]: rank r's, or nullopt. gpus: the sampled GPUs, may be empty. Rank r is given the GPU
+// whose host and bus id are those it published (RankStats::host, gpu_bus_id): what CUDA made of
+// CUDA_VISIBLE_DEVICES, gpu_ids and its own device order, not a guess from the local rank. A rank
+// that published no bus id (a CPU rank, an older runtime) or ran on another machine gets none:
+// its GPU columns stay blank rather than show another GPU's use.
 JobReport make_report(const std::vector<std::optional<profile::RankStats>>& stats, const std::vector<GpuUse>& gpus);
 
 // The advice for a report, given the config the job ran with (for the knobs' current values).

@@ -6,9 +6,16 @@
 #include <cstdlib>
 #include <limits>
 
+#if XLAUNCH_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include <cstdio>
+
 #include "profile/step_clock.h"
 #include "profile/trace.h"
 #include "xlaunch/env_vars.h"
+#include "xlaunch/status/step_stats.h"
 
 namespace xlaunch::profile {
 namespace {
@@ -70,6 +77,30 @@ void start_job_profile(int rank, int world, int local_rank, bool mpi_active) {
   if (t.steps < 1) throw env::bad_value(env::kTraceSteps, env::raw(env::kTraceSteps), "an integer >= 1");
   trace::start(t);
   std::atexit([] { trace::write(); });
+}
+
+std::string publish_cuda_device(int device) {
+  std::string why = "this runtime is built without CUDA";
+#if XLAUNCH_HAVE_CUDA
+  char id[32] = {};  // CUDA asks for 13 ("0000:3b:00.0" and the terminator)
+  const cudaError_t rc = cudaDeviceGetPCIBusId(id, sizeof id, device);
+  if (rc == cudaSuccess) {
+    const std::string bus_id = status::normalize_pci_bus_id(id);
+    if (!bus_id.empty()) {
+      set_gpu_bus_id(bus_id);
+      return bus_id;
+    }
+    why = std::string("CUDA named it '") + id + "', not a PCI bus id";
+  } else {
+    (void)cudaGetLastError();  // tolerated: cleared, so that the next launch check does not report it
+    why = std::string("cudaDeviceGetPCIBusId failed: ") + cudaGetErrorName(rc) + ": " + cudaGetErrorString(rc);
+  }
+#endif
+  std::fprintf(stderr,
+               "xlaunch: warning: cannot name CUDA device %d by its PCI bus id (%s); the utilization report leaves "
+               "this rank's GPU columns blank\n",
+               device, why.c_str());
+  return "";
 }
 
 }  // namespace xlaunch::profile

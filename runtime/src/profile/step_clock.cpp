@@ -169,6 +169,11 @@ void step_done(int64_t step) {
   c.step_start_real_ns = realtime_ns();
 }
 
+void set_gpu_bus_id(const std::string& bus_id) {
+  Clock& c = clock();
+  if (c.enabled && c.stats) status::set_gpu_bus_id(c.stats, bus_id);
+}
+
 const RankStats& stats() {
   Clock& c = clock();
   if (!c.stats) c.stats = new RankStats{};

@@ -42,6 +42,10 @@ void add_samples(uint64_t n);             // a prepared loader handed over a bat
 void collective_done(uint64_t bytes);     // any thread: a collective over `bytes` finished
 void step_done(int64_t step);             // the prepared optimizer stepped (step: steps so far)
 
+// This rank's GPU, by PCI bus id, in its stats (status::set_gpu_bus_id); nothing when the clock
+// is off. See job_profile.h's publish_cuda_device.
+void set_gpu_bus_id(const std::string& bus_id);
+
 // This rank's stats (tests; the launcher reads the file).
 const RankStats& stats();
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -18,7 +19,10 @@ namespace xlaunch::profile {
 enum Phase : int { kDataWait, kForward, kBackward, kCommWait, kOptimizer, kOther, kPhases };
 inline constexpr const char* kPhaseNames[kPhases] = {"data_wait", "forward", "backward", "comm_wait", "optimizer", "other"};
 
-inline constexpr uint64_t kStatsMagic = 0x32737461'74736c78ull;  // "xlstats2"
+inline constexpr uint64_t kStatsMagic = 0x33737461'74736c78ull;    // "xlstats3"
+// The format before the GPU's bus id: the same layout without gpu_bus_id (read_stats_file still
+// reads it, with no bus id, so a program built against an older runtime keeps its report).
+inline constexpr uint64_t kStatsMagicV2 = 0x32737461'74736c78ull;  // "xlstats2"
 inline constexpr int kRingSteps = 4096;  // the last steps, one record each
 inline constexpr int kWarmupSteps = 10;  // left out of the report (first allocations, autotuning)
 
@@ -50,8 +54,12 @@ struct RankStats {
     total = o.total;
     at_warmup = o.at_warmup;
     std::memcpy(ring, o.ring, sizeof ring);
+    std::memcpy(gpu_bus_id, o.gpu_bus_id, sizeof gpu_bus_id);
     return *this;
   }
+
+  // The GPU's PCI bus id as published (NVML's form, status::normalize_pci_bus_id); empty on CPUs.
+  std::string bus_id() const { return std::string(gpu_bus_id, strnlen(gpu_bus_id, sizeof gpu_bus_id)); }
 
   uint64_t magic = 0;
   int32_t rank = 0, world = 1, pid = 0, local_rank = 0;
@@ -61,7 +69,15 @@ struct RankStats {
   Totals total;                      // every step
   Totals at_warmup;                  // `total` when step kWarmupSteps ended
   StepRecord ring[kRingSteps];       // step i (from 0) at ring[i % kRingSteps]
+  // Added in format 3, last so that what comes before is format 2's layout. The PCI bus id of the
+  // GPU this rank trains on, "00000000:BB:DD.F" (NVML's form), so that the launcher finds it among
+  // NVML's GPUs whatever CUDA_VISIBLE_DEVICES, gpu_ids and CUDA's device order did; with `host`, it
+  // names the GPU across machines. Empty on a CPU rank.
+  char gpu_bus_id[32] = {};
 };
+
+// How large a file of format 2 is: format 3 without gpu_bus_id.
+inline constexpr size_t kStatsV2Bytes = offsetof(RankStats, gpu_bus_id);
 
 }  // namespace xlaunch::profile
 
@@ -75,7 +91,17 @@ profile::RankStats* create_stats_file(const std::string& dir, int rank, std::str
 
 // Rank `rank`'s stats file in dir, copied consistently (its sequence lock: a copy made while the
 // rank wrote is taken again), when dir is a private directory of this user's and the file a
-// regular file this user owns that holds that rank's stats; nullopt otherwise.
+// regular file this user owns that holds that rank's stats; nullopt otherwise. A file of format 2
+// (an older runtime's) is read too, with an empty gpu_bus_id.
 std::optional<profile::RankStats> read_stats_file(const std::string& dir, int rank);
+
+// Publishes the rank's GPU (its PCI bus id, any form normalize_pci_bus_id takes) in its stats,
+// under the sequence lock. Empty or unparsable: nothing is published.
+void set_gpu_bus_id(profile::RankStats* stats, const std::string& bus_id);
+
+// A PCI bus id in NVML's form, "00000000:BB:DD.F" (domain of 8 hex digits, upper case), from
+// CUDA's "0000:bb:dd.f" (cudaDeviceGetPCIBusId), NVML's own, or lspci's "bb:dd.f" (domain 0).
+// Empty when `id` is not domain:bus:device.function in hex (bus <= ff, device <= 1f, function <= 7).
+std::string normalize_pci_bus_id(const std::string& id);
 
 }  // namespace xlaunch::status
