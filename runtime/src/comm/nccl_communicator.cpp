@@ -115,7 +115,7 @@ class NcclCommunicator final : public Communicator {
     if (out.numel() != in.numel() * size_ || out.scalar_type() != in.scalar_type())
       throw UsageError("allgather: the output must hold world_size * input elements of the input's dtype");
     if (size_ == 1) {
-      out.view(in.sizes()).copy_(in);  // on the caller's current stream: ordered like any op of its own
+      out.view(-1).copy_(in.view(-1));  // on the caller's current stream: ordered like any op of its own
       return completed_work();
     }
     return enqueue("allgather", {in, out}, false, [&] {
