@@ -131,7 +131,8 @@ if [ $cpu_only = 0 ]; then
   if [ "${NGPU:-0}" -lt 1 ]; then
     torch_gpus=$("$PY" -c 'import torch; n = torch.cuda.device_count(); print(n, torch.cuda.get_device_name(0) if n else "-", torch.version.cuda)' 2>"$WORK/torch-gpu.err")
     NGPU=$(echo "$torch_gpus" | awk '{print $1 + 0}')
-    gpu_from="torch (no GPU seen by nvidia-smi${gpu_from:+ }${gpu_from:-, which is absent}): ${torch_gpus:-$(tail -1 "$WORK/torch-gpu.err")}"
+    if [ -n "$gpu_from" ]; then why="nvidia-smi lists none"; else why="no nvidia-smi"; fi
+    gpu_from="counted by torch, $why: ${torch_gpus:-$(tail -1 "$WORK/torch-gpu.err")}"
   fi
   say "gpus: $NGPU ($gpu_from)"
   if [ "${NGPU:-0}" -lt 1 ]; then
