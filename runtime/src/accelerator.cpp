@@ -6,6 +6,9 @@
 #include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/utils.h>
+#if XLAUNCH_HAVE_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -136,6 +139,12 @@ Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicato
   if (!options_.cpu && torch::cuda::is_available()) {
     const int gpu = parse_gpu_for_local_rank(options_.gpu_ids, local_rank_, static_cast<int>(torch::cuda::device_count()));
     device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(gpu));
+#if XLAUNCH_HAVE_CUDA
+    // The current device of this thread from here on, as PyTorch's DDP guidance has it: raw CUDA
+    // calls and user code that says torch::kCUDA without an index land on this rank's GPU, not on
+    // GPU 0 for every rank.
+    c10::cuda::set_device(device_.index());
+#endif
   }
   if (mixed_precision_ != MixedPrecision::No) {
     const std::string why = autocast_unsupported_reason(device_.type(), autocast_dtype(mixed_precision_));

@@ -38,6 +38,7 @@ DATA_DIR="${XLAUNCH_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
 # What the checks run, by build-tree path, and what the CPU-side checks need at the least.
 PROGRAMS=(launcher/xlaunch launcher/xlaunch_selftest examples/train_fashion_mnist examples/hello_allreduce
           tests/runtime/nccl_test tests/runtime/mpi_communicator_test tests/data/loader_test
+          tests/runtime/device_paths_test tests/runtime/watchdog_abort_test tests/faults/fault_program
           tests/amp/amp_unscale_test tests/amp/grad_scaler_test tests/amp/autocast_test
           tests/checkpoint/checkpoint_train_resume
           scripts/bench/bench_amp_unscale scripts/bench/bench_amp scripts/bench/bench_loader scripts/bench/bench_ddp)

@@ -9,7 +9,11 @@
 # logs/ (in logs.tar.gz alone when RESULTS_DIR is $OUT, the device tool's folder, which takes few
 # files). Prints one PASS/FAIL line per part, the bench= lines, and `gpu_checks: N passed, M failed`.
 # Sized for under 8 minutes on one H200: each part has a time limit, and the parts left when
-# XLAUNCH_GPU_BUDGET_S (default 450) seconds are spent fail as not run.
+# XLAUNCH_GPU_BUDGET_S (default 450) seconds are spent fail as not run. The GPU parts run first
+# (tests/bundle covers the CPU parts already); GPUs are counted by nvidia-smi, or by the bundled
+# torch where there is no nvidia-smi. Every job's watchdog (XLAUNCH_TIMEOUT_S, timeout_s) is at
+# most a third of its part's limit, so a hang ends with the watchdog's verdict in the log instead
+# of the part's kill.
 # --cpu-only: only the CPU-side checks (the bundle's libraries, `xlaunch test` with 2 CPU ranks
 # through the bundled mpirun, an MPI test program), for a machine without a GPU (tests/bundle).
 # Exit status: 0 when every part passed. A benchmark below its target is reported, not a failure.
@@ -47,7 +51,13 @@ export PMIX_PREFIX="$B" PMIX_EXEC_PREFIX="$B" PMIX_BINDIR="$B/bin" PMIX_LIBDIR="
 export PMIX_DATAROOTDIR="$B/share" PMIX_DATADIR="$B/share" PMIX_PKGDATADIR="$B/share/pmix" PMIX_SYSCONFDIR="$B/etc"
 export PMIX_MCA_mca_base_component_path="$B/lib/pmix" OMPI_MCA_mca_base_component_path="$B/lib/openmpi3"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 GTEST_COLOR=no
-export HOME="$WORK/home" XLAUNCH_TIMEOUT_S="${XLAUNCH_TIMEOUT_S:-120}"
+export HOME="$WORK/home"
+# Containers without ptrace rights (most): Open MPI's shared-memory transport would try CMA/XPMEM
+# single-copy and fail on the first large message; plain copies work everywhere.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# The watchdog's bound for jobs the parts start (XLAUNCH_TIMEOUT_S for mpirun, timeout_s for
+# xlaunch run): part() lowers it further to a third of a part's limit.
+WATCHDOG_S="${XLAUNCH_TIMEOUT_S:-40}"
 mkdir -p "$HOME"
 MPIRUN=(mpirun --oversubscribe)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
@@ -68,15 +78,20 @@ part() {
     say "FAIL $name (not run: the ${BUDGET} s budget is spent)"; failed=$((failed + 1)); return 1
   fi
   [ "$limit" -gt "$left" ] && limit=$left
-  echo "# $name: $*" >"$log"
+  local wd=$(( limit / 3 ))
+  [ "$wd" -gt "$WATCHDOG_S" ] && wd=$WATCHDOG_S
+  [ "$wd" -lt 5 ] && wd=5
+  echo "# $name: $* (XLAUNCH_TIMEOUT_S=$wd, limit $limit s)" >"$log"
   if [ "$(type -t "$1")" = function ]; then  # a function runs in a fresh bash, with what it uses
-    timeout -k 10 "$limit" bash -c "$(declare -f "$1"); $(declare -p B WORK W MPIRUN 2>/dev/null); \"\$@\"" _ "$@" >>"$log" 2>&1
+    XLAUNCH_TIMEOUT_S=$wd timeout -k 10 "$limit" bash -c "$(declare -f "$1"); $(declare -p B WORK W MPIRUN 2>/dev/null); \"\$@\"" _ "$@" >>"$log" 2>&1
   else
-    timeout -k 10 "$limit" "$@" >>"$log" 2>&1
+    XLAUNCH_TIMEOUT_S=$wd timeout -k 10 "$limit" "$@" >>"$log" 2>&1
   fi
   rc=$?
-  local why=""
-  [ $rc -eq 124 ] && why=" (timed out after $limit s)"
+  local why="" took=$(( $(date +%s) - t ))
+  # 124 is also a stuck job's own code (the watchdog's verdict): told apart by the time it took.
+  if [ $rc -eq 124 ] && [ "$took" -ge "$limit" ]; then why=" (timed out after $limit s)"
+  elif [ $rc -eq 124 ]; then why=" (exit 124: the watchdog found the job stuck: $(grep -m1 -o 'job stuck.*' "$log" | cut -c1-200))"; fi
   [ $rc -ne 0 ] && [ -z "$why" ] && why=" (exit $rc)"
   if [ $rc -eq 0 ] && grep -q 'SKIPPED \]' "$log"; then rc=1; why=" (a test skipped on a GPU machine)"; fi
   if [ $rc -eq 0 ]; then
@@ -103,24 +118,36 @@ check_libs() {
   ldd "$B/bin/xlaunch" "$B/lib/libxlaunch.so"
   return $bad
 }
-printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\n' >"$WORK/cpu2.yaml"
-part libs 60 check_libs
-part mpirun_version 30 mpirun --version
-part selftest_cpu_2 180 xlaunch test --config_file "$WORK/cpu2.yaml"
-part mpi_communicator_cpu_2 180 "${MPIRUN[@]}" -np 2 "$B/bin/mpi_communicator_test"
+printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\ntimeout_s: %s\n' "$WATCHDOG_S" >"$WORK/cpu2.yaml"
 
 if [ $cpu_only = 0 ]; then
-  nvidia-smi >"$LOGS/nvidia-smi.log" 2>&1
-  NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-  say "gpus: $NGPU ($(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1))"
+  # GPUs: nvidia-smi's count, else (no nvidia-smi, as in many containers) the bundled torch's.
+  NGPU=0 gpu_from=""
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi >"$LOGS/nvidia-smi.log" 2>&1
+    NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+    gpu_from="nvidia-smi: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+  fi
   if [ "${NGPU:-0}" -lt 1 ]; then
-    say "FAIL gpu (nvidia-smi sees no GPU: run.sh --cpu-only runs the CPU side alone)"; failed=$((failed + 1))
+    torch_gpus=$("$PY" -c 'import torch; n = torch.cuda.device_count(); print(n, torch.cuda.get_device_name(0) if n else "-", torch.version.cuda)' 2>"$WORK/torch-gpu.err")
+    NGPU=$(echo "$torch_gpus" | awk '{print $1 + 0}')
+    if [ -n "$gpu_from" ]; then why="nvidia-smi lists none"; else why="no nvidia-smi"; fi
+    gpu_from="counted by torch, $why: ${torch_gpus:-$(tail -1 "$WORK/torch-gpu.err")}"
+  fi
+  say "gpus: $NGPU ($gpu_from)"
+  if [ "${NGPU:-0}" -lt 1 ]; then
+    say "FAIL gpu (neither nvidia-smi nor torch sees a GPU: run.sh --cpu-only runs the CPU side alone)"; failed=$((failed + 1))
   else
     W=$NGPU
     [ "$W" = 1 ] && notes+=("world size 1: one GPU here, so the NCCL, DDP and training checks ran one rank; collectives across GPUs were not exercised")
     if [ "$W" -gt 1 ]; then dist=MULTI_GPU; else dist=NO; fi
-    printf 'distributed_type: %s\nnum_processes: %s\n' "$dist" "$W" >"$WORK/gpu.yaml"
+    printf 'distributed_type: %s\nnum_processes: %s\ntimeout_s: %s\n' "$dist" "$W" "$WATCHDOG_S" >"$WORK/gpu.yaml"
 
+    # Issue 22's checks first: the device made current and the step clock leaving no CUDA error
+    # (1, 2); the watchdog's verdict before the transports' abort, and a device-side assert of a
+    # training kernel as the verdict (3).
+    part device_paths_cuda 90 "$B/bin/device_paths_test" --gtest_filter='CudaDevicePaths.*'
+    part watchdog_end_cuda 120 "$B/bin/watchdog_abort_test"
     part nccl_world_$W 120 "${MPIRUN[@]}" -np "$W" "$B/bin/nccl_test"
     part loader_cuda 120 "$B/bin/loader_test" --gtest_filter='LoaderCuda.*:-LoaderCuda.AskingForCudaWithoutAGpuSaysWhy'
     part amp_unscale_cuda 120 "$B/bin/amp_unscale_test" --gtest_filter='AmpUnscaleCuda.*'
@@ -209,6 +236,26 @@ if [ $cpu_only = 0 ]; then
       "${MPIRUN[@]}" -np 1 "$B/bin/bench_ddp" --mode vs_plain --hidden 8192 --batch 512 --steps 50 --warmup 10 --rounds 5
   fi
 fi
+
+# --- CPU side, after the GPU parts: the bundle's libraries resolve, the launcher and MPI run from
+# the bundle alone, and a hung job ends with the watchdog's verdict well inside its part's limit.
+part libs 60 check_libs
+part mpirun_version 30 mpirun --version
+part selftest_cpu_2 180 xlaunch test --config_file "$WORK/cpu2.yaml"
+part mpi_communicator_cpu_2 180 "${MPIRUN[@]}" -np 2 "$B/bin/mpi_communicator_test"
+# Rank 1 hangs at step 2; rank 0 waits in the next allreduce. Expected: exit 124 with the verdict
+# naming rank 1, after the watchdog's timeout_s (a third of the limit), long before the limit.
+hang_verdict() {
+  local out rc
+  out=$(xlaunch run --config_file "$WORK/hang.yaml" "$B/bin/fault_program" --fault hang --fault_rank 1 \
+        --fault_step 2 --steps 1000 2>&1)
+  rc=$?
+  echo "$out"
+  echo "exit: $rc"
+  [ "$rc" = 124 ] && echo "$out" | grep -q 'job stuck.*rank 1'
+}
+printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\ntimeout_s: 10\n' >"$WORK/hang.yaml"
+part hang_verdict 60 hang_verdict
 
 for n in "${notes[@]}"; do say "note: $n"; done
 say "time: $(( $(date +%s) - T0 )) s"

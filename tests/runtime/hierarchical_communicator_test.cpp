@@ -22,6 +22,7 @@
 #include "ddp/grad_capture.h"
 #include "comm/shared_pool.h"
 #include "shm_test_tensors.h"
+#include "bool_reduce_check.h"
 
 using xlaunch::HierarchicalCommunicator;
 using xlaunch::MachineLayout;
@@ -150,6 +151,8 @@ TEST_P(Hier, CoalescedAllreduceInPiecesWhereTheTensorsLie) {
   for (int k = 0; k < count; ++k)
     ASSERT_TRUE(ts[k].equal(values(ts[k].numel(), k, 0, at::kFloat) + 1.5f)) << "tensor " << k;
 }
+
+TEST_P(Hier, BooleansReduceAsLogicalOrAndAvgIsRefused) { xlaunch::test::expect_bools_reduce_as_pytorch(*comm); }
 
 TEST_P(Hier, TensorsOutsideSharedMemoryGoThroughMpi) {
   at::Tensor plain = values(500, 3, r, at::kDouble);

@@ -6,6 +6,7 @@
 
 #include "xlaunch/error.h"
 #include "comm/mpi_communicator.h"
+#include "bool_reduce_check.h"
 
 using xlaunch::MpiCommunicator;
 using xlaunch::ReduceOp;
@@ -30,6 +31,11 @@ TEST_F(MpiComm, AllreduceSumAvgMaxAcrossDtypes) {
   at::Tensor m = at::full({3}, static_cast<float>(10 * r), at::kFloat);
   comm->allreduce(m, ReduceOp::Max);
   EXPECT_TRUE(m.eq(10.0f).all().item<bool>());
+}
+
+TEST_F(MpiComm, BooleansReduceAsLogicalOrAndAvgIsRefused) {
+  ASSERT_EQ(n, 2) << "run under mpirun -np 2";
+  xlaunch::test::expect_bools_reduce_as_pytorch(*comm);
 }
 
 TEST_F(MpiComm, BroadcastAllgatherBarrier) {

@@ -8,6 +8,7 @@
 #include "xlaunch/accelerator.h"
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
+#include "bool_reduce_check.h"
 
 namespace {
 
@@ -40,6 +41,32 @@ TEST(Nccl, CollectivesOnTheGpu) {
   EXPECT_EQ(g.size(0), n);
   EXPECT_EQ(g[n - 1][0].item<int64_t>(), n - 1);
   comm->barrier();
+}
+
+TEST(Nccl, BooleansReduceAsLogicalOrAndAvgIsRefused) {
+  skip_without_gpu();
+  if (IsSkipped()) return;
+  auto cpu = xlaunch::MpiCommunicator::world();
+  const int device = cpu->rank() % static_cast<int>(torch::cuda::device_count());
+  auto comm = xlaunch::make_nccl_communicator(cpu, device);
+  xlaunch::test::expect_bools_reduce_as_pytorch(*comm, at::Device(at::kCUDA, device));
+}
+
+// A world of one completes every collective at once (nothing queued, nothing to poll), and a
+// barrier's wait returns with the host past every earlier collective.
+TEST(Nccl, ManyCollectivesAndABarrier) {
+  skip_without_gpu();
+  if (IsSkipped()) return;
+  auto cpu = xlaunch::MpiCommunicator::world();
+  const int device = cpu->rank() % static_cast<int>(torch::cuda::device_count());
+  auto comm = xlaunch::make_nccl_communicator(cpu, device);
+  at::Tensor t = at::zeros({256}, at::TensorOptions().device(at::kCUDA, device));
+  for (int k = 0; k < 10000; ++k) {
+    t.add_(1);
+    comm->allreduce_async(t, xlaunch::ReduceOp::Avg)->wait();
+  }
+  comm->barrier();
+  EXPECT_TRUE(t.eq(10000.0f).all().item<bool>()) << "every rank added 1 per round and the average kept it";
 }
 
 TEST(Nccl, DdpGradientsOnTheGpuEqualOneProcess) {

@@ -14,6 +14,7 @@
 #include "comm/shm_communicator.h"
 #include "comm/shm_segment.h"
 #include "shm_test_tensors.h"
+#include "bool_reduce_check.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -91,6 +92,8 @@ TEST_F(Shm, TensorsOutsideSharedMemoryGoThroughMpi) {
   comm->allreduce(ints, ReduceOp::Sum);
   EXPECT_TRUE(ints.eq(3).all().item<bool>());
 }
+
+TEST_F(Shm, BooleansReduceAsLogicalOrAndAvgIsRefused) { xlaunch::test::expect_bools_reduce_as_pytorch(*comm); }
 
 TEST_F(Shm, PoolBlocksOutliveTheCommunicator) {
   SharedPool* pool = comm->reserve_pool(1 << 16);

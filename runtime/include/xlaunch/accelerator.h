@@ -45,7 +45,8 @@ struct AcceleratorOptions {
   GradScalerOptions scaler;  // used with fp16
   int gradient_accumulation_steps = static_cast<int>(env::default_int(env::kGradAccumSteps));
   bool cpu = env::default_bool(env::kUseCpu);  // train on the CPU even where GPUs exist
-  // GPUs of this machine; local rank i takes the i-th.
+  // GPUs of this machine; local rank i takes the i-th. The constructor makes it the calling
+  // thread's current CUDA device, so torch::kCUDA without an index means this rank's GPU.
   std::string gpu_ids = env::default_string(env::kGpuIds);
   ReducerOptions ddp;  // buckets, unused parameters, communication hook (reducer.h)
   // Rank 0's buffers before each training forward.

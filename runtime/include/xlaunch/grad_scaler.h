@@ -22,8 +22,9 @@
 // found-inf flag with Max over all ranks, so every rank decides alike even when a non-finite
 // value exists on one rank only (for example a gradient outside DDP's averaged buckets). The
 // communicator must accept a float32 tensor on the gradients' device (MPI for CPU gradients,
-// NCCL for CUDA ones), and every rank must call unscale_()/step() for the same optimizers in the
-// same order, as for any collective.
+// NCCL for CUDA ones; an optimizer without gradients on this rank sends a flag on its parameters'
+// device), and every rank must call unscale_()/step() for the same optimizers in the same order,
+// as for any collective.
 #pragma once
 
 #include <ATen/core/Tensor.h>

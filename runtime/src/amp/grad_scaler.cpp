@@ -139,6 +139,16 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
     for (const at::Tensor& p : group.params())
       if (p.grad().defined()) grads.push_back(p.grad());
   r.found_inf = unscale_and_check_(grads, inv_scale());
+  // No gradient here (a frozen model, or none reached this optimizer): the flag is made on the
+  // CPU, but the other ranks' flags live on the parameters' device, and so must this one before it
+  // goes to that device's communicator (NCCL takes device memory only).
+  if (grads.empty()) {
+    for (const auto& group : optimizer.param_groups())
+      if (!group.params().empty()) {
+        r.found_inf = r.found_inf.to(group.params().front().device());
+        break;
+      }
+  }
   // Agree on the verdict: a non-finite gradient on any rank skips the step on every rank.
   if (comm_ && comm_->size() > 1) comm_->allreduce(r.found_inf, ReduceOp::Max);
   r.stage = Stage::Unscaled;

@@ -66,6 +66,15 @@ std::shared_ptr<Work> completed_work() {
   return done;
 }
 
+ReduceOp reduce_op_for(at::ScalarType dtype, ReduceOp op, const char* collective) {
+  if (dtype != at::kBool) return op;
+  if (op == ReduceOp::Avg)
+    throw UsageError(std::string(collective) + ": Avg over bool tensors has no meaning (an average of true and "
+                     "false is not a bool); reduce with Sum or Max (both are logical or), or convert the tensor "
+                     "to a floating-point dtype first");
+  return ReduceOp::Max;
+}
+
 at::Tensor Communicator::allocate(int64_t numel, const at::TensorOptions& options) {
   return at::zeros({numel}, options);
 }

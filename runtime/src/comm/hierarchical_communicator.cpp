@@ -102,8 +102,12 @@ std::shared_ptr<Work> HierarchicalCommunicator::through_staging(std::vector<at::
 }
 
 std::shared_ptr<Work> HierarchicalCommunicator::allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op) {
-  for (const auto& t : ts) check_cpu_collective_tensor(t, "allreduce");
+  for (const auto& t : ts) {
+    check_cpu_collective_tensor(t, "allreduce");
+    reduce_op_for(t.scalar_type(), op, "allreduce");  // refuses Avg over bool here too
+  }
   if (!all_held(ts)) return world_->allreduce_coalesced_async(std::move(ts), op);
+  op = reduce_op_for(ts.front().scalar_type(), op, "allreduce");  // all_held: one dtype
   return through_staging(std::move(ts), op, [this, op](at::Tensor& staged) { across_machines(staged, op); });
 }
 

@@ -82,7 +82,11 @@ std::shared_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key) {
 
 void MpiCommunicator::run_allreduce(at::Tensor& t, ReduceOp op) {
   const bool half = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
-  const MPI_Op mop = half ? mpi_half_op(t.scalar_type(), op) : op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+  // Booleans arrive as Max (reduce_op_for): MPI defines only the logical ops on MPI_C_BOOL.
+  const MPI_Op mop = half ? mpi_half_op(t.scalar_type(), op)
+                     : t.scalar_type() == at::kBool ? MPI_LOR
+                     : op == ReduceOp::Max          ? MPI_MAX
+                                                    : MPI_SUM;
   const MPI_Datatype type = half ? MPI_UINT16_T : mpi_type(t.scalar_type());
   char* base = static_cast<char*>(t.data_ptr());
   const int64_t n = t.numel();

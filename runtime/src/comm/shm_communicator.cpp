@@ -217,13 +217,17 @@ std::shared_ptr<Work> ShmCommunicator::allreduce_async(at::Tensor t, ReduceOp op
 }
 
 std::shared_ptr<Work> ShmCommunicator::allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op) {
-  for (const auto& t : ts) check_cpu_collective_tensor(t, "allreduce");
+  for (const auto& t : ts) {
+    check_cpu_collective_tensor(t, "allreduce");
+    reduce_op_for(t.scalar_type(), op, "allreduce");  // refuses Avg over bool here too
+  }
   if (size() == 1) return completed_work();
   std::vector<Place> places(ts.size());
   bool shared = !ts.empty();
   for (size_t k = 0; k < ts.size() && shared; ++k)
     shared = ts[k].scalar_type() == ts.front().scalar_type() && locate(ts[k], places[k]);
   if (!shared) return fallback_->allreduce_coalesced_async(std::move(ts), op);
+  op = reduce_op_for(ts.front().scalar_type(), op, "allreduce");  // one dtype from here on
   // The work holds the tensors, so their memory stays put until every rank has read it.
   const CollectiveInfo info = CollectiveInfo::of("allreduce", ts);
   return thread_.enqueue(info, [this, ts = std::move(ts), places = std::move(places), op] {

@@ -14,6 +14,7 @@ void check_cpu_collective_tensor(const at::Tensor& t, const char* what) {
 
 std::shared_ptr<Work> ThreadedCommunicator::allreduce_async(at::Tensor t, ReduceOp op) {
   check_cpu_collective_tensor(t, "allreduce");
+  op = reduce_op_for(t.scalar_type(), op, "allreduce");
   if (size() == 1) return completed_work();
   return thread_->enqueue(CollectiveInfo::of("allreduce", t), [this, t, op]() mutable { run_allreduce(t, op); });
 }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -24,6 +25,7 @@ namespace {
 
 constexpr int64_t kSecond = 1000000000;
 constexpr int64_t kGraceNs = 2 * kSecond;  // for mpirun to end a job whose rank failed
+constexpr int64_t kAbortBoundNs = 5 * kSecond;  // for the transports' abort, after the verdict
 
 struct Watch {
   Settings settings;
@@ -69,22 +71,51 @@ bool process_gone(const Board& mine, const Board& b) {
   return std::strncmp(mine.host, b.host, sizeof b.host) == 0 && kill(b.pid, 0) != 0 && errno == ESRCH;
 }
 
-// Runs every poller; the first error any of them reports.
+// Runs every poller; the first error any of them reports. A poller that throws (a sticky CUDA error
+// from a training kernel surfaces as an exception of the event query) reports what it threw: the
+// watchdog's thread must reach a verdict, never std::terminate.
 std::string poll_all(Watch& w, bool ending) {
   std::lock_guard<std::mutex> lk(w.pollers_mu);
   std::string error;
   for (auto& [id, poll] : w.pollers) {
-    std::string e = poll(ending);
+    std::string e;
+    try {
+      e = poll(ending);
+    } catch (const std::exception& ex) {
+      e = ex.what();
+    } catch (...) {
+      e = "unknown exception";
+    }
+    if (!e.empty() && e.find("rank ") == std::string::npos)
+      e = "rank " + std::to_string(w.settings.rank) + ": " + e;
     if (error.empty()) error = std::move(e);
   }
   return error;
 }
 
+// The verdict and the exit record first, so the launcher and the peers learn why at once; then the
+// transports' abort (ncclCommAbort) on a helper thread, waited for at most kAbortBoundNs; then the
+// exit, whether or not the abort returned. An abort can block when the peers do not abort too
+// (NCCL issues 863, 992, 1777), which is exactly the situation that brings the watchdog here.
 [[noreturn]] void conclude(Watch& w, const Verdict& v) {
-  poll_all(w, true);
   publish_verdict(w.settings.dir, v);
   record_exit(v.exit_code);
   std::fflush(stdout);
+  std::fflush(stderr);
+  auto aborted = std::make_shared<std::atomic<bool>>(false);
+  std::thread([&w, aborted] {
+    poll_all(w, true);
+    aborted->store(true);
+  }).detach();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kAbortBoundNs);
+  while (!aborted->load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!aborted->load())
+    std::fprintf(stderr,
+                 "xlaunch: rank %d: the communicators' abort (ncclCommAbort) did not return within %lld s; "
+                 "exiting without it\n",
+                 w.settings.rank, static_cast<long long>(kAbortBoundNs / kSecond));
+  std::fflush(stderr);
   _exit(v.exit_code);
 }
 

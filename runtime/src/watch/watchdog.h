@@ -7,7 +7,8 @@
 //     this rank waits in: a peer that left with status 0 ("finished early") fails the job at once; one
 //     that failed is given 2 s for mpirun to end the job first. Either way this rank writes the verdict
 //     and exits with 1.
-//  2. This rank's oldest unfinished collective has made no progress for timeout_s (measured from
+//  2. A communicator's poller (add_poller) reports an error: the verdict is that error.
+//  3. This rank's oldest unfinished collective has made no progress for timeout_s (measured from
 //     when it started, or from the last collective this rank finished, whichever is later): the job
 //     is stuck. The verdict names the collective (sequence number, op, bucket, size), the ranks that
 //     entered it and those that never did, each with its last finished collective and training
@@ -55,8 +56,10 @@ bool record_exit(int status);
 
 // Communicators whose collectives finish on a device (NCCL) are polled on the watchdog's thread:
 // poll(false) every 100 ms marks finished collectives and returns a non-empty error when the
-// transport failed (the watchdog then ends the job with it); poll(true) once, when the watchdog
-// ends the job, to abort the transport. Returns an id for remove_poller (before the poller's
+// transport failed (the watchdog then ends the job with it; an exception it throws is such an
+// error too); poll(true) once, when the watchdog ends the job, to abort the transport: after the
+// verdict and the exit record are published, on a helper thread, and the process exits after at
+// most 5 s whether or not the abort returned. Returns an id for remove_poller (before the poller's
 // state goes).
 int add_poller(std::function<std::string(bool ending)> poll);
 void remove_poller(int id);

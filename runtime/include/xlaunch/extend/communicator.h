@@ -12,6 +12,7 @@
 //    caller's current stream is ordered after the collective, with no host synchronisation).
 //  - A world of one returns at once (allreduce of one rank is the identity).
 //  - Failures throw CommError naming the collective, the rank and the library's error string.
+//  - Booleans reduce as PyTorch reduces them: Sum is logical or, Avg is refused (reduce_op_for).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -76,5 +77,11 @@ class Communicator {
 
 // A Work that is already complete (world of one, or a synchronous implementation).
 std::shared_ptr<Work> completed_work();
+
+// The op an implementation reduces a tensor of `dtype` with, as PyTorch does: booleans have no sum,
+// so Sum over bool is Max (logical or, and the bytes stay 0 or 1); Avg over bool throws UsageError
+// naming `collective`. Other dtypes keep `op`. Call it before any world-of-one shortcut, so a bad
+// op fails on one rank as it would on many.
+ReduceOp reduce_op_for(at::ScalarType dtype, ReduceOp op, const char* collective);
 
 }  // namespace xlaunch
