@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "profile/device_clock.h"
+#include "profile/job_profile.h"
 #include "profile/step_clock.h"
 #include "xlaunch/autocast.h"
 #include "check.h"
@@ -153,6 +154,8 @@ Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicato
                        ": " + why + ". Use bf16 on the CPU, or mixed_precision: no");
   }
   if (device_.is_cuda()) profile::device::set_device(device_.index());  // phases timed on the GPU too
+  // The report finds this rank's GPU among NVML's by its PCI bus id (docs/performance.md).
+  if (device_.is_cuda()) profile::publish_cuda_device(device_.index());
   if (needs_grad_scaler(mixed_precision_)) scaler_ = std::make_unique<GradScaler>(options_.scaler, communicator(device_));
   if (device_.is_cpu()) {
     // Like torchrun: ranks sharing a machine split its cores instead of oversubscribing them.
