@@ -23,8 +23,11 @@ need_bin examples/train_fashion_mnist
 need_bin launcher/xlaunch
 TRAIN="$BUILD_DIR/examples/train_fashion_mnist"
 
-# Each line of stdin with the time (seconds since the epoch) in front.
-stamp() { while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done; }
+# Each line of stdin with the time (seconds since the epoch) in front. The ranks' output reaches
+# mpirun through a pseudo-terminal, so the progress bar redraws with \r: each redraw is a line here.
+stamp() {
+  stdbuf -oL tr '\r' '\n' | while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done
+}
 # The time of the first line of the log matching a regex.
 time_of() { grep -m1 -E "^[0-9.]+ $1" "$2" | cut -d' ' -f1; }
 
@@ -32,7 +35,7 @@ one_round() {  # -> one bench= line
   local log=$work/run.log ckpt=$work/ckpt job
   rm -rf "$ckpt" "$ckpt".*
   "$SIM" down >/dev/null
-  "$SIM" up 3 --rate "$RATE" >/dev/null
+  "$SIM" up 3 --rate "$RATE" >/dev/null 9>&-  # the holders must not inherit the lock (fd 9)
   "$BUILD_DIR/launcher/xlaunch" run --config_file "$work/elastic.yaml" "$TRAIN" --epochs 2 --checkpoints_per_epoch 2 \
     --limit_train "$IMAGES" --global_batch_size "$BATCH" --resume auto --checkpoint_dir "$ckpt" 2>&1 | stamp >"$log" &
   job=$!
