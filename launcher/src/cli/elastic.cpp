@@ -145,8 +145,12 @@ std::vector<HostAnswer> probe_hosts(const std::vector<std::string>& agent, const
     for (Probe& p : probes) {
       if (p.done) continue;
       char buf[4096];
-      ssize_t n;
+      ssize_t n = 0;
       while (p.out >= 0 && (n = read(p.out, buf, sizeof buf)) > 0) p.text.append(buf, static_cast<size_t>(n));
+      if (p.out >= 0 && n == 0) {  // end of its output: stop polling it (it stays readable)
+        close(p.out);
+        p.out = -1;
+      }
       if (waitpid(p.pid, &p.status, WNOHANG) == p.pid) p.done = true;
     }
   }
