@@ -6,7 +6,8 @@
 // (rank 0's weights everywhere, gradients averaged in backward, each rank reading its shard).
 // Mixed precision comes from the config (XLAUNCH_MIXED_PRECISION), with no code here. After each
 // epoch: exact test accuracy over all 10000 test images (gather_for_metrics drops the padding
-// that evened out the shards), one summary line, and a checkpoint (save_state); --resume
+// that evened out the shards), one summary line, and a checkpoint (save_state; also within the
+// epoch with --checkpoints_per_epoch); --resume
 // continues from it (--resume auto: when there is one, which is what a restarted job needs; see
 // docs/failures.md). Only the main process prints. Options and results: docs/examples.md.
 #include <torch/torch.h>
@@ -31,6 +32,7 @@ using xlaunch::FashionMnist;
 struct Options {
   int epochs = 3;  // about 90% test accuracy (docs/examples.md)
   int64_t batch_size = 64;  // per rank: the global batch is batch_size * processes
+  int64_t global_batch_size = 0;  // > 0: batch_size = this / processes, whatever their number
   double lr = 2e-3;
   uint64_t seed = 42;
   std::string data_dir = FashionMnist::kDefaultRoot;
@@ -40,6 +42,7 @@ struct Options {
   int64_t limit_train = 0;  // 0: all 60000 training images
   int fail_at_epoch = 0;    // > 0: rank fail_rank exits with code 3 at the start of this epoch, first attempt only
   int fail_rank = 1;
+  int checkpoints_per_epoch = 1;  // > 1: also save_state every num_batches / K batches within an epoch
 };
 
 // A checkpoint save_state left: the directory (or the previous one an interrupted save kept).
@@ -97,9 +100,11 @@ xlaunch::Loader make_loader(FashionMnist::Split split, const Options& o, bool tr
   return xlaunch::Loader(std::move(ds), lo);
 }
 
-// Cosine decay from lr to 0 over the run; `step` is the optimizer's (restored by load_state).
-double cosine_lr(double lr, int64_t step, int64_t total_steps) {
-  return 0.5 * lr * (1 + std::cos(M_PI * static_cast<double>(step) / static_cast<double>(std::max<int64_t>(total_steps, 1))));
+// Cosine decay from lr to 0 over the run, by the place in the data: `batch` of `total` batches of
+// the whole run (epochs x batches per epoch). Not by the optimizer's step count, which a resume on
+// another world size (an elastic job) would carry past the end of the schedule.
+double cosine_lr(double lr, int64_t batch, int64_t total) {
+  return 0.5 * lr * (1 + std::cos(M_PI * static_cast<double>(batch) / static_cast<double>(std::max<int64_t>(total, 1))));
 }
 
 void set_lr(torch::optim::Adam& adam, double lr) {
@@ -121,8 +126,17 @@ double evaluate(xlaunch::Accelerator& acc, Net& net, xlaunch::PreparedModel<Net>
   return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1));
 }
 
-int train(const Options& o) {
+int train(Options o) {
   xlaunch::Accelerator acc;
+  if (o.global_batch_size > 0) {  // the same global batch on any number of processes (an elastic job)
+    if (o.global_batch_size % acc.num_processes() != 0) {
+      if (acc.is_main_process())
+        std::fprintf(stderr, "train_fashion_mnist: --global_batch_size %lld is not a multiple of the %d processes\n",
+                     static_cast<long long>(o.global_batch_size), acc.num_processes());
+      return 2;
+    }
+    o.batch_size = o.global_batch_size / acc.num_processes();
+  }
   acc.set_seed(o.seed);
   Net net;  // shares the module with the prepared model: net->eval(), net->train()
   auto model = acc.prepare(net);
@@ -158,8 +172,13 @@ int train(const Options& o) {
     // The loss summed on the device: read only when the bar draws, so steps do not wait for it.
     auto loss_sum = torch::zeros({}, torch::TensorOptions().device(acc.device()));
     int64_t steps = 0, done = 0;
+    // Batches between checkpoints within the epoch (the epoch's end always saves).
+    const int64_t nb = train_loader.num_batches();
+    const int64_t save_every = (nb + o.checkpoints_per_epoch - 1) / o.checkpoints_per_epoch;
+    // The batch of the epoch about to come: not 0 after a resume in the middle of an epoch.
+    int64_t batch_index = train_loader.position().batch;
     for (auto& batch : train_loader) {
-      set_lr(adam, cosine_lr(o.lr, acc.step(), o.epochs * train_loader.num_batches()));
+      set_lr(adam, cosine_lr(o.lr, epoch * nb + batch_index, o.epochs * nb));
       auto loss = torch::nn::functional::cross_entropy(model(batch.data), batch.target);
       acc.backward(loss);
       opt.step();
@@ -168,6 +187,12 @@ int train(const Options& o) {
       ++steps;
       done = std::min(epoch_samples, done + batch.size() * world);
       bar.update(done, [&] { return loss_sum.item<double>() / static_cast<double>(steps); });
+      ++batch_index;  // batches of this epoch done
+      if (o.checkpoints_per_epoch > 1 && batch_index % save_every == 0 && batch_index < nb) {
+        acc.save_state(o.checkpoint_dir);
+        acc.print("checkpoint saved in ", o.checkpoint_dir, ": epoch ", epoch + 1, ", batch ", batch_index, "/", nb,
+                  " (step ", acc.step(), ")");
+      }
     }
     const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double train_loss = acc.reduce(loss_sum, xlaunch::ReduceOp::Avg).item<double>() / static_cast<double>(steps);
@@ -191,6 +216,9 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", o.epochs, "Epochs to train (in all, counting those of a resumed run)")->capture_default_str();
   app.add_option("--batch_size", o.batch_size, "Batch size per process; the global batch is this times the "
                                                "number of processes")->capture_default_str();
+  app.add_option("--global_batch_size", o.global_batch_size,
+                 "The global batch instead: each process takes this / processes (a multiple of them), so a "
+                 "resume on another number of processes keeps the batch and its place in the epoch");
   app.add_option("--lr", o.lr, "Adam learning rate at the start (cosine decay to 0 at the end)")->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the weights and of the shuffling")->capture_default_str();
   app.add_option("--data_dir", o.data_dir, "Fashion-MNIST directory (Debian package dataset-fashion-mnist)")
@@ -200,6 +228,10 @@ int main(int argc, char** argv) {
                                 "Continue from the checkpoint in --checkpoint_dir; `--resume auto`: only when one "
                                 "exists (the same command line then serves a first run and every restart)")
                      ->expected(0, 1);
+  app.add_option("--checkpoints_per_epoch", o.checkpoints_per_epoch,
+                 "Checkpoints per epoch: K > 1 also saves every 1/K of an epoch (a restart loses less)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app.add_option("--limit_train", o.limit_train, "Train on the first N images only (0: all 60000)")->capture_default_str();
   app.add_option("--fail_at_epoch", o.fail_at_epoch, "Try restarts: rank --fail_rank exits with code 3 at the start "
                                                      "of this epoch, on the first attempt only (0: never)");

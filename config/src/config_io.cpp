@@ -50,6 +50,29 @@ std::string gpu_ids_string(const std::vector<int>& ids) {
   return s;
 }
 
+std::string machines_string(const LaunchConfig& c) {
+  const std::string max = std::to_string(c.num_machines);
+  return c.min_machines > 0 ? std::to_string(c.min_machines) + ":" + max : max;
+}
+
+bool parse_machines(const std::string& text, int* min_machines, int* num_machines) {
+  auto number = [](const std::string& s, int* out) {
+    if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+    *out = std::stoi(s);
+    return *out >= 1;
+  };
+  const size_t colon = text.find(':');
+  int lo = 0, hi = 0;
+  if (colon == std::string::npos) {
+    if (!number(text, &hi)) return false;
+  } else if (!number(text.substr(0, colon), &lo) || !number(text.substr(colon + 1), &hi) || lo > hi) {
+    return false;
+  }
+  *min_machines = lo;
+  *num_machines = hi;
+  return true;
+}
+
 int edit_distance(const std::string& a, const std::string& b) {
   std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);
@@ -166,7 +189,12 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
   check(c.config_version >= 1 && c.config_version <= kConfigVersion, "config_version", q(c.config_version),
         "1 to " + std::to_string(kConfigVersion), "a newer xlaunch wrote this file; upgrade xlaunch");
   check(c.num_processes >= 1, "num_processes", q(c.num_processes), "an integer >= 1");
-  check(c.num_machines >= 1, "num_machines", q(c.num_machines), "an integer >= 1");
+  const std::string machines = "'" + machines_string(c) + "'";
+  check(c.num_machines >= 1, "num_machines", machines, "an integer >= 1, or MIN:MAX");
+  check(c.min_machines >= 0 && c.min_machines <= c.num_machines, "num_machines", machines,
+        "MIN:MAX with 1 <= MIN <= MAX");
+  check(c.max_machine_failures >= 1, "max_machine_failures", q(c.max_machine_failures), "an integer >= 1",
+        "the failed attempts a machine may be at fault in before an elastic job keeps it out");
   check(c.machine_rank >= 0 && c.machine_rank < c.num_machines, "machine_rank", q(c.machine_rank),
         "0 to num_machines - 1 = " + std::to_string(c.num_machines - 1));
   check(c.main_process_port >= 0 && c.main_process_port <= 65535, "main_process_port", q(c.main_process_port),
@@ -196,14 +224,22 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
         "set distributed_type: MULTI_CPU or MULTI_GPU to use several machines");
   check(c.num_processes % c.num_machines == 0, "num_processes", q(c.num_processes),
         "a multiple of num_machines (" + std::to_string(c.num_machines) + ")",
-        "num_processes counts the processes of all machines together");
+        c.min_machines > 0 ? "with num_machines MIN:MAX, num_processes counts the processes of MAX machines together"
+                           : "num_processes counts the processes of all machines together");
   check(!(c.use_cpu && c.distributed_type == DistributedType::MultiGpu), "use_cpu", "'true' with MULTI_GPU",
         "false with distributed_type MULTI_GPU", "use distributed_type: MULTI_CPU to train on CPUs");
   check(c.num_machines == 1 || !c.mpi.hostfile.empty() || !c.mpi.hosts.empty(), "num_machines",
-        q(c.num_machines), "1, unless mpi.hostfile or mpi.hosts lists the machines",
+        machines, "1, unless mpi.hostfile or mpi.hosts lists the machines",
         "mpirun starts the ranks of every machine and must know them");
-  check(c.mpi.hosts.empty() || static_cast<int>(c.mpi.hosts.size()) == c.num_machines, "mpi.hosts",
-        std::to_string(c.mpi.hosts.size()) + " hosts", "exactly num_machines (" + std::to_string(c.num_machines) + ") hosts");
+  if (is_elastic(c))
+    check(c.mpi.hosts.empty() || static_cast<int>(c.mpi.hosts.size()) >= c.min_machines, "mpi.hosts",
+          std::to_string(c.mpi.hosts.size()) + " hosts",
+          "at least MIN of num_machines " + machines_string(c) + " (" + std::to_string(c.min_machines) + ") hosts",
+          "an elastic job starts on up to MAX of the hosts listed; hosts beyond MAX stand by");
+  else
+    check(c.mpi.hosts.empty() || static_cast<int>(c.mpi.hosts.size()) == c.num_machines, "mpi.hosts",
+          std::to_string(c.mpi.hosts.size()) + " hosts",
+          "exactly num_machines (" + std::to_string(c.num_machines) + ") hosts");
 
   std::set<int> unique(c.gpu_ids.begin(), c.gpu_ids.end());
   check(unique.size() == c.gpu_ids.size(), "gpu_ids", "'" + gpu_ids_string(c.gpu_ids) + "'", "each GPU id once");

@@ -194,7 +194,16 @@ std::vector<Field> build_fields() {
       },
       [](YAML::Emitter& out, const LaunchConfig& c) { emit(out, std::string(to_string(c.distributed_type))); }));
   f.push_back(int_field("num_processes", [](LaunchConfig& c) -> int& { return c.num_processes; }));
-  f.push_back(int_field("num_machines", [](LaunchConfig& c) -> int& { return c.num_machines; }));
+  f.push_back(make(
+      "num_machines",
+      [](const YAML::Node& n, LaunchConfig& c, const FieldCtx& ctx) {
+        if (!n.IsScalar() || !parse_machines(n.Scalar(), &c.min_machines, &c.num_machines))
+          fail(ctx, describe(n), "an integer >= 1, or MIN:MAX for an elastic job (e.g. 2:4, MIN <= MAX)");
+      },
+      [](YAML::Emitter& out, const LaunchConfig& c) {
+        if (c.min_machines > 0) out << machines_string(c);
+        else out << c.num_machines;
+      }));
   f.push_back(int_field("machine_rank", [](LaunchConfig& c) -> int& { return c.machine_rank; }));
   f.push_back(string_field("main_process_ip", [](LaunchConfig& c) -> std::string& { return c.main_process_ip; }));
   f.push_back(int_field("main_process_port", [](LaunchConfig& c) -> int& { return c.main_process_port; }));
@@ -264,6 +273,7 @@ std::vector<Field> build_fields() {
 
   f.push_back(string_field("log_dir", [](LaunchConfig& c) -> std::string& { return c.log_dir; }));
   f.push_back(int_field("max_restarts", [](LaunchConfig& c) -> int& { return c.max_restarts; }));
+  f.push_back(int_field("max_machine_failures", [](LaunchConfig& c) -> int& { return c.max_machine_failures; }));
   f.push_back(int_field("timeout_s", [](LaunchConfig& c) -> int& { return c.timeout_s; }));
   f.push_back(bool_field("report", [](LaunchConfig& c) -> bool& { return c.report; }));
   f.push_back(string_field("trace_dir", [](LaunchConfig& c) -> std::string& { return c.trace_dir; }));

@@ -83,6 +83,17 @@ else
   fail "a 2-process checkpoint resumes on 1 process, restarting the interrupted epoch, naming changed settings" world1
 fi
 
+# 5b. Another world size with the same global batch (2 x 8 saved, 1 x 16 now): the position carries
+# over, so epoch 1 continues at its batch 3 of 8 and the run ends at step 16, as the straight run
+# (restarting the epoch would end at 11 + 8 = 19).
+if run 1 world1_global --optimizer adam --epochs 2 --batch 16 --resume "$work/mid" &&
+   grep -q "with 2 processes; this job has 1 and the same global batch (16), so it continues there" "$work/world1_global.log" &&
+   grep -q "^done: step 16$" "$work/world1_global.log"; then
+  pass "a 2 x 8 checkpoint taken mid-epoch continues at its place on 1 x 16 (the same global batch): done at step 16"
+else
+  fail "a 2 x 8 checkpoint taken mid-epoch continues at its place on 1 x 16: want the message and done: step 16" world1_global
+fi
+
 # 6. Refusals: another model, a corrupt file, a missing checkpoint.
 run 2 other_model --hidden 16 --epochs 2 --resume "$work/e1" &&
   fail "another model should be refused" other_model

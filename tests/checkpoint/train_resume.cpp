@@ -11,6 +11,7 @@
 //                                                           (checkpoint.h: "wrote rank0/model_0.pt")
 //   ... --optimizer adam   --hidden H                       Adam instead of SGD with momentum;
 //                                                           another hidden width (another model)
+//   ... --batch B                                           batch per rank (8)
 // Errors go to stderr and exit 1, like any program using the runtime.
 #include <torch/torch.h>
 
@@ -82,7 +83,7 @@ int run(const std::map<std::string, std::string>& args) {
     inner = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   auto& opt = acc.prepare(*inner);
   xlaunch::LoaderOptions lo;
-  lo.batch_size = 8;
+  lo.batch_size = std::stoll(get(args, "--batch", "8"));  // per rank
   lo.seed = 7;
   lo.num_workers = 2;
   auto& loader = acc.prepare(xlaunch::Loader(Synthetic(), lo));

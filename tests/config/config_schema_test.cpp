@@ -71,6 +71,7 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   c.loader.prefetch_factor = 4;
   c.log_dir = "/tmp/logs dir";
   c.max_restarts = 3;
+  c.max_machine_failures = 5;
   c.timeout_s = 60;
   c.report = false;
   c.trace_dir = "/tmp/trace";
@@ -333,4 +334,65 @@ TEST(EditDistance, Basics) {
   EXPECT_EQ(edit_distance("", "abc"), 3);
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3);
   EXPECT_EQ(edit_distance("same", "same"), 0);
+}
+
+// Elastic jobs: num_machines MIN:MAX (torchrun's --nnodes MIN:MAX).
+TEST(ConfigElastic, MinMaxLoadsSavesAndRoundTrips) {
+  const LoadedConfig l = parse_config("distributed_type: MULTI_CPU\nnum_processes: 6\nnum_machines: 2:3\n"
+                                      "max_restarts: 2\nmpi:\n  hostfile: h\n", "t.yaml");
+  EXPECT_EQ(l.config.min_machines, 2);
+  EXPECT_EQ(l.config.num_machines, 3);
+  EXPECT_TRUE(is_elastic(l.config));
+  EXPECT_EQ(processes_per_machine(l.config), 2);
+  EXPECT_EQ(machines_string(l.config), "2:3");
+  const std::string yaml = to_yaml(l.config);
+  EXPECT_TRUE(contains(yaml, "num_machines: 2:3")) << yaml;
+  EXPECT_EQ(to_yaml(parse_config(yaml, "t.yaml").config), yaml);
+
+  // A plain N stays plain; MIN == MAX is a fixed job spelled as asked.
+  EXPECT_EQ(parse_config("num_machines: 1\n", "t.yaml").config.min_machines, 0);
+  EXPECT_TRUE(contains(to_yaml(parse_config("num_machines: 1\n", "t.yaml").config), "num_machines: 1\n"));
+  const LaunchConfig fixed = parse_config("distributed_type: MULTI_CPU\nnum_processes: 2\nnum_machines: 2:2\n"
+                                          "mpi:\n  hosts: [a, b]\n", "t.yaml").config;
+  EXPECT_FALSE(is_elastic(fixed));
+  EXPECT_EQ(machines_string(fixed), "2:2");
+}
+
+TEST(ConfigElastic, MalformedRangesNameTheKeyAndTheForm) {
+  for (const char* bad : {"3:2", "0:2", "2:", ":3", "2:x", "a", "2:3:4", "-1"}) {
+    const ConfigErrorInfo e = error_of(std::string("distributed_type: MULTI_CPU\nnum_machines: '") + bad +
+                                       "'\nmpi:\n  hostfile: h\n");
+    EXPECT_EQ(e.key, "num_machines") << bad;
+    EXPECT_EQ(e.line, 2) << bad;
+    EXPECT_TRUE(contains(e.allowed, "MIN:MAX")) << bad << ": " << e.allowed;
+  }
+  int lo = 7, hi = 7;
+  EXPECT_FALSE(parse_machines("3:2", &lo, &hi));
+  EXPECT_EQ(lo, 7);  // nothing changed
+  EXPECT_TRUE(parse_machines("1:4", &lo, &hi));
+  EXPECT_EQ(lo, 1);
+  EXPECT_EQ(hi, 4);
+}
+
+TEST(ConfigElastic, RelationsCountAtMaxAndHostsAtLeastMin) {
+  // num_processes counts MAX machines' processes: 4 is no multiple of 3.
+  ConfigErrorInfo e = error_of("distributed_type: MULTI_CPU\nnum_processes: 4\nnum_machines: 2:3\nmpi:\n  hostfile: h\n");
+  EXPECT_EQ(e.key, "num_processes");
+  EXPECT_TRUE(contains(e.hint, "MAX machines")) << e.hint;
+  // Hosts: at least MIN; spares beyond MAX stand by.
+  e = error_of("distributed_type: MULTI_CPU\nnum_processes: 3\nnum_machines: 2:3\nmpi:\n  hosts: [a]\n");
+  EXPECT_EQ(e.key, "mpi.hosts");
+  EXPECT_TRUE(contains(e.allowed, "at least MIN")) << e.allowed;
+  EXPECT_NO_THROW(parse_config("distributed_type: MULTI_CPU\nnum_processes: 3\nnum_machines: 2:3\nmpi:\n  hosts: [a, b]\n", "t"));
+  EXPECT_NO_THROW(parse_config("distributed_type: MULTI_CPU\nnum_processes: 3\nnum_machines: 2:3\nmpi:\n  hosts: [a, b, c, d]\n", "t"));
+  // A fixed job still needs exactly num_machines hosts.
+  e = error_of("distributed_type: MULTI_CPU\nnum_processes: 3\nnum_machines: 3\nmpi:\n  hosts: [a, b, c, d]\n");
+  EXPECT_EQ(e.key, "mpi.hosts");
+  // Without a list of machines there is nothing to be elastic over.
+  e = error_of("distributed_type: MULTI_CPU\nnum_processes: 3\nnum_machines: 2:3\n");
+  EXPECT_EQ(e.key, "num_machines");
+  EXPECT_EQ(e.found, "'2:3'");
+  e = error_of("max_machine_failures: 0\n");
+  EXPECT_EQ(e.key, "max_machine_failures");
+  EXPECT_EQ(e.line, 1);
 }

@@ -51,7 +51,19 @@ void ask_questions(Prompter& p, LaunchConfig& c, const LaunchConfig& proposed, i
   c.distributed_type = type == "NO" ? DistributedType::No
                        : type == "MULTI_CPU" ? DistributedType::MultiCpu : DistributedType::MultiGpu;
   if (c.distributed_type != DistributedType::No) {
-    c.num_machines = p.integer("How many machines will the job use?", proposed.num_machines, 1, 4096);
+    // N, or MIN:MAX: an elastic job (docs/multi-machine.md#elastic-jobs).
+    const std::string machines_answer =
+        p.text("How many machines will the job use?", config::machines_string(proposed), [](const std::string& a) {
+          int lo = 0, hi = 0;
+          return config::parse_machines(a, &lo, &hi) && hi <= 4096
+                     ? ""
+                     : "is not a whole number from 1 to 4096, nor MIN:MAX (an elastic job that continues on at least "
+                       "MIN machines when others are lost)";
+        });
+    config::parse_machines(machines_answer, &c.min_machines, &c.num_machines);
+    if (config::is_elastic(c))
+      c.max_restarts = p.integer("How many times may the job restart, on the machines still there (max_restarts)?",
+                                 std::max(proposed.max_restarts, 3), 0, 1000000);
     if (c.num_machines > 1) {
       c.machine_rank = p.integer("What is the rank of this machine?", std::min(proposed.machine_rank, c.num_machines - 1),
                                  0, c.num_machines - 1);

@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
 #include <memory>
 
 #include "cli/config_in_use.h"
+#include "cli/elastic.h"
 #include "cli/overrides.h"
 #include "launch/job.h"
 #include "launch/job_outcome.h"
@@ -162,6 +164,10 @@ void check_launchable(const config::LaunchConfig& c) {
                       "mpirun starts the ranks of the other machines itself; run xlaunch there");
   if (!c.mpi.hostfile.empty() && !file_exists(c.mpi.hostfile))
     throw LaunchError("hostfile " + c.mpi.hostfile + " not found; fix mpi.hostfile or --hostfile");
+  if (config::is_elastic(c) && c.max_restarts == 0)
+    std::fprintf(stderr, "xlaunch: warning: num_machines %s with max_restarts 0: the job starts on the machines that "
+                         "answer, but the loss of one ends it; set max_restarts to continue on the others\n",
+                 config::machines_string(c).c_str());
   if (c.timeout_s == 0)
     std::fprintf(stderr, "xlaunch: warning: timeout_s is 0: the collective watchdog is off, so a stuck collective "
                          "waits until mpirun or your scheduler ends the job; set timeout_s (default %s) to bound it\n",
@@ -197,11 +203,80 @@ void report_attempt(const config::LaunchConfig& c, const std::string& status_dir
   if (!html.empty()) std::fprintf(stderr, "xlaunch: report in %s\n", html.c_str());
 }
 
-// Runs the job, and again after a failure while max_restarts allows; returns the exit code.
-int run_attempts(const config::LaunchConfig& c, Environment env, const std::string& mpi_version, bool verbose,
+// The first MAX machines listed: an elastic job's first attempt when every machine answers.
+std::vector<std::string> first_machines(const config::LaunchConfig& c) {
+  std::vector<std::string> hosts = listed_machines(c);
+  if (static_cast<int>(hosts.size()) > c.num_machines) hosts.resize(static_cast<size_t>(c.num_machines));
+  return hosts;
+}
+
+// An elastic job's machines across attempts (elastic.h): which were at fault in failed attempts.
+class ElasticMachines {
+ public:
+  explicit ElasticMachines(const config::LaunchConfig& c)
+      : c_(c), listed_(listed_machines(c)), agent_(rsh_agent_argv(c.mpi.extra_args, env_or_empty("OMPI_MCA_plm_rsh_agent"))) {}
+
+  // The machines of the next attempt, after asking each one not kept out whether it answers; prints
+  // a line for each machine left out and one for the attempt. Fewer than MIN: prints why, returns {}.
+  std::vector<std::string> choose(int attempt) {
+    std::vector<std::string> ask;
+    for (const auto& h : listed_)
+      if (failures_[h] < c_.max_machine_failures) ask.push_back(h);
+    const AttemptMachines m =
+        choose_machines(listed_, probe_hosts(agent_, ask, kHostProbeTimeoutS), failures_, c_.max_machine_failures,
+                        c_.num_machines);
+    for (const auto& n : m.notes) std::fprintf(stderr, "xlaunch: %s\n", n.c_str());
+    if (static_cast<int>(m.hosts.size()) < c_.min_machines) {
+      std::fprintf(stderr,
+                   "xlaunch: only %zu machine%s can take part (%s), fewer than the %d that num_machines %s needs; "
+                   "ending the job (bring machines back or lower MIN)\n",
+                   m.hosts.size(), m.hosts.size() == 1 ? "" : "s", m.hosts.empty() ? "none" : join_hosts(m.hosts).c_str(),
+                   c_.min_machines, config::machines_string(c_).c_str());
+      return {};
+    }
+    const int world = static_cast<int>(m.hosts.size()) * config::processes_per_machine(c_);
+    std::fprintf(stderr, "xlaunch: attempt %d on %zu of num_machines %s: %s; world size %d\n", attempt + 1,
+                 m.hosts.size(), config::machines_string(c_).c_str(), join_hosts(m.hosts).c_str(), world);
+    return m.hosts;
+  }
+
+  // After a failed attempt on `hosts`: counts a failure against the machine of the rank at fault.
+  void blame(const std::vector<std::string>& hosts, int rank) {
+    const std::string host = machine_of_rank(hosts, config::processes_per_machine(c_), rank);
+    if (host.empty()) return;
+    const int n = ++failures_[host];
+    std::fprintf(stderr, "xlaunch: machine %s (rank %d) was at fault in %d failed attempt%s (max_machine_failures %d)\n",
+                 host.c_str(), rank, n, n == 1 ? "" : "s", c_.max_machine_failures);
+  }
+
+ private:
+  static std::string env_or_empty(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+  }
+  const config::LaunchConfig& c_;
+  std::vector<std::string> listed_;
+  std::vector<std::string> agent_;
+  std::map<std::string, int> failures_;
+};
+
+// Runs the job, and again after a failure while max_restarts allows (an elastic job on the machines
+// that still answer); returns the exit code.
+int run_attempts(const config::LaunchConfig& job, Environment env, const std::string& mpi_version, bool verbose,
                  double monitor_s, const std::vector<std::string>& command) {
   const std::vector<std::string> train_args(command.begin() + 1, command.end());
+  std::unique_ptr<ElasticMachines> elastic = config::is_elastic(job) ? std::make_unique<ElasticMachines>(job) : nullptr;
+  int last_exit = 1;  // an elastic job that cannot even start: 1
   for (int attempt = 0;; ++attempt) {
+    std::vector<std::string> hosts;
+    if (elastic) {
+      hosts = elastic->choose(attempt);
+      if (hosts.empty()) {
+        std::fprintf(stderr, "xlaunch: exit code %d\n", last_exit);
+        return last_exit;
+      }
+    }
+    const config::LaunchConfig c = elastic ? attempt_config(job, hosts) : job;
     env.restart_count = attempt;
     env.status_dir = make_status_dir(c, env.run_id, attempt);
     const LaunchPlan plan = make_launch_plan(c, env, command[0], train_args);
@@ -241,11 +316,13 @@ int run_attempts(const config::LaunchConfig& c, Environment env, const std::stri
       return 128 + sig;
     }
     std::fprintf(stderr, "xlaunch: job failed: %s\n", outcome.message.c_str());
+    last_exit = outcome.exit_code;
     if (attempt >= c.max_restarts) {
       const std::string from = outcome.rank >= 0 ? ", from rank " + std::to_string(outcome.rank) : "";
       std::fprintf(stderr, "xlaunch: exit code %d%s\n", outcome.exit_code, from.c_str());
       return outcome.exit_code;
     }
+    if (elastic) elastic->blame(hosts, outcome.rank);
     std::fprintf(stderr, "xlaunch: restarting the job (restart %d of %d)\n", attempt + 1, c.max_restarts);
   }
 }
@@ -274,7 +351,9 @@ int run_job(const RunOptions& o, const Invocation& inv) {
     const auto found = find_program("mpirun", path_env());
     env.mpirun = found ? *found : "mpirun";
     env.status_dir = status_base(c) + "/" + status_prefix(env.run_id, 0) + "XXXXXX";  // made when it runs
-    print_plan(stdout, make_launch_plan(c, env, command[0], {command.begin() + 1, command.end()}));
+    // An elastic job: the plan of a first attempt on which every listed machine answered.
+    const config::LaunchConfig first = config::is_elastic(c) ? attempt_config(c, first_machines(c)) : c;
+    print_plan(stdout, make_launch_plan(first, env, command[0], {command.begin() + 1, command.end()}));
     return 0;
   }
   const OpenMpi mpi = find_open_mpi(path_env());

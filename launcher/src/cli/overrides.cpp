@@ -143,7 +143,9 @@ std::vector<int> parse_gpu_ids(const std::string& value) {
 
 void add_override_options(CLI::App* app, Overrides& o) {
   app->add_option("-n,--num_processes", o.num_processes, "Processes in total, over all machines");
-  app->add_option("--num_machines", o.num_machines, "Machines the job runs on");
+  app->add_option("--num_machines", o.num_machines,
+                  "Machines the job runs on: N, or MIN:MAX to continue on at least MIN when machines are lost "
+                  "(with --max_restarts)");
   app->add_option("--machine_rank", o.machine_rank, "Rank of this machine, 0 to num_machines - 1");
   app->add_option("--main_process_ip", o.main_process_ip, "Address of the machine of rank 0");
   app->add_option("--main_process_port", o.main_process_port, "Port on the main machine; 0 picks a free one");
@@ -155,6 +157,8 @@ void add_override_options(CLI::App* app, Overrides& o) {
   app->add_option("--num_cpu_threads_per_process", o.num_cpu_threads_per_process,
                   "Intra-op threads of each rank (OMP_NUM_THREADS); 0: cores / ranks of the machine");
   app->add_option("--max_restarts", o.max_restarts, "Restart a failed job up to this many times");
+  app->add_option("--max_machine_failures", o.max_machine_failures,
+                  "Elastic jobs: keep out a machine at fault in this many failed attempts");
   app->add_option("--hostfile,--mpirun_hostfile", o.hostfile, "Open MPI hostfile listing the machines");
   app->add_option("--log_dir", o.log_dir, "Directory for per-rank logs");
   app->add_option("--trace", o.trace_dir, "Write a timeline of every rank (DIR/trace.json) and DIR/report.html");
@@ -209,13 +213,19 @@ std::vector<std::string> apply_overrides(LaunchConfig& c, const Overrides& o, in
     set.push_back(key);
   };
   take(o.num_processes, c.num_processes, "num_processes");
-  take(o.num_machines, c.num_machines, "num_machines");
+  if (o.num_machines) {
+    if (!config::parse_machines(*o.num_machines, &c.min_machines, &c.num_machines))
+      throw config::ConfigError({"command line", "num_machines", 0, "'" + *o.num_machines + "'",
+                                 "an integer >= 1, or MIN:MAX for an elastic job (e.g. 2:4, MIN <= MAX)"});
+    set.push_back("num_machines");
+  }
   take(o.machine_rank, c.machine_rank, "machine_rank");
   take(o.main_process_ip, c.main_process_ip, "main_process_ip");
   take(o.main_process_port, c.main_process_port, "main_process_port");
   take(o.gradient_accumulation_steps, c.gradient_accumulation_steps, "gradient_accumulation_steps");
   take(o.num_cpu_threads_per_process, c.num_cpu_threads_per_process, "num_cpu_threads_per_process");
   take(o.max_restarts, c.max_restarts, "max_restarts");
+  take(o.max_machine_failures, c.max_machine_failures, "max_machine_failures");
   take(o.hostfile, c.mpi.hostfile, "mpi.hostfile");
   take(o.log_dir, c.log_dir, "log_dir");
   take(o.trace_dir, c.trace_dir, "trace_dir");

@@ -14,18 +14,18 @@
 namespace xlaunch::launcher {
 
 struct Overrides {
-  std::optional<int> num_processes, num_machines, machine_rank, main_process_port, gradient_accumulation_steps,
-      num_cpu_threads_per_process, max_restarts;
-  std::optional<std::string> main_process_ip, mixed_precision, hostfile, log_dir, gpu_ids, trace_dir;
+  std::optional<int> num_processes, machine_rank, main_process_port, gradient_accumulation_steps,
+      num_cpu_threads_per_process, max_restarts, max_machine_failures;
+  std::optional<std::string> num_machines, main_process_ip, mixed_precision, hostfile, log_dir, gpu_ids, trace_dir;
   bool cpu = false, multi_gpu = false, debug = false;
   std::vector<std::string> ignored;  // Accelerate options given that mean nothing here, by name
 };
 
 // Adds the options that set config keys, spelled as `accelerate launch` spells them: -n/
-// --num_processes, --num_machines, --machine_rank, --main_process_ip, --main_process_port,
+// --num_processes, --num_machines (N, or MIN:MAX as torchrun's --nnodes), --machine_rank, --main_process_ip, --main_process_port,
 // --gpu_ids, --mixed_precision, --gradient_accumulation_steps, --num_cpu_threads_per_process,
 // --max_restarts, --debug, --multi_gpu, --cpu/--use_cpu, --hostfile/--mpirun_hostfile, --log_dir;
-// and --trace DIR (trace_dir).
+// and --trace DIR (trace_dir), --max_machine_failures.
 void add_override_options(CLI::App* app, Overrides& o);
 
 // Adds the `accelerate launch` options that xlaunch accepts and ignores with a warning (--quiet,
@@ -48,7 +48,7 @@ bool refuse_accelerate_option(const CLI::App& app, const CLI::ParseError& e, con
 // Applies the options given to c and returns the keys they set. Then settles distributed_type:
 // --multi_gpu makes it MULTI_GPU; --cpu turns MULTI_GPU into MULTI_CPU; several processes with NO
 // become MULTI_CPU (no GPU, or --cpu) or MULTI_GPU. Throws ConfigError for --multi_gpu with --cpu
-// and for a malformed --gpu_ids. Ranges are left to config::validate().
+// and for a malformed --gpu_ids or --num_machines. Ranges are left to config::validate().
 std::vector<std::string> apply_overrides(config::LaunchConfig& c, const Overrides& o, int gpu_count);
 
 // What `xlaunch config` proposes on a machine with these GPUs and cores: one process per GPU

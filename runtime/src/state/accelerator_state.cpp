@@ -207,6 +207,9 @@ Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string
     state[k + "epoch"] = std::to_string(pos.epoch);
     state[k + "batch"] = std::to_string(pos.batch);
     state[k + "num_batches"] = std::to_string(l.num_batches());
+    // What a resume on another world size needs to find the same place in the epoch's global order.
+    state[k + "global_batch"] = std::to_string(l.options().batch_size * a.world_);
+    state[k + "dataset_size"] = std::to_string(l.dataset_size());
     meta << "loader " << i << " epoch " << pos.epoch << " next batch " << pos.batch << " of " << l.num_batches() << "\n";
   }
   if (a.scaler_) {
@@ -390,20 +393,37 @@ void CheckpointIO::restore_scaler(Accelerator& a, const KeyValues& state) {
   }
 }
 
-// A position within an epoch counts this world size's batches of this rank's shard: with another
-// world size (or batch count) it names other samples, so the interrupted epoch restarts.
+// A position within an epoch counts this world size's batches of this rank's shard. Rank r's shard
+// holds global positions r, r + W, r + 2W, ... of the epoch's order (sampler.h), so after k batches
+// the ranks together have read its first k x global-batch positions, whatever W is: with the same
+// global batch (batch_size x world size) and dataset the position carries over to another world
+// size exactly (an elastic job that keeps the global batch). Otherwise it names other samples,
+// and the interrupted epoch restarts.
 void CheckpointIO::restore_loaders(Accelerator& a, const KeyValues& state, int64_t saved_world) {
   for (size_t i = 0; i < a.loaders_.size(); ++i) {
     const std::string k = "loader." + std::to_string(i) + ".";
+    const Loader& l = *a.loaders_[i];
     LoaderPosition pos{get_int(state, k + "epoch"), get_int(state, k + "batch")};
     const int64_t saved_batches = get_int(state, k + "num_batches");
-    if (pos.batch > 0 && (saved_world != a.world_ || saved_batches != a.loaders_[i]->num_batches())) {
+    const int64_t global_batch = l.options().batch_size * a.world_;
+    // Checkpoints from before these keys were saved have none: the epoch restarts.
+    const bool same_global_order = state.count(k + "global_batch") && state.count(k + "dataset_size") &&
+                                   get_int(state, k + "global_batch") == global_batch &&
+                                   get_int(state, k + "dataset_size") == l.dataset_size() &&
+                                   pos.batch < l.num_batches();
+    if (pos.batch > 0 && saved_world != a.world_ && same_global_order) {
+      log_main(a.rank_, "load_state: loader " + std::to_string(i) + " was saved at batch " + std::to_string(pos.batch) +
+                      " of epoch " + std::to_string(pos.epoch) + " with " + std::to_string(saved_world) +
+                      " processes; this job has " + std::to_string(a.world_) + " and the same global batch (" +
+                      std::to_string(global_batch) + "), so it continues there, with the samples not yet read");
+    } else if (pos.batch > 0 && (saved_world != a.world_ || saved_batches != l.num_batches())) {
       log_main(a.rank_, "load_state: loader " + std::to_string(i) + " was saved at batch " + std::to_string(pos.batch) +
                       " of " + std::to_string(saved_batches) + " in epoch " + std::to_string(pos.epoch) + " with " +
                       std::to_string(saved_world) + " processes; this job has " + std::to_string(a.world_) +
-                      " processes and " + std::to_string(a.loaders_[i]->num_batches()) +
-                      " batches per epoch, so the position cannot carry over: epoch " + std::to_string(pos.epoch) +
-                      " restarts from its first batch");
+                      " processes and " + std::to_string(l.num_batches()) + " batches per epoch (global batch " +
+                      std::to_string(global_batch) + "), so the position cannot carry over: epoch " +
+                      std::to_string(pos.epoch) + " restarts from its first batch (keep the global batch to resume "
+                      "mid-epoch on another world size)");
       pos.batch = 0;
     }
     a.loaders_[i]->set_position(pos);

@@ -58,8 +58,12 @@ struct LaunchConfig {
   int config_version = kConfigVersion;
   std::string compute_environment = "LOCAL_MACHINE";
   DistributedType distributed_type = DistributedType::No;
-  int num_processes = 1;   // in total, over all machines (as in Accelerate)
+  int num_processes = 1;   // in total, over all machines (as in Accelerate); with MIN:MAX, at MAX machines
+  // The file spells it N, or MIN:MAX for an elastic job (torchrun's --nnodes MIN:MAX): num_machines
+  // holds N or MAX, min_machines MIN (0: not elastic). An elastic job starts on up to MAX of the
+  // listed machines that answer, and a restart continues on those still there, at least MIN.
   int num_machines = 1;
+  int min_machines = 0;
   int machine_rank = 0;
   std::string main_process_ip;  // empty: this machine
   int main_process_port = 0;    // 0: the launcher picks a free port
@@ -75,6 +79,9 @@ struct LaunchConfig {
   LoaderSection loader;
   std::string log_dir = env::default_string(env::kLogDir);  // empty: no per-rank logs
   int max_restarts = 0;
+  // Elastic jobs: a machine whose rank was at fault in this many failed attempts is kept out of the
+  // later ones (Horovod's blacklist), even when it answers again.
+  int max_machine_failures = 2;
   // Seconds a collective may make no progress before the watchdog ends the job; 0: no watchdog.
   int timeout_s = static_cast<int>(env::default_int(env::kTimeoutS));
   // Per-step phases, and the utilization report at the end of the job.
@@ -85,8 +92,19 @@ struct LaunchConfig {
   int trace_steps = static_cast<int>(env::default_int(env::kTraceSteps));
 };
 
-// Ranks started on each machine: num_processes / num_machines.
+// Ranks started on each machine: num_processes / num_machines (MAX for an elastic job, whose world
+// size is then the machines in the attempt times this).
 inline int processes_per_machine(const LaunchConfig& c) { return c.num_processes / c.num_machines; }
+
+// True for num_machines MIN:MAX with MIN < MAX: attempts may run on fewer machines than MAX.
+inline bool is_elastic(const LaunchConfig& c) { return c.min_machines > 0 && c.min_machines < c.num_machines; }
+
+// num_machines as the file spells it: "3", or "2:3" for an elastic job.
+std::string machines_string(const LaunchConfig& c);
+
+// Reads "N" or "MIN:MAX" (integers >= 1, MIN <= MAX) into *min_machines (0 for "N") and
+// *num_machines. False, with nothing changed, for any other text.
+bool parse_machines(const std::string& text, int* min_machines, int* num_machines);
 
 // True when the ranks train on the CPU: MULTI_CPU, or use_cpu. (NO is one process, which takes a
 // GPU when the machine has one.)
