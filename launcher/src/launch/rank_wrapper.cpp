@@ -33,8 +33,35 @@ void export_cpu_threads() {
   if (n && std::atoi(n) > 0) setenv("OMP_NUM_THREADS", n, 1);
 }
 
+// The lifeline: the wrapper's parent is Open MPI's daemon on this machine (or mpirun on the first).
+// When it is gone (killed, or it gave up on a launcher it lost), nobody will end this rank: the
+// wrapper ends it, SIGTERM then, kLifelineKillS later, SIGKILL. The training process itself dies
+// with the wrapper (die_with_parent).
+constexpr int kLifelineKillS = 2;
+
+struct Lifeline {
+  pid_t parent = getppid();
+  int64_t orphaned_ns = 0;
+  bool killed = false;
+
+  void operator()(pid_t child) {
+    if (getppid() == parent || killed) return;
+    if (orphaned_ns == 0) {
+      orphaned_ns = now_ns();
+      std::fprintf(stderr, "xlaunch __rank: rank %d: its Open MPI daemon (pid %d) is gone; ending the rank\n",
+                   rank_from_env([](const char* name) { return std::getenv(name); }), static_cast<int>(parent));
+      kill(child, SIGTERM);
+    } else if (now_ns() - orphaned_ns >= kLifelineKillS * 1000000000LL) {
+      killed = true;
+      kill(child, SIGKILL);
+    }
+  }
+};
+
 SpawnOptions rank_spawn_options() {
   SpawnOptions o;
+  o.watch = Lifeline{};
+  o.watch_interval_ms = 500;
   o.forwarded = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
   o.search_path = true;
   o.die_with_parent = true;

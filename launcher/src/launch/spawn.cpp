@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <map>
 
 #include "launch/launch_error.h"
@@ -46,6 +47,7 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
 
 // In the child, between fork and exec: only what is safe there, then exec, or exit 127.
 [[noreturn]] void become(const SpawnOptions& o, pid_t parent, char** argv, char** envp) {
+  if (o.own_process_group) setpgid(0, 0);
   if (o.die_with_parent) {
     // If the parent is killed (mpirun's SIGKILL to the wrapper after a grace period), the child
     // must not live on as an orphan holding its GPU. The parent may have died before prctl.
@@ -104,11 +106,22 @@ int spawn_and_wait(const std::vector<std::string>& argv, const SpawnOptions& o) 
     throw LaunchError("cannot start " + argv[0] + ": fork: " + std::strerror(err));
   }
   if (pid == 0) become(o, parent, argp.data(), o.env.empty() ? environ : envp.data());
+  if (o.own_process_group) setpgid(pid, pid);  // also here: kill(-pid) must work as soon as we return
   g_child = pid;
   if (g_signal) kill(pid, g_signal);  // arrived before the child existed
 
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  if (!o.watch) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  } else {
+    const timespec interval{o.watch_interval_ms / 1000, (o.watch_interval_ms % 1000) * 1000000L};
+    for (;;) {
+      const pid_t got = waitpid(pid, &status, WNOHANG);
+      if (got == pid || (got < 0 && errno != EINTR)) break;
+      o.watch(pid);
+      nanosleep(&interval, nullptr);  // a signal cuts it short: the next waitpid comes sooner
+    }
   }
   g_child = 0;
   if (o.restore_handlers) restore(o.forwarded, old);
