@@ -10,4 +10,4 @@ while [[ ${1:-} == -* ]]; do  # ssh options Open MPI may pass (-x, -o X=Y)
   case "$1" in -o|-l|-p|-i) shift 2 ;; *) shift ;; esac
 done
 host="${1:?rsh_agent.sh: no host}"; shift
-"$(dirname "${BASH_SOURCE[0]}")/sim.sh" exec "$host" setsid sh -c "$*"
+"$(dirname "${BASH_SOURCE[0]}")/sim.sh" exec "$host" setsid --wait sh -c "$*"

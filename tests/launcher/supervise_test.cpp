@@ -1,9 +1,13 @@
 // Supervising mpirun (launch/supervise.h, launch/job.h): the teardown's timing as a pure decision,
-// where ranks run, which machines did not report and how they are named; and run_plan ending a
-// stand-in for mpirun that would never end by itself once the job has failed.
+// where ranks run, which machines did not report and how they are named; run_plan ending a
+// stand-in for mpirun that would never end by itself once the job has failed; and the rank
+// wrapper's lifeline to the launching machine (launch/lifeline.h).
 #include "launch/supervise.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -16,6 +20,7 @@
 #include <string>
 
 #include "launch/job.h"
+#include "launch/lifeline.h"
 #include "scratch_dir.h"
 #include "xlaunch/status/private_files.h"
 #include "xlaunch/status/rank_status.h"
@@ -167,4 +172,48 @@ TEST(RunPlan, LeavesAJobThatSucceedsAlone) {
   EXPECT_TRUE(WIFEXITED(run.wait_status) && WEXITSTATUS(run.wait_status) == 0);
   EXPECT_EQ(run.failed_ns, 0);
   xlaunch::files::remove_private_dir(status);
+}
+
+// The rank wrapper's lifeline (launch/lifeline.h).
+TEST(Lifeline, TcpEndpointsOfAnOpenMpiUri) {
+  EXPECT_EQ(tcp_endpoints("127270912.0;tcp://192.0.2.2,10.213.0.1:47929;tcp6://[fd00::2]:55737"),
+            (std::vector<std::pair<std::string, int>>{{"192.0.2.2", 47929}, {"10.213.0.1", 47929}}));
+  EXPECT_TRUE(tcp_endpoints("").empty());
+  EXPECT_TRUE(tcp_endpoints("1.0;tcp://host-name:5;tcp://10.0.0.1:99999;tcp://10.0.0.1").empty());
+}
+
+TEST(Lifeline, LostAfterTheJobsOwnBoundAtLeastTenSeconds) {
+  EXPECT_EQ(lost_after_s(10), 10);
+  EXPECT_EQ(lost_after_s(3), 10);
+  EXPECT_EQ(lost_after_s(600), 600);
+  EXPECT_EQ(lost_after_s(0), 600);
+}
+
+TEST(Lifeline, SilenceCountsFromTheFirstUnansweredCheckAndARefusalIsLostAtOnce) {
+  LauncherSilence s(10);
+  EXPECT_FALSE(s.lost(100 * kS, Answer::kAccepted));
+  EXPECT_FALSE(s.lost(102 * kS, Answer::kSilent));
+  EXPECT_EQ(s.silent_since_ns(), 102 * kS);
+  EXPECT_FALSE(s.lost(111 * kS, Answer::kSilent));
+  EXPECT_TRUE(s.lost(112 * kS, Answer::kSilent));
+  EXPECT_FALSE(s.lost(113 * kS, Answer::kAccepted));  // it answered again: the count restarts
+  EXPECT_FALSE(s.lost(114 * kS, Answer::kSilent));
+  EXPECT_TRUE(s.lost(115 * kS, Answer::kRefused));    // mpirun is gone
+}
+
+TEST(Lifeline, ChecksAListeningPortAndAClosedOne) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  ASSERT_EQ(listen(fd, 4), 0);
+  socklen_t len = sizeof sa;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  const int port = ntohs(sa.sin_port);
+  EXPECT_EQ(check_launcher({{"127.0.0.1", port}}, 2000), Answer::kAccepted);
+  close(fd);  // nothing listens there any more: the machine refuses
+  EXPECT_EQ(check_launcher({{"127.0.0.1", port}}, 2000), Answer::kRefused);
+  EXPECT_EQ(check_launcher({}, 2000), Answer::kSilent);
 }
