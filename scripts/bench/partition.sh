@@ -46,7 +46,7 @@ YAML
       sleep 1
     done
     printf 'bench=partition machines=2 timeout_s=10 seconds_to_exit=%.1f processes_left_after_60s=%d\n' "$exit_s" "$(left)"
-    echo "# round $r: cleared_after_s=${cleared:-never}; $(grep -o 'machine sim1 ([^:]*' "$work/log" | head -1)"
+    echo "# round $r: cleared_after_s=${cleared:-never}; $(grep -o 'machine sim1 ([^)]*) unreachable since [0-9:]*' "$work/log" | head -1)"
     "$SIM" heal sim1
   done
 )

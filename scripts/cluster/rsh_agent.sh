@@ -2,12 +2,9 @@
 # Open MPI's `plm_rsh_agent` for the simulated machines of sim.sh: called like ssh,
 #   rsh_agent.sh [ssh options] HOST COMMAND...
 # it runs COMMAND with `sh -c` inside HOST's namespaces instead of logging in over the network.
-# As with ssh, this agent stays here as mpirun's child while COMMAND runs there in a session of its
-# own (sshd's doing on a real machine): ending the agent, or mpirun's process group, does not reach
-# the remote processes, which must notice a lost launcher by themselves.
 set -euo pipefail
 while [[ ${1:-} == -* ]]; do  # ssh options Open MPI may pass (-x, -o X=Y)
   case "$1" in -o|-l|-p|-i) shift 2 ;; *) shift ;; esac
 done
 host="${1:?rsh_agent.sh: no host}"; shift
-"$(dirname "${BASH_SOURCE[0]}")/sim.sh" exec "$host" setsid --wait sh -c "$*"
+exec "$(dirname "${BASH_SOURCE[0]}")/sim.sh" exec "$host" sh -c "$*"

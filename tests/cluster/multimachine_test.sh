@@ -203,7 +203,7 @@ lose cut1 cut sim1 "$work/marker1" "$ptrain" --marker "$work/marker1"
 "$sim" heal sim1
 if [ "$rc" = 124 ] && within "$took" 20 && grep -q "machine sim1 (rank 1) unreachable since [0-9:]*: its link or the machine is down" "$work/cut1.log" &&
    grep -q "none finished it (on 2 machines: this points at the network between the machines" "$work/cut1.log"; then
-  pass "sim1's link cut while training: exit 124 ${took}s after the cut (bound 20), '$(grep -o 'machine sim1 ([^:]*' "$work/cut1.log" | head -1)'"
+  pass "sim1's link cut while training: exit 124 ${took}s after the cut (bound 20), '$(grep -o 'machine sim1 ([^)]*) unreachable since [0-9:]*' "$work/cut1.log" | head -1)'"
 else
   fail "sim1's link cut: want exit 124 within 20 s naming machine sim1 and the network, got $rc after ${took}s" cut1
 fi
@@ -237,6 +237,28 @@ else
 fi
 [ "$gone" != never ] && pass "sim0 killed: nothing of the job left ${gone}s after xlaunch's exit" ||
   fail "sim0 killed: processes of the job left 60 s after xlaunch's exit"
+
+# Every process of sim1 frozen (SIGSTOP: a machine that hangs; its kernel still answers TCP, so no
+# keepalive fires and its lifeline cannot run): mpirun would wait for its daemon for ever;
+# xlaunch run ends mpirun after the grace and names the machine (its rank left no status).
+rm -f "$work/marker3"
+run m2x1 freeze1 "$ptrain" --marker "$work/marker3" &
+job=$!
+wait_file "$work/marker3"
+t0=$(date +%s.%N)
+"$sim" pids sim1 | awk '{print $1}' | xargs -r kill -STOP
+wait "$job"
+rc=$?
+took=$(elapsed "$t0")
+here=$(pgrep -a -f "^[^ ]*mpirun .*$work/logs|^[^ ]*bash [^ ]*rsh_agent.sh" || true)
+"$sim" kill sim1
+if [ "$rc" = 124 ] && within "$took" 20 &&
+   grep -q "and mpirun has not ended within 4 s.*; ending mpirun (SIGTERM to its process group)" "$work/freeze1.log" &&
+   grep -q "machine sim1 (rank 1) unreachable since" "$work/freeze1.log" && [ -z "$here" ]; then
+  pass "sim1 frozen: xlaunch ended mpirun (which waited for sim1's daemon): exit 124 ${took}s after (bound 20), nothing left here"
+else
+  fail "sim1 frozen: want exit 124 within 20 s, mpirun ended, naming sim1, nothing left here; got $rc after ${took}s; left here: $here" freeze1
+fi
 
 left=""
 for h in sim0 sim1 sim2 sim3; do
