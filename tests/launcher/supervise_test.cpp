@@ -90,6 +90,7 @@ TEST(HostsNamed, TheMachinesOfMpirunsRemainingAgents) {
 }
 
 TEST(UnreachableMachines, DaemonsThatDidNotReportAndMachinesWhoseRanksAllStayedSilent) {
+  // (shared: the statuses come from every machine, through a shared log_dir)
   const std::vector<std::string> hosts = {"sim0", "sim0", "sim1", "sim1"};
   // Every rank reported (a shared log_dir), but sim1's daemon never did.
   std::vector<RankStatus> all = {{0, false, 124, 1, "sim0"}, {1, false, 124, 1, "sim0"}, {2, false, 124, 1, "sim1"},
@@ -105,9 +106,10 @@ TEST(UnreachableMachines, DaemonsThatDidNotReportAndMachinesWhoseRanksAllStayedS
   u = unreachable_machines(hosts, {all[2]}, {}, true);
   ASSERT_EQ(u.size(), 1u);
   EXPECT_EQ(u[0].host, "sim0");
-  // No status visible at all (no shared log_dir), or a job that succeeded: nothing to say.
-  EXPECT_TRUE(unreachable_machines(hosts, {}, {}, true).empty());
+  // Statuses not shared (no shared log_dir: only the launcher's machine reports), or a job that
+  // succeeded: a silent machine says nothing; a daemon that did not report still does.
   EXPECT_TRUE(unreachable_machines(hosts, {all[0], all[1]}, {}, false).empty());
+  EXPECT_EQ(unreachable_machines(hosts, {all[0], all[1]}, {"sim1"}, false).size(), 1u);
 }
 
 TEST(UnreachableText, NamesTheMachineItsRanksAndSince) {

@@ -43,6 +43,10 @@ JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch) {
   o.own_process_group = true;
   o.forward_kernel_signals = true;
   o.env = plan.env;
+  // Outside our process group, mpirun would survive a SIGKILL to it (kill -9 on the group): it dies
+  // with us instead, and its daemons see it gone.
+  o.die_with_parent = true;
+  o.watch_interval_ms = 500;  // a few file reads in the status directory each time
   o.watch = [&](pid_t mpirun) {
     if (why.empty()) why = failure(watch.status_dir);
     switch (teardown.step(now_ns(), !why.empty())) {

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
@@ -135,7 +136,7 @@ std::vector<std::vector<std::string>> child_cmdlines(pid_t parent) {
 
 std::vector<Unreachable> unreachable_machines(const std::vector<std::string>& rank_hosts,
                                               const std::vector<RankStatus>& statuses,
-                                              const std::vector<std::string>& daemon_hosts, bool job_failed) {
+                                              const std::vector<std::string>& daemon_hosts, bool statuses_shared) {
   std::vector<std::string> machines;  // in rank order
   for (const auto& h : rank_hosts)
     if (std::find(machines.begin(), machines.end(), h) == machines.end()) machines.push_back(h);
@@ -145,9 +146,9 @@ std::vector<Unreachable> unreachable_machines(const std::vector<std::string>& ra
   std::vector<Unreachable> out;
   for (const auto& m : machines) {
     const bool daemon_silent = std::find(daemon_hosts.begin(), daemon_hosts.end(), m) != daemon_hosts.end();
-    // A machine none of whose ranks reported, while others did: the status directory is visible
-    // from the machines (a shared log_dir), so this one went away.
-    const bool ranks_silent = job_failed && !reported.empty() && reported.count(m) == 0;
+    // A machine none of whose ranks reported, while others did, through a directory every machine
+    // sees (a shared log_dir): this one went away.
+    const bool ranks_silent = statuses_shared && reported.count(m) == 0;
     if (!daemon_silent && !ranks_silent) continue;
     Unreachable u;
     u.host = m;
@@ -172,7 +173,13 @@ JobOutcome job_outcome(const JobRun& run, const JobWatch& watch) {
   const auto verdict = status::read_verdict(watch.status_dir);
   JobOutcome o = summarize_job(run.wait_status, statuses, watch.num_processes, verdict);
   if (o.exit_code == 0 || watch.rank_hosts.empty()) return o;
-  std::vector<Unreachable> lost = unreachable_machines(watch.rank_hosts, statuses, run.daemon_hosts, true);
+  // Statuses written on another machine than this one: the status directory is shared, so a
+  // machine whose ranks left none went away (without a shared log_dir only this machine's report).
+  char here[256] = {0};
+  gethostname(here, sizeof here - 1);
+  const bool shared = std::any_of(statuses.begin(), statuses.end(),
+                                  [&](const RankStatus& s) { return !s.host.empty() && s.host != here; });
+  std::vector<Unreachable> lost = unreachable_machines(watch.rank_hosts, statuses, run.daemon_hosts, shared);
   if (lost.empty()) return o;
   for (auto& m : lost) m.since_ns = last_step_end_ns(watch.status_dir, m.ranks);
   timespec now{};

@@ -80,11 +80,12 @@ struct Unreachable {
   int64_t since_ns = 0;  // the last sign of life the launcher knows of (a step's end), else 0
 };
 
-// Pure: the machines that did not report: every machine in daemon_hosts, and, when the job failed
-// and some machine's ranks left a status, every machine none of whose ranks did. Needs rank_hosts.
+// Pure: the machines that did not report: every machine in daemon_hosts, and, when statuses_shared
+// (the job failed, and the status directory is seen from the other machines: a rank on a machine
+// other than the launcher's left a status), every machine none of whose ranks did. Needs rank_hosts.
 std::vector<Unreachable> unreachable_machines(const std::vector<std::string>& rank_hosts,
                                               const std::vector<RankStatus>& statuses,
-                                              const std::vector<std::string>& daemon_hosts, bool job_failed);
+                                              const std::vector<std::string>& daemon_hosts, bool statuses_shared);
 
 // Pure: "machine sim1 (rank 1) unreachable since 16:19:41: its link or the machine is down; its
 // processes may still run there", one clause per machine joined by "; ". since_ns 0 in a machine
