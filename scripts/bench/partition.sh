@@ -27,7 +27,8 @@ mpi:
   hostfile: $work/hosts
 YAML
   left() {  # processes of the job still running, anywhere
-    { for h in sim0 sim1; do "$SIM" pids "$h"; done; pgrep -f "$work/logs|rsh_agent.sh" || true; } | wc -l
+    { for h in sim0 sim1; do "$SIM" pids "$h" | awk '{print $1}'; done; pgrep -f "$work/logs|rsh_agent.sh" || true; } |
+      sort -u | wc -l
   }
   for ((r = 0; r < ROUNDS; r++)); do
     rm -f "$work/marker"
