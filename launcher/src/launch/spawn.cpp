@@ -46,7 +46,8 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
 }
 
 // In the child, between fork and exec: only what is safe there, then exec, or exit 127.
-[[noreturn]] void become(const SpawnOptions& o, pid_t parent, char** argv, char** envp) {
+[[noreturn]] void become(const SpawnOptions& o, pid_t parent, char** argv, char** envp, const sigset_t& mask) {
+  sigprocmask(SIG_SETMASK, &mask, nullptr);  // the parent's, before it blocked SIGCHLD to wait
   if (o.own_process_group) setpgid(0, 0);
   if (o.die_with_parent) {
     // If the parent is killed (mpirun's SIGKILL to the wrapper after a grace period), the child
@@ -98,14 +99,22 @@ int spawn_and_wait(const std::vector<std::string>& argv, const SpawnOptions& o) 
   g_signal = 0;
   set_handlers(o.forwarded, sa, &old);
 
+  // With a watcher, the wait is sigtimedwait on SIGCHLD, blocked from before fork so that the
+  // child's end is never missed nor noticed late (a sleep between two waitpid calls would be).
+  sigset_t chld, mask;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_SETMASK, nullptr, &mask);  // as it is
+  if (o.watch) sigprocmask(SIG_BLOCK, &chld, nullptr);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
+    sigprocmask(SIG_SETMASK, &mask, nullptr);
     restore(o.forwarded, old);
     throw LaunchError("cannot start " + argv[0] + ": fork: " + std::strerror(err));
   }
-  if (pid == 0) become(o, parent, argp.data(), o.env.empty() ? environ : envp.data());
+  if (pid == 0) become(o, parent, argp.data(), o.env.empty() ? environ : envp.data(), mask);
   if (o.own_process_group) setpgid(pid, pid);  // also here: kill(-pid) must work as soon as we return
   g_child = pid;
   if (g_signal) kill(pid, g_signal);  // arrived before the child existed
@@ -120,8 +129,9 @@ int spawn_and_wait(const std::vector<std::string>& argv, const SpawnOptions& o) 
       const pid_t got = waitpid(pid, &status, WNOHANG);
       if (got == pid || (got < 0 && errno != EINTR)) break;
       o.watch(pid);
-      nanosleep(&interval, nullptr);  // a signal cuts it short: the next waitpid comes sooner
+      sigtimedwait(&chld, nullptr, &interval);  // SIGCHLD (or a forwarded signal) ends it early
     }
+    sigprocmask(SIG_SETMASK, &mask, nullptr);
   }
   g_child = 0;
   if (o.restore_handlers) restore(o.forwarded, old);
