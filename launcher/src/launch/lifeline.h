@@ -8,9 +8,10 @@
 // machine answers: a TCP connection to mpirun's own out-of-band port (OMPI_MCA_orte_hnp_uri, which
 // Open MPI gives every rank; mpirun accepts it and drops it without a word). One wrapper per
 // machine (local rank 0) checks every kProbeEveryS while its rank runs; every wrapper checks when
-// its rank has failed, before it leaves. When the launcher has not answered for lost_after_s, the
-// wrapper ends its rank and the daemon that started it (SIGTERM, then SIGKILL kEndGraceS later),
-// whose other ranks' wrappers then see their parent gone and end theirs.
+// its rank has failed, before it leaves. When the launcher has not answered for lost_after_s (or,
+// while the rank runs, refuses: mpirun is gone), the wrapper ends its rank and the daemon that
+// started it (SIGTERM, then SIGKILL kEndGraceS later), whose other ranks' wrappers then see their
+// parent gone and end theirs.
 #pragma once
 
 #include <sys/types.h>

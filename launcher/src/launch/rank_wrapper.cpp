@@ -125,12 +125,15 @@ struct Lifeline {
 
   // After the rank failed, before the wrapper reports it: when the launching machine does not
   // answer, its daemon here would wait for ever to say so; end it once the silence has lasted.
+  // (A refusal means mpirun is gone over a working link: the daemon sees its connection close and
+  // ends by itself, so the wrapper reports at once and leaves it be.)
   void before_leaving() {
     if (ending_ns || launcher.empty()) return;
     while (!launcher_lost()) {
       if (silence.silent_since_ns() == 0) return;  // it answered
       sleep(kProbeEveryS);
     }
+    if (last_answer == Answer::kRefused) return;
     if (!parent_is_daemon()) return;
     say_lost(false);
     kill(parent, SIGTERM);
