@@ -91,10 +91,11 @@ up() {
       limit "$h" eth0 "$rate"
     fi
     # The holder: own hostname and own /dev/shm, inside the network namespace, until `down`.
-    # setsid + closed descriptors: it outlives this script and holds no caller's pipe open.
+    # setsid + closed descriptors: it outlives this script and holds no caller's pipe open, nor the
+    # simulation lock (fd 9 of the tests and benches): a test killed before `down` does not keep it.
     setsid ip netns exec "$h" unshare --uts --mount --propagation private sh -c \
       "hostname '$h' && mount -t tmpfs -o size=$SHM_SIZE,mode=1777 tmpfs /dev/shm && exec sleep infinity" \
-      </dev/null >/dev/null 2>&1 &
+      </dev/null >/dev/null 2>&1 9>&- &
     echo $! >"$STATE/$h.pid"
     echo "$h" >>"$STATE/hosts"
   done
