@@ -213,7 +213,7 @@ fi
 # The first machine's link cut while rank 0 (there) is inside its third save: the second
 # checkpoint stays complete and loadable.
 ckpt=$work/pckpt
-lose cut0 cut sim0 "$work/marker0" "$ptrain" --marker "$work/marker0" --save "$ckpt" --save_every 10 --pause_in_save 3
+lose cut0 cut sim0 "$work/marker0.save" "$ptrain" --marker "$work/marker0" --save "$ckpt" --save_every 10 --pause_in_save 3
 "$sim" heal sim0
 if [ "$rc" = 124 ] && within "$took" 20 && grep -q "machine sim0 (rank 0) unreachable since" "$work/cut0.log"; then
   pass "sim0's link cut inside a checkpoint save: exit 124 ${took}s after the cut (bound 20), naming machine sim0 (rank 0)"
