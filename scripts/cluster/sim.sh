@@ -5,6 +5,13 @@
 #   scripts/cluster/sim.sh down                  remove every machine, its processes and the bridge
 #   scripts/cluster/sim.sh exec HOST CMD...      run CMD on machine HOST (what Open MPI's agent does)
 #   scripts/cluster/sim.sh env                   print the MCA settings that reach the machines
+#   scripts/cluster/sim.sh cut HOST              take HOST's link down: its packets are lost, silently,
+#                                                both ways (a pulled cable, a dead switch port)
+#   scripts/cluster/sim.sh heal HOST             bring HOST's link back up
+#   scripts/cluster/sim.sh kill HOST             SIGKILL every process on HOST (a machine that died),
+#                                                keeping the machine itself (its namespaces) up
+#   scripts/cluster/sim.sh pids HOST             the processes on HOST (not its holder), one per line:
+#                                                PID COMM
 #   scripts/cluster/sim.sh check                 exit 0 when this host can simulate machines, else 77
 #
 # Each machine is a network namespace (named like its host) with its own hostname (UTS namespace)
@@ -84,10 +91,11 @@ up() {
       limit "$h" eth0 "$rate"
     fi
     # The holder: own hostname and own /dev/shm, inside the network namespace, until `down`.
-    # setsid + closed descriptors: it outlives this script and holds no caller's pipe open.
+    # setsid + closed descriptors: it outlives this script and holds no caller's pipe open, nor the
+    # simulation lock (fd 9 of the tests and benches): a test killed before `down` does not keep it.
     setsid ip netns exec "$h" unshare --uts --mount --propagation private sh -c \
       "hostname '$h' && mount -t tmpfs -o size=$SHM_SIZE,mode=1777 tmpfs /dev/shm && exec sleep infinity" \
-      </dev/null >/dev/null 2>&1 &
+      </dev/null >/dev/null 2>&1 9>&- &
     echo $! >"$STATE/$h.pid"
     echo "$h" >>"$STATE/hosts"
   done
@@ -127,6 +135,38 @@ run_on() {  # host cmd... : in the machine's network, UTS and mount namespaces
   exec nsenter -t "$(holder_pid "$h")" -n -u -m -- "$@"
 }
 
+veth_of() {  # host -> the bridge side of its link
+  holder_pid "$1" >/dev/null
+  local i="${1#"$PREFIX"}"
+  [[ $i =~ ^[0-9]+$ ]] || die "$1 is not one of the machines $PREFIX<k>"
+  echo "xlsim-v$i"
+}
+
+# Link down on the bridge side: the machine keeps its address and routes, so its TCP connections
+# see nothing but silence (retransmissions, keepalive probes unanswered), as with a dead switch
+# port, not an error they could act on at once.
+cut() { ip link set "$(veth_of "$1")" down; }
+heal() { ip link set "$(veth_of "$1")" up; }
+
+machine_pids() {  # host -> every process in its network namespace but the holder
+  local holder p
+  holder=$(holder_pid "$1")
+  for p in $(ip netns pids "$1"); do
+    [[ $p == "$holder" ]] || echo "$p"
+  done
+}
+
+kill_machine() { machine_pids "$1" | xargs -r kill -9 2>/dev/null || true; }
+
+print_pids() {
+  local p
+  for p in $(machine_pids "$1"); do
+    local c
+    c=$(cat "/proc/$p/comm" 2>/dev/null) && echo "$p $c"
+  done
+  return 0
+}
+
 print_env() {
   cat <<EOF
 export OMPI_MCA_plm_rsh_agent=$HERE/rsh_agent.sh
@@ -143,5 +183,8 @@ case "${1:-}" in
   exec) shift; (($# >= 2)) || die "usage: sim.sh exec HOST CMD..."; run_on "$@" ;;
   env) print_env ;;
   check) check ;;
-  *) die "usage: sim.sh up K [--rate R] | down | exec HOST CMD... | env | check" ;;
+  cut|heal|kill|pids)
+    (($# == 2)) || die "usage: sim.sh $1 HOST"
+    case "$1" in cut) cut "$2" ;; heal) heal "$2" ;; kill) kill_machine "$2" ;; pids) print_pids "$2" ;; esac ;;
+  *) die "usage: sim.sh up K [--rate R] | down | exec HOST CMD... | env | check | cut|heal|kill|pids HOST" ;;
 esac

@@ -51,7 +51,7 @@ layout m1x2 1 2
 run() {  # run LAYOUT LOG PROGRAM ARGS...: xlaunch run with that layout's config; output in LOG.log
   local cfg=$work/$1.yaml log=$2
   shift 2
-  timeout 120 "$xlaunch" run --config_file "$cfg" "$@" >"$work/$log.log" 2>&1
+  timeout 150 "$xlaunch" run --config_file "$cfg" "$@" >"$work/$log.log" 2>&1
 }
 
 # 1. Where the ranks run, and what each decides there.
@@ -159,6 +159,106 @@ rc=$?
 grep -Eq "ranks ([01], )*2, 3 ended without an exit status" "$work/lost.log" && [ "$rc" != 0 ] &&
   pass "sim1 lost whole: exit $rc, '$(grep -o 'ranks [0-9, ]*ended without an exit status' "$work/lost.log")'" ||
   fail "sim1 lost whole: want ranks 2, 3 named as without an exit status, got exit $rc" lost
+
+# 7. When a machine goes away (docs/failures.md): 2 machines x 1 rank, timeout_s 10. The job ends
+# within timeout_s + 10 s, non-zero, naming the machine, whichever it is, and within a further 60 s
+# no process of it is left on either machine or here, while the link is still down.
+layout m2x1 2 1
+echo "timeout_s: 10" >>"$work/m2x1.yaml"
+ptrain=$build/tests/cluster/partition_train
+job_left() {  # what is left of the job: processes on sim0 and sim1 (not their holders), mpirun and agents here
+  for h in sim0 sim1; do "$sim" pids "$h" | sed "s/^/$h:/"; done
+  pgrep -a -f "$work/logs|rsh_agent.sh" | sed 's/^/here:/'
+}
+gone_within() {  # SECONDS: 0 once nothing of the job is left (prints after how long), else 1
+  local start=$SECONDS
+  while ((SECONDS - start < $1)); do
+    [ -z "$(job_left)" ] && { echo $((SECONDS - start)); return 0; }
+    sleep 0.5
+  done
+  return 1
+}
+wait_file() { for _ in $(seq 900); do [ -f "$1" ] && return 0; sleep 0.1; done; return 1; }
+elapsed() { echo "$(date +%s.%N) - $1" | bc | xargs printf '%.1f'; }
+# lose NAME HOW HOST MARKER PROGRAM ARGS...: start the job on m2x1, wait for MARKER, then `sim.sh HOW
+# HOST`; sets rc, took (seconds from the loss to xlaunch's exit) and gone (seconds after that until
+# nothing of the job was left; "never" after 60).
+lose() {
+  local name=$1 how=$2 host=$3 marker=$4 t0
+  shift 4
+  rm -f "$marker" "$marker.save"
+  run m2x1 "$name" "$@" &
+  local job=$!
+  wait_file "$marker" || echo "    $name: $marker never appeared"
+  t0=$(date +%s.%N)
+  "$sim" "$how" "$host"
+  wait "$job"
+  rc=$?
+  took=$(elapsed "$t0")
+  gone=$(gone_within 60) || { gone=never; job_left | sed 's/^/    left: /'; }
+}
+within() { [ "$(echo "$1 <= $2" | bc)" = 1 ]; }
+
+lose cut1 cut sim1 "$work/marker1" "$ptrain" --marker "$work/marker1"
+"$sim" heal sim1
+if [ "$rc" = 124 ] && within "$took" 20 && grep -q "machine sim1 (rank 1) unreachable since [0-9:]*: its link or the machine is down" "$work/cut1.log" &&
+   grep -q "none finished it (on 2 machines: this points at the network between the machines" "$work/cut1.log"; then
+  pass "sim1's link cut while training: exit 124 ${took}s after the cut (bound 20), '$(grep -o 'machine sim1 ([^)]*) unreachable since [0-9:]*' "$work/cut1.log" | head -1)'"
+else
+  fail "sim1's link cut: want exit 124 within 20 s naming machine sim1 and the network, got $rc after ${took}s" cut1
+fi
+[ "$gone" != never ] && pass "sim1's link cut: nothing of the job left on sim0, sim1 or here ${gone}s after xlaunch's exit (link still down)" ||
+  fail "sim1's link cut: processes of the job left 60 s after xlaunch's exit"
+
+# The first machine's link cut while rank 0 (there) is inside its third save: the second
+# checkpoint stays complete and loadable.
+ckpt=$work/pckpt
+lose cut0 cut sim0 "$work/marker0.save" "$ptrain" --marker "$work/marker0" --save "$ckpt" --save_every 10 --pause_in_save 3
+"$sim" heal sim0
+if [ "$rc" = 124 ] && within "$took" 20 && grep -q "machine sim0 (rank 0) unreachable since" "$work/cut0.log"; then
+  pass "sim0's link cut inside a checkpoint save: exit 124 ${took}s after the cut (bound 20), naming machine sim0 (rank 0)"
+else
+  fail "sim0's link cut inside a save: want exit 124 within 20 s naming machine sim0 (rank 0), got $rc after ${took}s" cut0
+fi
+[ "$gone" != never ] && pass "sim0's link cut: nothing of the job left ${gone}s after xlaunch's exit (link still down)" ||
+  fail "sim0's link cut: processes of the job left 60 s after xlaunch's exit"
+if "$ptrain" --resume "$ckpt" >"$work/cut0_resume.log" 2>&1 && grep -q "loaded $ckpt at step 20\$" "$work/cut0_resume.log"; then
+  pass "the checkpoint saved before the cut is complete: it loads, at step 20"
+else
+  fail "the checkpoint saved before the cut (step 20) does not load" cut0_resume
+fi
+
+# Every process of the first machine killed (its daemon too): named within the same bound.
+lose kill0 kill sim0 "$work/marker2" "$ptrain" --marker "$work/marker2"
+if [ "$rc" != 0 ] && within "$took" 20 && grep -q "machine sim0 (rank 0) unreachable since" "$work/kill0.log"; then
+  pass "every process of sim0 killed: exit $rc ${took}s after (bound 20), naming machine sim0 (rank 0)"
+else
+  fail "every process of sim0 killed: want a non-zero exit within 20 s naming machine sim0 (rank 0), got $rc after ${took}s" kill0
+fi
+[ "$gone" != never ] && pass "sim0 killed: nothing of the job left ${gone}s after xlaunch's exit" ||
+  fail "sim0 killed: processes of the job left 60 s after xlaunch's exit"
+
+# Every process of sim1 frozen (SIGSTOP: a machine that hangs; its kernel still answers TCP, so no
+# keepalive fires and its lifeline cannot run): mpirun would wait for its daemon for ever;
+# xlaunch run ends mpirun after the grace and names the machine (its rank left no status).
+rm -f "$work/marker3"
+run m2x1 freeze1 "$ptrain" --marker "$work/marker3" &
+job=$!
+wait_file "$work/marker3"
+t0=$(date +%s.%N)
+"$sim" pids sim1 | awk '{print $1}' | xargs -r kill -STOP
+wait "$job"
+rc=$?
+took=$(elapsed "$t0")
+here=$(pgrep -a -f "^[^ ]*mpirun .*$work/logs|^[^ ]*bash [^ ]*rsh_agent.sh" || true)
+"$sim" kill sim1
+if [ "$rc" = 124 ] && within "$took" 20 &&
+   grep -q "and mpirun has not ended within 4 s.*; ending mpirun (SIGTERM to its process group)" "$work/freeze1.log" &&
+   grep -q "machine sim1 (rank 1) unreachable since" "$work/freeze1.log" && [ -z "$here" ]; then
+  pass "sim1 frozen: xlaunch ended mpirun (which waited for sim1's daemon): exit 124 ${took}s after (bound 20), nothing left here"
+else
+  fail "sim1 frozen: want exit 124 within 20 s, mpirun ended, naming sim1, nothing left here; got $rc after ${took}s; left here: $here" freeze1
+fi
 
 left=""
 for h in sim0 sim1 sim2 sim3; do

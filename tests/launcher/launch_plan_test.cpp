@@ -37,6 +37,15 @@ Argv concat(Argv head, const Argv& exports_part, const Argv& tail) {
   return head;
 }
 
+// Several machines: the out-of-band channel's keepalive (launch_plan.h), after --bind-to.
+const Argv kKeepalive = {"--mca", "oob_tcp_keepalive_time", "5", "--mca", "oob_tcp_keepalive_intvl", "2",
+                         "--mca", "oob_tcp_keepalive_probes", "3"};
+
+Argv with_keepalive(Argv a) {
+  a.insert(a.end(), kKeepalive.begin(), kKeepalive.end());
+  return a;
+}
+
 const Argv kTail = {"/opt/xlaunch", "__rank", "--status_dir", "/tmp/st", "--", "/bin/train", "--epochs", "3"};
 
 LaunchConfig cpu(int n) {
@@ -80,8 +89,8 @@ TEST(LaunchPlan, TwoMachinesWithAHostfile) {
   c.num_machines = 2;
   c.mpi.hostfile = "/etc/xlaunch/hosts";
   const auto p = make_launch_plan(c, machine(false, 64), "/bin/train", {"--epochs", "3"});
-  EXPECT_EQ(p.argv, concat({"/usr/bin/mpirun", "-np", "8", "--hostfile", "/etc/xlaunch/hosts", "--map-by",
-                            "ppr:4:node", "--bind-to", "none"},
+  EXPECT_EQ(p.argv, concat(with_keepalive({"/usr/bin/mpirun", "-np", "8", "--hostfile", "/etc/xlaunch/hosts",
+                                           "--map-by", "ppr:4:node", "--bind-to", "none"}),
                            exports(), kTail));
 }
 
@@ -90,8 +99,8 @@ TEST(LaunchPlan, TwoMachinesByNameUseDashH) {
   c.num_machines = 2;
   c.mpi.hosts = {"node1", "node2"};
   const auto p = make_launch_plan(c, machine(true, 2), "/bin/train", {"--epochs", "3"});
-  EXPECT_EQ(p.argv, concat({"/usr/bin/mpirun", "--allow-run-as-root", "-np", "4", "-H", "node1:2,node2:2", "--map-by",
-                            "ppr:2:node", "--bind-to", "none"},
+  EXPECT_EQ(p.argv, concat(with_keepalive({"/usr/bin/mpirun", "--allow-run-as-root", "-np", "4", "-H",
+                                           "node1:2,node2:2", "--map-by", "ppr:2:node", "--bind-to", "none"}),
                            exports(), kTail));
 }
 

@@ -79,6 +79,19 @@ TEST(Verdict, StuckWithEveryRankInsideAndRanksNotVisible) {
             "progress board visible from this machine (other machines need a shared log_dir)");
 }
 
+TEST(Verdict, StuckWithEveryRankInsideOnSeveralMachinesPointsAtTheNetwork) {
+  Boards b(2);
+  std::strcpy(b.owned[0]->host, "sim0");
+  std::strcpy(b.owned[1]->host, "sim1");
+  const CollectiveRecord& open = b.log(0, 259, "allreduce", 19200, 0, 990, 0);
+  b.log(1, 259, "allreduce", 19200, 0, 990, 0);
+  EXPECT_EQ(stuck_verdict(open, b.view, 10 * kS, kNow).message,
+            "job stuck: allreduce #259 (bucket 0, 75.0 KiB float32) waited 10 s: every rank entered it and none "
+            "finished it (on 2 machines: this points at the network between the machines, not at a rank)");
+  std::strcpy(b.owned[1]->host, "sim0");  // one machine: no such hint
+  EXPECT_EQ(stuck_verdict(open, b.view, 10 * kS, kNow).message.find("network"), std::string::npos);
+}
+
 TEST(Verdict, ARankThatLeftIsNamedWithItsCode) {
   Boards b(2);
   b.log(1, 56, "allreduce", 3200, 0, 995, 1);

@@ -29,9 +29,7 @@
 #include "xlaunch/config/config_error.h"
 #include "xlaunch/env_vars.h"
 #include "xlaunch/status/private_files.h"
-#include "xlaunch/status/rank_status.h"
 #include "xlaunch/status/status_dir.h"
-#include "xlaunch/status/verdict.h"
 
 namespace xlaunch::launcher {
 namespace {
@@ -288,9 +286,10 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const std::st
     std::unique_ptr<GpuSampler> gpus = measured ? std::make_unique<GpuSampler>() : nullptr;
     std::unique_ptr<JobMonitor> monitor =
         measured ? std::make_unique<JobMonitor>(env.status_dir, c.num_processes, monitor_s, gpus.get()) : nullptr;
-    int mpirun_status = 0;  // waitpid's
+    const JobWatch watch{env.status_dir, c.num_processes, rank_hosts(c)};
+    JobRun ran;
     try {
-      mpirun_status = run_plan(plan);
+      ran = run_plan(plan, watch);
     } catch (...) {
       files::remove_private_dir(env.status_dir);
       throw;
@@ -302,8 +301,7 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const std::st
     } catch (const std::exception& e) {  // the job's outcome matters more than its report
       std::fprintf(stderr, "xlaunch: warning: no utilization report: %s\n", e.what());
     }
-    const JobOutcome outcome = summarize_job(mpirun_status, status::read_rank_statuses(env.status_dir), c.num_processes,
-                                             status::read_verdict(env.status_dir));
+    const JobOutcome outcome = job_outcome(ran, watch);
     files::remove_private_dir(env.status_dir);
     if (outcome.exit_code == 0) return 0;
     const int sig = last_forwarded_signal();

@@ -88,6 +88,10 @@ LaunchPlan make_launch_plan(const LaunchConfig& c, const Environment& e, const s
   std::string map_by = c.mpi.map_by;
   if (map_by.empty()) map_by = c.num_machines > 1 ? "ppr:" + std::to_string(per_machine) + ":node" : "slot";
   a.insert(a.end(), {"--map-by", map_by, "--bind-to", c.mpi.bind_to});
+  if (c.num_machines > 1)
+    a.insert(a.end(), {"--mca", "oob_tcp_keepalive_time", std::to_string(kOobKeepaliveTimeS), "--mca",
+                       "oob_tcp_keepalive_intvl", std::to_string(kOobKeepaliveIntvlS), "--mca", "oob_tcp_keepalive_probes",
+                       std::to_string(kOobKeepaliveProbes)});
   a.insert(a.end(), c.mpi.extra_args.begin(), c.mpi.extra_args.end());
   for (const auto& [name, value] : p.env) a.insert(a.end(), {"-x", name});
   a.insert(a.end(), {e.self_exe, "__rank", "--status_dir", e.status_dir, "--", train_bin});

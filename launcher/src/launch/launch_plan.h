@@ -24,6 +24,15 @@ struct Environment {
   int restart_count = 0;      // XLAUNCH_RESTART_COUNT
 };
 
+// Several machines: TCP keepalive on Open MPI's out-of-band channel (mpirun and its daemons), so
+// that a daemon whose machine lost the launching one notices and ends itself with its ranks
+// (docs/failures.md): probes start after kOobKeepaliveTimeS idle seconds, kOobKeepaliveIntvlS
+// apart, and kOobKeepaliveProbes unanswered ones drop the connection. Open MPI's defaults are
+// 300 s, 20 s and 9: 8 minutes.
+inline constexpr int kOobKeepaliveTimeS = 5;
+inline constexpr int kOobKeepaliveIntvlS = 2;
+inline constexpr int kOobKeepaliveProbes = 3;
+
 using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 struct LaunchPlan {

@@ -8,10 +8,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "launch/launch_error.h"
+#include "launch/lifeline.h"
 #include "launch/spawn.h"
 #include "xlaunch/env_vars.h"
 #include "xlaunch/status/rank_status.h"
@@ -33,8 +35,117 @@ void export_cpu_threads() {
   if (n && std::atoi(n) > 0) setenv("OMP_NUM_THREADS", n, 1);
 }
 
-SpawnOptions rank_spawn_options() {
+// Reads /proc/<pid>/comm: "orted" for Open MPI's daemon.
+std::string command_name(pid_t pid) {
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/comm").c_str(), "r");
+  if (!f) return "";
+  char buf[64] = {0};
+  const bool ok = std::fgets(buf, sizeof buf, f) != nullptr;
+  std::fclose(f);
+  std::string s = ok ? buf : "";
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+// The lifeline (lifeline.h): the wrapper's parent is Open MPI's daemon on this machine (mpirun on
+// the launching one). When it is gone, nobody will end this rank; when the launching machine does
+// not answer for lost_after_s, this machine is cut off and the daemon waits for ever: either way
+// the wrapper ends its rank (SIGTERM, then SIGKILL), and in the second also the daemon.
+struct Lifeline {
+  pid_t parent = getppid();
+  int rank = rank_from_env([](const char* name) { return std::getenv(name); });
+  std::vector<std::pair<std::string, int>> launcher = tcp_endpoints(env_get("OMPI_MCA_orte_hnp_uri"));
+  bool probes_while_running = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0) == 0;  // one per machine
+  LauncherSilence silence{lost_after_s(env_int(env::kTimeoutS.name, 600))};
+  int64_t last_probe_ns = 0, ending_ns = 0;
+  Answer last_answer = Answer::kAccepted;
+  bool daemon_too = false, killed = false;
+
+  static std::string env_get(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+  }
+
+  std::string launcher_text() const {
+    return launcher.empty() ? "" : launcher.front().first + ":" + std::to_string(launcher.front().second);
+  }
+
+  bool parent_is_daemon() const { return getppid() == parent && command_name(parent) == "orted"; }
+
+  // One check of the launching machine; true once it has been silent for too long.
+  bool launcher_lost() {
+    if (launcher.empty()) return false;
+    const int64_t now = now_ns();
+    last_probe_ns = now;
+    last_answer = check_launcher(launcher, kProbeTimeoutMs);
+    return silence.lost(now, last_answer);
+  }
+
+  // rank_running: the rank is ended too; else only the daemon is.
+  void say_lost(bool rank_running) const {
+    char silent[96];
+    std::snprintf(silent, sizeof silent, "has not answered for %.0f s: this machine is cut off from it",
+                  static_cast<double>(now_ns() - silence.silent_since_ns()) / 1e9);
+    const std::string daemon = parent_is_daemon() ? "Open MPI's daemon here (pid " + std::to_string(parent) + ")" : "";
+    const std::string ending = !rank_running ? daemon : daemon.empty() ? "this rank" : "this rank and " + daemon;
+    std::fprintf(stderr, "xlaunch __rank: rank %d: the launching machine (mpirun at %s) %s; ending %s\n", rank,
+                 launcher_text().c_str(), last_answer == Answer::kRefused ? "refuses connections: mpirun is gone" : silent,
+                 ending.c_str());
+  }
+
+  void operator()(pid_t child) {
+    const int64_t now = now_ns();
+    if (ending_ns) {
+      if (!killed && now - ending_ns >= kEndGraceS * 1000000000LL) {
+        killed = true;
+        kill(child, SIGKILL);
+        if (daemon_too && parent_is_daemon()) kill(parent, SIGKILL);
+      }
+      return;
+    }
+    if (getppid() != parent) {
+      std::fprintf(stderr, "xlaunch __rank: rank %d: its Open MPI daemon (pid %d) is gone; ending the rank\n", rank,
+                   static_cast<int>(parent));
+      ending_ns = now;
+      kill(child, SIGTERM);
+      return;
+    }
+    if (!probes_while_running || now - last_probe_ns < kProbeEveryS * 1000000000LL || !launcher_lost()) return;
+    say_lost(true);
+    ending_ns = now_ns();
+    daemon_too = parent_is_daemon();
+    kill(child, SIGTERM);
+    if (daemon_too) kill(parent, SIGTERM);
+  }
+
+  // After the rank failed, before the wrapper reports it: when the launching machine does not
+  // answer, its daemon here would wait for ever to say so; end it once the silence has lasted.
+  // (A refusal means mpirun is gone over a working link: the daemon sees its connection close and
+  // ends by itself, so the wrapper reports at once and leaves it be.)
+  void before_leaving() {
+    if (ending_ns || launcher.empty()) return;
+    while (!launcher_lost()) {
+      if (silence.silent_since_ns() == 0) return;  // it answered
+      sleep(kProbeEveryS);
+    }
+    if (last_answer == Answer::kRefused) return;
+    if (!parent_is_daemon()) return;
+    say_lost(false);
+    kill(parent, SIGTERM);
+    for (int i = 0; i < kEndGraceS * 10 && parent_is_daemon(); ++i) usleep(100000);
+    if (parent_is_daemon()) kill(parent, SIGKILL);
+  }
+};
+
+SpawnOptions rank_spawn_options(const std::shared_ptr<Lifeline>& lifeline) {
   SpawnOptions o;
+  o.watch = [lifeline](pid_t child) { (*lifeline)(child); };
+  o.watch_interval_ms = 500;
   o.forwarded = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
   o.search_path = true;
   o.die_with_parent = true;
@@ -64,8 +175,9 @@ int rank_wrapper_main(int argc, char** argv) {
   }
   export_cpu_threads();
   int status = 0;
+  const auto lifeline = std::make_shared<Lifeline>();
   try {
-    status = spawn_and_wait(std::vector<std::string>(argv + i + 1, argv + argc), rank_spawn_options());
+    status = spawn_and_wait(std::vector<std::string>(argv + i + 1, argv + argc), rank_spawn_options(lifeline));
   } catch (const LaunchError& e) {
     std::fprintf(stderr, "xlaunch __rank: %s\n", e.what());
     return 1;
@@ -75,6 +187,7 @@ int rank_wrapper_main(int argc, char** argv) {
   s.signaled = WIFSIGNALED(status);
   s.code = s.signaled ? WTERMSIG(status) : WEXITSTATUS(status);
   s.end_ns = now_ns();
+  if (s.signaled || s.code != 0) lifeline->before_leaving();
   std::string why;
   // A directory that does not exist here is a machine whose ranks report through mpirun alone (no
   // shared log_dir); one that exists but is not this user's private directory is refused, loudly.

@@ -4,7 +4,8 @@
 // it (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) to it, records how it ended in DIR
 // (xlaunch/status/rank_status.h) and then ends the same way: the same exit code, or the same signal. The training
 // process keeps mpirun's environment, so MPI_Init in it joins the job as if mpirun had started it
-// directly.
+// directly. Its lifeline: when its parent (Open MPI's daemon on this machine) is gone, it ends the
+// training process (SIGTERM, then SIGKILL 2 s later), so no rank outlives the daemon that ran it.
 #pragma once
 
 #include "xlaunch/place.h"

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <map>
 
 #include "launch/launch_error.h"
@@ -45,7 +46,9 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
 }
 
 // In the child, between fork and exec: only what is safe there, then exec, or exit 127.
-[[noreturn]] void become(const SpawnOptions& o, pid_t parent, char** argv, char** envp) {
+[[noreturn]] void become(const SpawnOptions& o, pid_t parent, char** argv, char** envp, const sigset_t& mask) {
+  sigprocmask(SIG_SETMASK, &mask, nullptr);  // the parent's, before it blocked SIGCHLD to wait
+  if (o.own_process_group) setpgid(0, 0);
   if (o.die_with_parent) {
     // If the parent is killed (mpirun's SIGKILL to the wrapper after a grace period), the child
     // must not live on as an orphan holding its GPU. The parent may have died before prctl.
@@ -96,19 +99,39 @@ int spawn_and_wait(const std::vector<std::string>& argv, const SpawnOptions& o) 
   g_signal = 0;
   set_handlers(o.forwarded, sa, &old);
 
+  // With a watcher, the wait is sigtimedwait on SIGCHLD, blocked from before fork so that the
+  // child's end is never missed nor noticed late (a sleep between two waitpid calls would be).
+  sigset_t chld, mask;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_SETMASK, nullptr, &mask);  // as it is
+  if (o.watch) sigprocmask(SIG_BLOCK, &chld, nullptr);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
+    sigprocmask(SIG_SETMASK, &mask, nullptr);
     restore(o.forwarded, old);
     throw LaunchError("cannot start " + argv[0] + ": fork: " + std::strerror(err));
   }
-  if (pid == 0) become(o, parent, argp.data(), o.env.empty() ? environ : envp.data());
+  if (pid == 0) become(o, parent, argp.data(), o.env.empty() ? environ : envp.data(), mask);
+  if (o.own_process_group) setpgid(pid, pid);  // also here: kill(-pid) must work as soon as we return
   g_child = pid;
   if (g_signal) kill(pid, g_signal);  // arrived before the child existed
 
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  if (!o.watch) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  } else {
+    const timespec interval{o.watch_interval_ms / 1000, (o.watch_interval_ms % 1000) * 1000000L};
+    for (;;) {
+      const pid_t got = waitpid(pid, &status, WNOHANG);
+      if (got == pid || (got < 0 && errno != EINTR)) break;
+      o.watch(pid);
+      sigtimedwait(&chld, nullptr, &interval);  // SIGCHLD (or a forwarded signal) ends it early
+    }
+    sigprocmask(SIG_SETMASK, &mask, nullptr);
   }
   g_child = 0;
   if (o.restore_handlers) restore(o.forwarded, old);

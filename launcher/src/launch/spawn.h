@@ -2,6 +2,7 @@
 // (job.h), and the training process under `xlaunch __rank` (rank_wrapper.h).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,19 @@ struct SpawnOptions {
   // caller records how the child ended does not cut that short.
   bool restore_handlers = true;
   std::string who = "xlaunch";  // how messages name this process
+  // true: the child leads a process group of its own (setpgid), so that it and everything it
+  // started on this machine can be signalled at once (kill(-pid, ...)). Signals the kernel sends to
+  // our group (a Ctrl-C) then do not reach it directly: set forward_kernel_signals too.
+  bool own_process_group = false;
+  // When set, called about every watch_interval_ms with the child's pid while it runs (from the
+  // waiting loop, not a signal handler): a watcher that may signal the child. Unset: a plain
+  // blocking wait.
+  std::function<void(pid_t)> watch;
+  int watch_interval_ms = 200;
 };
 
 // Starts argv (argv[0] the program) as a child with the forwarding handlers installed, waits for
-// it, and returns waitpid's status. A forwarded signal that arrives before the child exists is
+// it (calling o.watch while it does, when set), and returns waitpid's status. A forwarded signal that arrives before the child exists is
 // sent to it as soon as it does. When exec fails the child says why on stderr and exits 127.
 // Throws LaunchError when fork fails. Not reentrant: one child at a time per process.
 int spawn_and_wait(const std::vector<std::string>& argv, const SpawnOptions& o);

@@ -1,5 +1,6 @@
 #include "watch/verdict.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -67,6 +68,12 @@ Verdict stuck_verdict(const CollectiveRecord& open, const std::vector<const Boar
     v.rank = entered.empty() ? -1 : entered.front();
     v.message += (unseen.empty() ? "every rank entered it and none finished it"
                                  : "ranks " + rank_list(entered) + " entered it and none finished it");
+    std::vector<std::string> hosts;
+    for (int r : entered)
+      if (std::find(hosts.begin(), hosts.end(), boards[r]->host) == hosts.end()) hosts.push_back(boards[r]->host);
+    if (hosts.size() > 1)
+      v.message += " (on " + std::to_string(hosts.size()) +
+                   " machines: this points at the network between the machines, not at a rank)";
   } else {
     v.rank = missing.front();
     v.message += (entered.size() == 1 ? "rank " : "ranks ") + rank_list(entered) + " entered, ";

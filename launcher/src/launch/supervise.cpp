@@ -1,0 +1,196 @@
+#include "launch/supervise.h"
+
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <ctime>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "xlaunch/status/rank_status.h"
+#include "xlaunch/status/step_stats.h"
+#include "xlaunch/status/verdict.h"
+
+namespace xlaunch::launcher {
+
+namespace {
+
+constexpr int64_t kNsPerS = 1000000000;
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
+}
+
+std::string clock_time(int64_t ns) {
+  const std::time_t t = static_cast<std::time_t>(ns / kNsPerS);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
+  return buf;
+}
+
+// The end of the last step any of these ranks published (stats-<R>, step_stats.h); 0: none.
+int64_t last_step_end_ns(const std::string& status_dir, const std::vector<int>& ranks) {
+  int64_t last = 0;
+  for (int r : ranks) {
+    const auto s = status::read_stats_file(status_dir, r);
+    if (!s || s->total.steps == 0) continue;
+    last = std::max(last, static_cast<int64_t>(s->ring[(s->total.steps - 1) % profile::kRingSteps].end_ns));
+  }
+  return last;
+}
+
+}  // namespace
+
+Teardown::Action Teardown::step(int64_t now_ns, bool failed) {
+  if (failed && failed_ns_ == 0) failed_ns_ = now_ns;
+  if (failed_ns_ == 0 || killed_) return Action::kWait;
+  if (term_ns_ == 0) {
+    if (now_ns - failed_ns_ < kMpirunGraceS * kNsPerS) return Action::kWait;
+    term_ns_ = now_ns;
+    return Action::kTerminate;
+  }
+  if (now_ns - term_ns_ < kMpirunTermS * kNsPerS) return Action::kWait;
+  killed_ = true;
+  return Action::kKill;
+}
+
+std::vector<std::string> rank_hosts(const config::LaunchConfig& c, const std::string& hostfile_text) {
+  if (c.num_machines < 2 || !c.mpi.map_by.empty()) return {};
+  std::vector<std::string> machines;
+  if (!c.mpi.hostfile.empty()) {
+    std::istringstream in(hostfile_text);
+    for (std::string line; std::getline(in, line);) {
+      line = line.substr(0, line.find('#'));
+      std::istringstream words(line);
+      std::string host;
+      if (words >> host && std::find(machines.begin(), machines.end(), host) == machines.end())
+        machines.push_back(host);
+    }
+  } else {
+    machines = c.mpi.hosts;
+  }
+  const int per = config::processes_per_machine(c);
+  if (machines.size() < static_cast<size_t>(c.num_machines) || per < 1) return {};
+  std::vector<std::string> out;
+  for (int r = 0; r < c.num_processes; ++r) out.push_back(machines[static_cast<size_t>(r / per)]);
+  return out;
+}
+
+std::vector<std::string> rank_hosts(const config::LaunchConfig& c) {
+  std::string text;
+  if (!c.mpi.hostfile.empty()) {
+    std::ifstream in(c.mpi.hostfile);
+    std::stringstream s;
+    s << in.rdbuf();
+    text = s.str();
+  }
+  return rank_hosts(c, text);
+}
+
+std::vector<std::string> hosts_named(const std::vector<std::vector<std::string>>& cmdlines,
+                                     const std::vector<std::string>& hosts) {
+  std::vector<std::string> out;
+  for (const auto& h : hosts) {
+    if (std::find(out.begin(), out.end(), h) != out.end()) continue;
+    for (const auto& argv : cmdlines)
+      if (std::find(argv.begin(), argv.end(), h) != argv.end()) {
+        out.push_back(h);
+        break;
+      }
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> child_cmdlines(pid_t parent) {
+  std::vector<std::vector<std::string>> out;
+  DIR* proc = opendir("/proc");
+  if (!proc) return out;
+  while (const dirent* e = readdir(proc)) {
+    const std::string pid = e->d_name;
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat("/proc/" + pid + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const size_t close = line.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 1));
+    std::string state;
+    pid_t ppid = 0;
+    if (!(rest >> state >> ppid) || ppid != parent || state == "Z") continue;
+    std::ifstream cmd("/proc/" + pid + "/cmdline");
+    std::vector<std::string> argv;
+    for (std::string word; std::getline(cmd, word, '\0');) argv.push_back(word);
+    out.push_back(argv);
+  }
+  closedir(proc);
+  return out;
+}
+
+std::vector<Unreachable> unreachable_machines(const std::vector<std::string>& rank_hosts,
+                                              const std::vector<RankStatus>& statuses,
+                                              const std::vector<std::string>& daemon_hosts, bool statuses_shared) {
+  std::vector<std::string> machines;  // in rank order
+  for (const auto& h : rank_hosts)
+    if (std::find(machines.begin(), machines.end(), h) == machines.end()) machines.push_back(h);
+  std::set<std::string> reported;
+  for (const auto& s : statuses)
+    if (s.rank >= 0 && static_cast<size_t>(s.rank) < rank_hosts.size()) reported.insert(rank_hosts[s.rank]);
+  std::vector<Unreachable> out;
+  for (const auto& m : machines) {
+    const bool daemon_silent = std::find(daemon_hosts.begin(), daemon_hosts.end(), m) != daemon_hosts.end();
+    // A machine none of whose ranks reported, while others did, through a directory every machine
+    // sees (a shared log_dir): this one went away.
+    const bool ranks_silent = statuses_shared && reported.count(m) == 0;
+    if (!daemon_silent && !ranks_silent) continue;
+    Unreachable u;
+    u.host = m;
+    for (size_t r = 0; r < rank_hosts.size(); ++r)
+      if (rank_hosts[r] == m) u.ranks.push_back(static_cast<int>(r));
+    out.push_back(u);
+  }
+  return out;
+}
+
+std::string unreachable_text(const std::vector<Unreachable>& machines, int64_t fallback_ns) {
+  std::string s;
+  for (const auto& m : machines)
+    s += (s.empty() ? "" : "; ") + std::string("machine ") + m.host + " (" + rank_list(m.ranks) +
+         ") unreachable since " + clock_time(m.since_ns ? m.since_ns : fallback_ns) +
+         ": its link or the machine is down; its processes may still run there";
+  return s;
+}
+
+JobOutcome job_outcome(const JobRun& run, const JobWatch& watch) {
+  const auto statuses = status::read_rank_statuses(watch.status_dir);
+  const auto verdict = status::read_verdict(watch.status_dir);
+  JobOutcome o = summarize_job(run.wait_status, statuses, watch.num_processes, verdict);
+  if (o.exit_code == 0 || watch.rank_hosts.empty()) return o;
+  // Statuses written on another machine than this one: the status directory is shared, so a
+  // machine whose ranks left none went away (without a shared log_dir only this machine's report).
+  char here[256] = {0};
+  gethostname(here, sizeof here - 1);
+  const bool shared = std::any_of(statuses.begin(), statuses.end(),
+                                  [&](const RankStatus& s) { return !s.host.empty() && s.host != here; });
+  std::vector<Unreachable> lost = unreachable_machines(watch.rank_hosts, statuses, run.daemon_hosts, shared);
+  if (lost.empty()) return o;
+  for (auto& m : lost) m.since_ns = last_step_end_ns(watch.status_dir, m.ranks);
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  const int64_t noticed = run.failed_ns ? run.failed_ns : static_cast<int64_t>(now.tv_sec) * kNsPerS + now.tv_nsec;
+  const std::string text = unreachable_text(lost, noticed);
+  bool explained = static_cast<bool>(verdict);
+  for (const auto& s : statuses) explained = explained || ((s.signaled && s.code != SIGTERM) || (!s.signaled && s.code));
+  o.message = explained ? o.message + "; " + text : text + "; " + o.message;
+  if (!explained) o.rank = lost.front().ranks.front();
+  return o;
+}
+
+}  // namespace xlaunch::launcher

@@ -1,0 +1,99 @@
+// Supervising mpirun while the job runs, so that `xlaunch run` never waits on it without a
+// deadline, and naming the machines that could not be reached (docs/failures.md, "When a machine
+// goes away").
+//
+// mpirun ends a job once every Open MPI daemon has reported that its ranks are gone. A daemon on a
+// machine whose link is down never reports, and mpirun waits for it for ever. So while mpirun runs
+// the launcher watches the status directory: once the job has failed (a verdict exists, or a rank
+// ended with a failure), mpirun gets kMpirunGraceS to finish its own cleanup; then its process
+// group (mpirun and the ssh or rsh agents it started here) gets SIGTERM, and kMpirunTermS later
+// SIGKILL. The machines whose agent was still running then (their daemon never reported), and those
+// none of whose ranks left an exit status while other machines' did, are named as unreachable.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch/job_outcome.h"
+#include "xlaunch/config/launch_config.h"
+
+namespace xlaunch::launcher {
+
+// Seconds mpirun has, once the job has failed, to end the job itself (it normally does in one or
+// two: it tells every daemon to end its ranks, and they answer).
+inline constexpr int kMpirunGraceS = 4;
+// Seconds between SIGTERM to mpirun's process group and SIGKILL.
+inline constexpr int kMpirunTermS = 2;
+
+// Pure: the decision, from the time and whether the job has failed by then.
+class Teardown {
+ public:
+  enum class Action { kWait, kTerminate, kKill };
+  // Called every poll with CLOCK_REALTIME now. Returns kTerminate once, kMpirunGraceS after the
+  // first call that saw failed; kKill once, kMpirunTermS after that; kWait otherwise.
+  Action step(int64_t now_ns, bool failed);
+  int64_t failed_since_ns() const { return failed_ns_; }  // 0: not failed
+
+ private:
+  int64_t failed_ns_ = 0, term_ns_ = 0;
+  bool killed_ = false;
+};
+
+// Pure: the host of each rank, when the launch plan places ranks by machine (several machines,
+// the default mapping ppr:N:node: machine m holds ranks m*N .. m*N+N-1), from the hostfile's text
+// (one host per line, then options such as slots=N; '#' comments; a host listed twice counts once)
+// or from c.mpi.hosts. Empty when the placement is not known (one machine, an explicit map_by).
+std::vector<std::string> rank_hosts(const config::LaunchConfig& c, const std::string& hostfile_text);
+
+// rank_hosts() with the hostfile read from c.mpi.hostfile (an unreadable one: empty).
+std::vector<std::string> rank_hosts(const config::LaunchConfig& c);
+
+// Pure: which of `hosts` appear as a whole word in these command lines (mpirun's children here:
+// one ssh or rsh agent per machine, `ssh -x sim1 orted ...`), in the order of `hosts`.
+std::vector<std::string> hosts_named(const std::vector<std::vector<std::string>>& cmdlines,
+                                     const std::vector<std::string>& hosts);
+
+// The command lines of the living children of `parent`, from /proc.
+std::vector<std::vector<std::string>> child_cmdlines(pid_t parent);
+
+struct JobWatch {
+  std::string status_dir;
+  int num_processes = 1;
+  std::vector<std::string> rank_hosts;  // rank_hosts(); empty: unknown
+};
+
+// How mpirun's run ended, as the launcher saw it.
+struct JobRun {
+  int wait_status = 0;                    // waitpid's, for mpirun
+  bool ended_by_launcher = false;         // mpirun did not finish within the grace and was ended
+  int64_t failed_ns = 0;                  // when the launcher first saw the job failed (0: never)
+  std::vector<std::string> daemon_hosts;  // machines whose agent mpirun still waited for when ended
+};
+
+struct Unreachable {
+  std::string host;
+  std::vector<int> ranks;
+  int64_t since_ns = 0;  // the last sign of life the launcher knows of (a step's end), else 0
+};
+
+// Pure: the machines that did not report: every machine in daemon_hosts, and, when statuses_shared
+// (the job failed, and the status directory is seen from the other machines: a rank on a machine
+// other than the launcher's left a status), every machine none of whose ranks did. Needs rank_hosts.
+std::vector<Unreachable> unreachable_machines(const std::vector<std::string>& rank_hosts,
+                                              const std::vector<RankStatus>& statuses,
+                                              const std::vector<std::string>& daemon_hosts, bool statuses_shared);
+
+// Pure: "machine sim1 (rank 1) unreachable since 16:19:41: its link or the machine is down; its
+// processes may still run there", one clause per machine joined by "; ". since_ns 0 in a machine
+// takes fallback_ns (when the job was seen failing). Times in this machine's local time.
+std::string unreachable_text(const std::vector<Unreachable>& machines, int64_t fallback_ns);
+
+// The job's outcome (summarize_job) from the status directory and how mpirun ended, with the
+// unreachable machines named: first when no verdict or failed rank explains the failure, else after.
+JobOutcome job_outcome(const JobRun& run, const JobWatch& watch);
+
+}  // namespace xlaunch::launcher
