@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # An elastic job losing a machine: train_fashion_mnist on 3 simulated machines x 1 rank
 # (scripts/cluster/sim.sh) with num_machines 2:3 and a checkpoint every half epoch; when epoch 1's
-# progress passes KILL_AT percent (after its mid-epoch checkpoint), every process of sim2 is killed
-# (its namespace holder too, so it no longer answers). The job goes on with sim0 and sim1. Prints
+# progress passes KILL_AT percent (after its mid-epoch checkpoint), sim2's link is cut for good
+# (sim.sh cut: it no longer answers, as over ssh). The job goes on with sim0 and sim1. Prints
 #   bench=elastic machines=3:2 lost_steps=L seconds_to_detect=D seconds_to_resume=R test_acc=A
 # lost_steps: optimizer steps the first attempt had made by its last progress line before the loss
 #   (so at least this many), less the step of the checkpoint the second attempt resumed from. The
 #   global batch is kept (--global_batch_size), so the second attempt continues the epoch where the
 #   checkpoint was taken (docs/checkpointing.md#another-world-size).
-# seconds_to_detect: from the loss to `xlaunch: job failed` (mpirun's or the watchdog's end).
+# seconds_to_detect: from the cut to `xlaunch: job failed` (the watchdog's verdict, timeout_s 10, and
+#   mpirun ended after its grace).
 # seconds_to_resume: from `xlaunch: job failed` to the second attempt's "resumed from" line: the
 #   probe of the machines, mpirun's start on two and load_state (target: 30 s).
 # Usage: sudo scripts/bench/elastic.sh [ROUNDS]   (BUILD_DIR, IMAGES, BATCH, KILL_AT, RATE override)
@@ -47,7 +48,7 @@ one_round() {  # -> one bench= line
     sleep 0.05
     ((++n < 12000)) || { echo "elastic.sh: epoch 1 never reached ${KILL_AT}%" >&2; cat "$log" >&2; return 1; }
   done
-  ip netns pids sim2 | xargs -r kill -9
+  "$SIM" cut sim2
   local killed done
   killed=$(date +%s.%N)
   done=$(sed -E 's#.* ([0-9]+)/[0-9]+ .*#\1#' <<<"$line")
@@ -74,7 +75,7 @@ distributed_type: MULTI_CPU
 num_processes: 3
 num_machines: 2:3
 max_restarts: 2
-timeout_s: 30
+timeout_s: 10
 log_dir: $work/logs
 loader:
   num_workers: 0

@@ -8,6 +8,7 @@
 #   scripts/cluster/sim.sh cut HOST              take HOST's link down: its packets are lost, silently,
 #                                                both ways (a pulled cable, a dead switch port)
 #   scripts/cluster/sim.sh heal HOST             bring HOST's link back up
+#   scripts/cluster/sim.sh link HOST             print up, or down while cut (rsh_agent.sh then refuses, as ssh would)
 #   scripts/cluster/sim.sh kill HOST             SIGKILL every process on HOST (a machine that died),
 #                                                keeping the machine itself (its namespaces) up
 #   scripts/cluster/sim.sh pids HOST             the processes on HOST (not its holder), one per line:
@@ -147,6 +148,9 @@ veth_of() {  # host -> the bridge side of its link
 # port, not an error they could act on at once.
 cut() { ip link set "$(veth_of "$1")" down; }
 heal() { ip link set "$(veth_of "$1")" up; }
+link_state() {  # host -> "up" or "down" (cut)
+  if ip -o link show "$(veth_of "$1")" | grep -q "[<,]UP[,>]"; then echo up; else echo down; fi
+}
 
 machine_pids() {  # host -> every process in its network namespace but the holder
   local holder p
@@ -183,8 +187,8 @@ case "${1:-}" in
   exec) shift; (($# >= 2)) || die "usage: sim.sh exec HOST CMD..."; run_on "$@" ;;
   env) print_env ;;
   check) check ;;
-  cut|heal|kill|pids)
+  cut|heal|kill|pids|link)
     (($# == 2)) || die "usage: sim.sh $1 HOST"
-    case "$1" in cut) cut "$2" ;; heal) heal "$2" ;; kill) kill_machine "$2" ;; pids) print_pids "$2" ;; esac ;;
-  *) die "usage: sim.sh up K [--rate R] | down | exec HOST CMD... | env | check | cut|heal|kill|pids HOST" ;;
+    case "$1" in cut) cut "$2" ;; link) link_state "$2" ;; heal) heal "$2" ;; kill) kill_machine "$2" ;; pids) print_pids "$2" ;; esac ;;
+  *) die "usage: sim.sh up K [--rate R] | down | exec HOST CMD... | env | check | cut|heal|kill|pids|link HOST" ;;
 esac
