@@ -253,7 +253,7 @@ took=$(elapsed "$t0")
 here=$(pgrep -a -f "^[^ ]*mpirun .*$work/logs|^[^ ]*bash [^ ]*rsh_agent.sh" || true)
 "$sim" kill sim1
 if [ "$rc" = 124 ] && within "$took" 20 &&
-   grep -q "and mpirun has not ended within 4 s.*; ending mpirun (SIGTERM to its process group)" "$work/freeze1.log" &&
+   grep -q "and mpirun has not ended within 4 s.*; ending mpirun (SIGTERM to it and what it started here)" "$work/freeze1.log" &&
    grep -q "machine sim1 (rank 1) unreachable since" "$work/freeze1.log" && [ -z "$here" ]; then
   pass "sim1 frozen: xlaunch ended mpirun (which waited for sim1's daemon): exit 124 ${took}s after (bound 20), nothing left here"
 else

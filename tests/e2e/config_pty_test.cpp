@@ -1,5 +1,6 @@
-// `xlaunch config` as a person uses it: the real prompt on a pseudo-terminal, one wrong answer
-// among right ones, then the file it wrote. And end of input writes nothing.
+// xlaunch as a person uses it at a terminal: `xlaunch config`'s real prompt on a pseudo-terminal,
+// one wrong answer among right ones, then the file it wrote (and end of input writes nothing); and
+// `xlaunch run`, whose rank 0 reads what is typed there.
 #include <gtest/gtest.h>
 #include <pty.h>
 #include <sys/wait.h>
@@ -9,7 +10,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <poll.h>
+#include <csignal>
 #include <string>
+#include <vector>
 
 #include "xlaunch/config/config_io.h"
 #include "scratch_dir.h"
@@ -18,12 +21,20 @@ namespace {
 
 class PtySession {
  public:
-  PtySession(const std::string& config_file, const std::string& home) {
+  PtySession(const std::string& config_file, const std::string& home)
+      : PtySession({"config", "--config_file", config_file}, home) {}
+  // `xlaunch ARGS...` on a new pseudo-terminal, with its own empty config home.
+  PtySession(const std::vector<std::string>& args, const std::string& home) {
+    std::vector<std::string> words{XLAUNCH_BIN};
+    words.insert(words.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
     pid_ = forkpty(&fd_, nullptr, nullptr, nullptr);
     if (pid_ == 0) {
       setenv("XDG_CONFIG_HOME", home.c_str(), 1);
       unsetenv("XLAUNCH_CONFIG_FILE");
-      execl(XLAUNCH_BIN, XLAUNCH_BIN, "config", "--config_file", config_file.c_str(), static_cast<char*>(nullptr));
+      execv(XLAUNCH_BIN, argv.data());
       _exit(127);
     }
   }
@@ -50,10 +61,20 @@ class PtySession {
     return true;
   }
   void type(const std::string& line) { ASSERT_EQ(write(fd_, line.data(), line.size()), static_cast<ssize_t>(line.size())); }
-  int wait() {
-    expect("\x01never\x01", 10);  // drain until the terminal closes
+  // The exit code, once the terminal has closed; -1 when the process had not ended within
+  // `seconds` (it is killed then, with its process group).
+  int wait(double seconds = 10) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    expect("\x01never\x01", seconds);  // drain until the terminal closes
     int status = 0;
-    waitpid(pid_, &status, 0);
+    pid_t got = 0;
+    while ((got = waitpid(pid_, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < end)
+      usleep(10000);  // the terminal closes a moment before the process has ended
+    if (got == 0) {
+      kill(-pid_, SIGKILL);  // forkpty made it a session (and group) leader
+      waitpid(pid_, &status, 0);
+      return -1;
+    }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   const std::string& transcript() const { return all_; }
@@ -171,4 +192,16 @@ TEST(ConfigPty, AnExistingFileIsReplacedOnlyWhenTheUserSaysSo) {
   ASSERT_TRUE(s.expect("Left " + file + " unchanged.")) << s.transcript();
   EXPECT_EQ(s.wait(), 0);
   EXPECT_EQ(xlaunch::config::load_config(file).config.gradient_accumulation_steps, 7);
+}
+
+// At a terminal, mpirun must be able to read it: rank 0's stdin is what the user types (as with
+// mpirun alone), not a job stopped by SIGTTIN because mpirun was put in a background group.
+TEST(RunPty, RankZeroReadsWhatIsTypedAtTheTerminal) {
+  const xlaunch::test::ScratchDir scratch;
+  PtySession s({"run", "--cpu", "--num_processes", "1", "/usr/bin/head", "-n", "1"}, scratch.path);
+  ASSERT_TRUE(s.expect("xlaunch: ", 60)) << s.transcript();  // the config line: xlaunch is running
+  s.type("typed-at-the-terminal\n");
+  ASSERT_TRUE(s.expect("typed-at-the-terminal", 60)) << s.transcript();  // the terminal's echo
+  EXPECT_TRUE(s.expect("typed-at-the-terminal", 60)) << "head never printed the line:\n" << s.transcript();
+  EXPECT_EQ(s.wait(60), 0) << s.transcript();
 }

@@ -1,6 +1,7 @@
 #include "launch/job.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <ctime>
@@ -28,20 +29,40 @@ std::string failure(const std::string& status_dir) {
   return "";
 }
 
+// True when this process reads a terminal in its foreground: a user at the keyboard, whose input
+// goes to rank 0 through mpirun and whose Ctrl-C reaches our whole process group.
+bool interactive() { return isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp(); }
+
+// `sig` to mpirun and what it started here: its process group when it leads one, else mpirun and
+// each of its descendants (the ssh or rsh agents, the local ranks' wrappers).
+void signal_mpirun(pid_t mpirun, bool own_group, int sig) {
+  if (own_group) {
+    kill(-mpirun, sig);
+    return;
+  }
+  const std::vector<pid_t> tree = descendants(mpirun);
+  kill(mpirun, sig);
+  for (const pid_t p : tree) kill(p, sig);
+}
+
 }  // namespace
 
 JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch) {
   JobRun run;
   Teardown teardown;
   std::string why;  // the first failure seen
-  pid_t group = 0;  // mpirun's process group, once the launcher has had to end it
+  pid_t ended = 0;  // mpirun, once the launcher has had to end it
   SpawnOptions o;
   o.forwarded = {SIGINT, SIGTERM, SIGHUP};
-  // mpirun leads its own process group, so that it and the agents it started here can be ended
-  // together; a Ctrl-C at the terminal reaches only our group, so every signal is forwarded (once:
-  // a second SIGINT would make mpirun kill the job without letting the ranks clean up).
-  o.own_process_group = true;
-  o.forward_kernel_signals = true;
+  // Run from a script or a scheduler, mpirun leads its own process group, so that it and the agents
+  // it started here end together; every signal is forwarded to it, once (a second SIGINT would make
+  // mpirun kill the job without letting the ranks clean up). At a terminal it stays in ours: a
+  // background group could not read the terminal (SIGTTIN would stop mpirun on the user's input
+  // for rank 0), and the Ctrl-C the terminal sends our group reaches it directly, so only signals
+  // from kill(1) and friends are forwarded. Ending it then goes to it and its descendants.
+  const bool own_group = !interactive();
+  o.own_process_group = own_group;
+  o.forward_kernel_signals = own_group;
   o.env = plan.env;
   // Outside our process group, mpirun would survive a SIGKILL to it (kill -9 on the group): it dies
   // with us instead, and its daemons see it gone.
@@ -54,28 +75,29 @@ JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch) {
         return;
       case Teardown::Action::kTerminate: {
         run.ended_by_launcher = true;
-        group = mpirun;
+        ended = mpirun;
         run.daemon_hosts = hosts_named(child_cmdlines(mpirun), watch.rank_hosts);
         std::string waits;
         for (const auto& h : run.daemon_hosts) waits += (waits.empty() ? ": it still waits for the Open MPI daemon on " : ", ") + h;
         std::fprintf(stderr,
                      "xlaunch: the job failed (%s) and mpirun has not ended within %d s%s; ending mpirun "
-                     "(SIGTERM to its process group)\n",
+                     "(SIGTERM to it and what it started here)\n",
                      why.c_str(), kMpirunGraceS, waits.c_str());
-        kill(-mpirun, SIGTERM);
+        signal_mpirun(mpirun, own_group, SIGTERM);
         return;
       }
       case Teardown::Action::kKill:
-        std::fprintf(stderr, "xlaunch: mpirun did not end within %d s of SIGTERM; SIGKILL to its process group\n",
+        std::fprintf(stderr, "xlaunch: mpirun did not end within %d s of SIGTERM; SIGKILL to it and what it started here\n",
                      kMpirunTermS);
-        kill(-mpirun, SIGKILL);
+        signal_mpirun(mpirun, own_group, SIGKILL);
         return;
     }
   };
   run.wait_status = spawn_and_wait(plan.argv, o);
   run.failed_ns = teardown.failed_since_ns();
-  // What mpirun left in its group (an agent that ignored SIGTERM) goes with it.
-  if (group > 0) kill(-group, SIGKILL);
+  // What mpirun left in its group (an agent that ignored SIGTERM) goes with it. (Not in ours: its
+  // descendants had their SIGKILL, and our group is this process too.)
+  if (ended > 0 && own_group) kill(-ended, SIGKILL);
   return run;
 }
 

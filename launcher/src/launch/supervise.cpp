@@ -109,13 +109,16 @@ std::vector<std::string> hosts_named(const std::vector<std::vector<std::string>>
   return out;
 }
 
-std::vector<std::vector<std::string>> child_cmdlines(pid_t parent) {
-  std::vector<std::vector<std::string>> out;
+namespace {
+
+// Every living process of /proc with its parent: (pid, ppid).
+std::vector<std::pair<pid_t, pid_t>> living_processes() {
+  std::vector<std::pair<pid_t, pid_t>> out;
   DIR* proc = opendir("/proc");
   if (!proc) return out;
   while (const dirent* e = readdir(proc)) {
     const std::string pid = e->d_name;
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream stat("/proc/" + pid + "/stat");
     std::string line;
     if (!std::getline(stat, line)) continue;
@@ -124,13 +127,40 @@ std::vector<std::vector<std::string>> child_cmdlines(pid_t parent) {
     std::istringstream rest(line.substr(close + 1));
     std::string state;
     pid_t ppid = 0;
-    if (!(rest >> state >> ppid) || ppid != parent || state == "Z") continue;
-    std::ifstream cmd("/proc/" + pid + "/cmdline");
+    if (!(rest >> state >> ppid) || state == "Z") continue;
+    out.emplace_back(static_cast<pid_t>(std::stol(pid)), ppid);
+  }
+  closedir(proc);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::string>> child_cmdlines(pid_t parent) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& [pid, ppid] : living_processes()) {
+    if (ppid != parent) continue;
+    std::ifstream cmd("/proc/" + std::to_string(pid) + "/cmdline");
     std::vector<std::string> argv;
     for (std::string word; std::getline(cmd, word, '\0');) argv.push_back(word);
     out.push_back(argv);
   }
-  closedir(proc);
+  return out;
+}
+
+std::vector<pid_t> descendants(pid_t root) {
+  const auto procs = living_processes();
+  std::vector<pid_t> out;
+  std::vector<pid_t> frontier{root};
+  while (!frontier.empty()) {
+    const pid_t parent = frontier.back();
+    frontier.pop_back();
+    for (const auto& [pid, ppid] : procs)
+      if (ppid == parent && std::find(out.begin(), out.end(), pid) == out.end()) {
+        out.push_back(pid);
+        frontier.push_back(pid);
+      }
+  }
   return out;
 }
 

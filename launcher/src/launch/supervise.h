@@ -60,6 +60,9 @@ std::vector<std::string> hosts_named(const std::vector<std::vector<std::string>>
 // The command lines of the living children of `parent`, from /proc.
 std::vector<std::vector<std::string>> child_cmdlines(pid_t parent);
 
+// Every living descendant of `root` (children, their children, ...), from one look at /proc.
+std::vector<pid_t> descendants(pid_t root);
+
 struct JobWatch {
   std::string status_dir;
   int num_processes = 1;
