@@ -7,7 +7,8 @@
 #   scripts/cluster/sim.sh env                   print the MCA settings that reach the machines
 #   scripts/cluster/sim.sh cut HOST              take HOST's link down: its packets are lost, silently,
 #                                                both ways (a pulled cable, a dead switch port)
-#   scripts/cluster/sim.sh heal HOST             bring HOST's link back up
+#   scripts/cluster/sim.sh heal HOST             bring HOST's link back up; returns once HOST reaches
+#                                                this host again (at most 10 s, else an error)
 #   scripts/cluster/sim.sh link HOST             print up, or down while cut (rsh_agent.sh then refuses, as ssh would)
 #   scripts/cluster/sim.sh kill HOST             SIGKILL every process on HOST (a machine that died),
 #                                                keeping the machine itself (its namespaces) up
@@ -147,7 +148,25 @@ veth_of() {  # host -> the bridge side of its link
 # see nothing but silence (retransmissions, keepalive probes unanswered), as with a dead switch
 # port, not an error they could act on at once.
 cut() { ip link set "$(veth_of "$1")" down; }
-heal() { ip link set "$(veth_of "$1")" up; }
+# Link up, and back only once the machine reaches this host again: the neighbour (ARP) entries
+# that failed while it was down, on both sides, are dropped (otherwise a connect in the next second
+# fails with 'No route to host', and an Open MPI daemon started then ends before it calls back, so
+# mpirun waits for it for ever); then a TCP connect from the machine to this host's bridge address
+# must be answered (accepted or refused) within 10 s.
+heal() {
+  local h="$1" ve pid out n
+  ve=$(veth_of "$h")
+  pid=$(holder_pid "$h")
+  ip link set "$ve" up
+  ip neigh flush dev "$BRIDGE" to "$NET.$((10 + ${h#"$PREFIX"}))" 2>/dev/null || true
+  nsenter -t "$pid" -n ip neigh flush dev eth0 2>/dev/null || true
+  for ((n = 0; n < 50; n++)); do
+    out=$(nsenter -t "$pid" -n timeout 1 bash -c "exec 3<>/dev/tcp/$NET.1/9" 2>&1) && return 0
+    [[ $out == *refused* ]] && return 0
+    sleep 0.2
+  done
+  die "heal $h: its link is up, but a TCP connect from it to $NET.1 (this host) got no answer for 10 s: $out"
+}
 link_state() {  # host -> "up" or "down" (cut)
   if ip -o link show "$(veth_of "$1")" | grep -q "[<,]UP[,>]"; then echo up; else echo down; fi
 }

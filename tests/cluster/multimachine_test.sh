@@ -162,7 +162,9 @@ grep -Eq "ranks ([01], )*2, 3 ended without an exit status" "$work/lost.log" && 
 
 # 7. When a machine goes away (docs/failures.md): 2 machines x 1 rank, timeout_s 10. The job ends
 # within timeout_s + 10 s, non-zero, naming the machine, whichever it is, and within a further 60 s
-# no process of it is left on either machine or here, while the link is still down.
+# no process of it is left on either machine or here, while the link is still down. Who notices a
+# cut first depends on where in a step it falls: the ranks' watchdog (exit 124, its verdict), or
+# mpirun, whose keepalive finds the machine's daemon silent (exit 205); either way the machine is named.
 layout m2x1 2 1
 echo "timeout_s: 10" >>"$work/m2x1.yaml"
 ptrain=$build/tests/cluster/partition_train
@@ -201,11 +203,13 @@ within() { [ "$(echo "$1 <= $2" | bc)" = 1 ]; }
 
 lose cut1 cut sim1 "$work/marker1" "$ptrain" --marker "$work/marker1"
 "$sim" heal sim1
-if [ "$rc" = 124 ] && within "$took" 20 && grep -q "machine sim1 (rank 1) unreachable since [0-9:]*: its link or the machine is down" "$work/cut1.log" &&
-   grep -q "none finished it (on 2 machines: this points at the network between the machines" "$work/cut1.log"; then
-  pass "sim1's link cut while training: exit 124 ${took}s after the cut (bound 20), '$(grep -o 'machine sim1 ([^)]*) unreachable since [0-9:]*' "$work/cut1.log" | head -1)'"
+# A verdict that every rank entered a collective and none finished it must point at the network.
+if [ "$rc" != 0 ] && within "$took" 20 && grep -q "machine sim1 (rank 1) unreachable since [0-9:]*: its link or the machine is down" "$work/cut1.log" &&
+   { ! grep -q "every rank entered it and none finished it" "$work/cut1.log" ||
+     grep -q "none finished it (on 2 machines: this points at the network between the machines" "$work/cut1.log"; }; then
+  pass "sim1's link cut while training: exit $rc ${took}s after the cut (bound 20), '$(grep -o 'machine sim1 ([^)]*) unreachable since [0-9:]*' "$work/cut1.log" | head -1)'"
 else
-  fail "sim1's link cut: want exit 124 within 20 s naming machine sim1 and the network, got $rc after ${took}s" cut1
+  fail "sim1's link cut: want a non-zero exit within 20 s naming machine sim1 (and the network, with a 'none finished it' verdict), got $rc after ${took}s" cut1
 fi
 [ "$gone" != never ] && pass "sim1's link cut: nothing of the job left on sim0, sim1 or here ${gone}s after xlaunch's exit (link still down)" ||
   fail "sim1's link cut: processes of the job left 60 s after xlaunch's exit"
@@ -215,10 +219,10 @@ fi
 ckpt=$work/pckpt
 lose cut0 cut sim0 "$work/marker0.save" "$ptrain" --marker "$work/marker0" --save "$ckpt" --save_every 10 --pause_in_save 3
 "$sim" heal sim0
-if [ "$rc" = 124 ] && within "$took" 20 && grep -q "machine sim0 (rank 0) unreachable since" "$work/cut0.log"; then
-  pass "sim0's link cut inside a checkpoint save: exit 124 ${took}s after the cut (bound 20), naming machine sim0 (rank 0)"
+if [ "$rc" != 0 ] && within "$took" 20 && grep -q "machine sim0 (rank 0) unreachable since" "$work/cut0.log"; then
+  pass "sim0's link cut inside a checkpoint save: exit $rc ${took}s after the cut (bound 20), naming machine sim0 (rank 0)"
 else
-  fail "sim0's link cut inside a save: want exit 124 within 20 s naming machine sim0 (rank 0), got $rc after ${took}s" cut0
+  fail "sim0's link cut inside a save: want a non-zero exit within 20 s naming machine sim0 (rank 0), got $rc after ${took}s" cut0
 fi
 [ "$gone" != never ] && pass "sim0's link cut: nothing of the job left ${gone}s after xlaunch's exit (link still down)" ||
   fail "sim0's link cut: processes of the job left 60 s after xlaunch's exit"
@@ -260,11 +264,16 @@ else
   fail "sim1 frozen: want exit 124 within 20 s, mpirun ended, naming sim1, nothing left here; got $rc after ${took}s; left here: $here" freeze1
 fi
 
-left=""
-for h in sim0 sim1 sim2 sim3; do
-  for p in $(ip netns pids "$h"); do
-    [ "$(cat /proc/"$p"/comm 2>/dev/null)" = sleep ] || left+=" $h:$(cat /proc/"$p"/comm 2>/dev/null)"
+# SIGKILL is not instant for every process (a stopped one is woken first): allow 10 s.
+for _ in $(seq 20); do
+  left=""
+  for h in sim0 sim1 sim2 sim3; do
+    for p in $(ip netns pids "$h"); do
+      [ "$(cat /proc/"$p"/comm 2>/dev/null || echo sleep)" = sleep ] || left+=" $h:$(cat /proc/"$p"/comm 2>/dev/null)"
+    done
   done
+  [ -z "$left" ] && break
+  sleep 0.5
 done
 [ -z "$left" ] && pass "no process of the job is left on any machine" || fail "processes left:$left"
 
