@@ -52,6 +52,17 @@ int env_int(const char* name, int fallback) {
   return v && *v ? std::atoi(v) : fallback;
 }
 
+// XLAUNCH_TIMEOUT_S as the environment contract reads it (env_vars.h: its declared default when
+// unset). A bad value is the rank's to report (its runtime refuses it, naming the variable); the
+// lifeline takes the declared default meanwhile.
+int timeout_s() {
+  try {
+    return static_cast<int>(env::get_int(env::kTimeoutS));
+  } catch (const std::exception&) {
+    return static_cast<int>(env::parse_int(env::kTimeoutS, env::kTimeoutS.default_value));
+  }
+}
+
 // The lifeline (lifeline.h): the wrapper's parent is Open MPI's daemon on this machine (mpirun on
 // the launching one). When it is gone, nobody will end this rank; when the launching machine does
 // not answer for lost_after_s, this machine is cut off and the daemon waits for ever: either way
@@ -61,7 +72,7 @@ struct Lifeline {
   int rank = rank_from_env([](const char* name) { return std::getenv(name); });
   std::vector<std::pair<std::string, int>> launcher = tcp_endpoints(env_get("OMPI_MCA_orte_hnp_uri"));
   bool probes_while_running = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0) == 0;  // one per machine
-  LauncherSilence silence{lost_after_s(env_int(env::kTimeoutS.name, 600))};
+  LauncherSilence silence{lost_after_s(timeout_s())};
   int64_t last_probe_ns = 0, ending_ns = 0;
   Answer last_answer = Answer::kAccepted;
   bool daemon_too = false, killed = false;
