@@ -18,19 +18,6 @@
 
 namespace xlaunch::launcher {
 
-std::vector<std::string> parse_hostfile(const std::string& text) {
-  std::vector<std::string> hosts;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    line = line.substr(0, line.find('#'));
-    std::istringstream words(line);
-    std::string host;
-    if (words >> host && std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
-  }
-  return hosts;
-}
-
 std::vector<std::string> listed_machines(const config::LaunchConfig& c) {
   if (!c.mpi.hosts.empty()) return c.mpi.hosts;
   std::ifstream in(c.mpi.hostfile);

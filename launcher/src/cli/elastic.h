@@ -14,16 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "launch/supervise.h"  // parse_hostfile
 #include "xlaunch/config/launch_config.h"
 
 namespace xlaunch::launcher {
 
 // Seconds a machine has to run `true` through the rsh agent before it counts as not answering.
 inline constexpr double kHostProbeTimeoutS = 10;
-
-// Pure: the host names of an Open MPI hostfile, in order ("sim0 slots=2" -> "sim0"); comments (#)
-// and blank lines skipped, a host listed twice taken once.
-std::vector<std::string> parse_hostfile(const std::string& text);
 
 // The machines of the job in order: mpi.hosts, else the hosts of mpi.hostfile (read here). Throws
 // LaunchError when the hostfile cannot be read or lists no host.

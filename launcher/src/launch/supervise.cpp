@@ -62,21 +62,22 @@ Teardown::Action Teardown::step(int64_t now_ns, bool failed) {
   return Action::kKill;
 }
 
+std::vector<std::string> parse_hostfile(const std::string& text) {
+  std::vector<std::string> hosts;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::string host;
+    if (words >> host && std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+  }
+  return hosts;
+}
+
 std::vector<std::string> rank_hosts(const config::LaunchConfig& c, const std::string& hostfile_text) {
   if (c.num_machines < 2 || !c.mpi.map_by.empty()) return {};
-  std::vector<std::string> machines;
-  if (!c.mpi.hostfile.empty()) {
-    std::istringstream in(hostfile_text);
-    for (std::string line; std::getline(in, line);) {
-      line = line.substr(0, line.find('#'));
-      std::istringstream words(line);
-      std::string host;
-      if (words >> host && std::find(machines.begin(), machines.end(), host) == machines.end())
-        machines.push_back(host);
-    }
-  } else {
-    machines = c.mpi.hosts;
-  }
+  const std::vector<std::string> machines = !c.mpi.hostfile.empty() ? parse_hostfile(hostfile_text) : c.mpi.hosts;
   const int per = config::processes_per_machine(c);
   if (machines.size() < static_cast<size_t>(c.num_machines) || per < 1) return {};
   std::vector<std::string> out;

@@ -43,10 +43,13 @@ class Teardown {
   bool killed_ = false;
 };
 
+// Pure: the host names of an Open MPI hostfile, in order ("sim0 slots=2" -> "sim0"); comments (#)
+// and blank lines skipped, a host listed twice taken once.
+std::vector<std::string> parse_hostfile(const std::string& text);
+
 // Pure: the host of each rank, when the launch plan places ranks by machine (several machines,
 // the default mapping ppr:N:node: machine m holds ranks m*N .. m*N+N-1), from the hostfile's text
-// (one host per line, then options such as slots=N; '#' comments; a host listed twice counts once)
-// or from c.mpi.hosts. Empty when the placement is not known (one machine, an explicit map_by).
+// (parse_hostfile) or from c.mpi.hosts. Empty when the placement is not known (one machine, an explicit map_by).
 std::vector<std::string> rank_hosts(const config::LaunchConfig& c, const std::string& hostfile_text);
 
 // rank_hosts() with the hostfile read from c.mpi.hostfile (an unreadable one: empty).
