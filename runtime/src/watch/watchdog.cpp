@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -102,15 +103,13 @@ std::string poll_all(Watch& w, bool ending) {
   record_exit(v.exit_code);
   std::fflush(stdout);
   std::fflush(stderr);
-  auto aborted = std::make_shared<std::atomic<bool>>(false);
-  std::thread([&w, aborted] {
+  auto done = std::make_shared<std::promise<void>>();
+  const std::future<void> aborted = done->get_future();
+  std::thread([&w, done] {
     poll_all(w, true);
-    aborted->store(true);
+    done->set_value();
   }).detach();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kAbortBoundNs);
-  while (!aborted->load() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (!aborted->load())
+  if (aborted.wait_for(std::chrono::nanoseconds(kAbortBoundNs)) != std::future_status::ready)
     std::fprintf(stderr,
                  "xlaunch: rank %d: the communicators' abort (ncclCommAbort) did not return within %lld s; "
                  "exiting without it\n",
