@@ -48,6 +48,11 @@ inline constexpr Var kTimeoutS               {"XLAUNCH_TIMEOUT_S", Type::Int, "6
 inline constexpr Var kReport                 {"XLAUNCH_REPORT", Type::Bool, "1", "1: record where each step's time goes, for the utilization report"};
 inline constexpr Var kTraceDir               {"XLAUNCH_TRACE_DIR", Type::String, "", "directory for the timeline (each rank's part, merged by xlaunch run into trace.json); empty: none"};
 inline constexpr Var kTraceSteps             {"XLAUNCH_TRACE_STEPS", Type::Int, "50", "optimizer steps the timeline covers, after the warm-up"};
+inline constexpr Var kProjectDir             {"XLAUNCH_PROJECT_DIR", Type::String, "", "the project directory: save_state() without a path writes <project_dir>/checkpoints/checkpoint_<step>; empty: save_state needs a path"};
+inline constexpr Var kCheckpointTotalLimit   {"XLAUNCH_CHECKPOINT_TOTAL_LIMIT", Type::Int, "0", "automatically named checkpoints kept in project_dir (the newest; older ones removed after each complete save); 0: all"};
+inline constexpr Var kCheckpointEveryNSteps  {"XLAUNCH_CHECKPOINT_EVERY_N_STEPS", Type::Int, "0", "save a named checkpoint after every n-th optimizer step; 0: never"};
+inline constexpr Var kCheckpointEveryEpoch   {"XLAUNCH_CHECKPOINT_EVERY_EPOCH", Type::Bool, "0", "1: save a named checkpoint when the first prepared loader finishes an epoch"};
+inline constexpr Var kResume                 {"XLAUNCH_RESUME", Type::String, "", "what acc.maybe_load_state() loads: 'latest' (the newest complete checkpoint in project_dir) or a checkpoint directory; empty: start afresh"};
 inline constexpr Var kLogDir                 {"XLAUNCH_LOG_DIR", Type::String, "", "directory for per-rank logs; empty: none"};
 inline constexpr Var kRunId                  {"XLAUNCH_RUN_ID", Type::String, "", "identifier of this launch, the same on every rank"};
 inline constexpr Var kRestartCount           {"XLAUNCH_RESTART_COUNT", Type::Int, "0", "how many times the launcher has restarted this job"};
@@ -61,7 +66,8 @@ inline constexpr const Var* kAll[] = {
     &kBucketCapMb,     &kFindUnusedParameters,       &kCommHook,   &kPowerSgdRank,   &kPowerSgdStartStep,
     &kBroadcastBuffers, &kNumWorkers,
     &kPinMemory,       &kPrefetchFactor, &kNumCpuThreads, &kDebug,    &kTimeoutS,
-    &kReport,          &kTraceDir,     &kTraceSteps, &kLogDir,
+    &kReport,          &kTraceDir,     &kTraceSteps, &kProjectDir,
+    &kCheckpointTotalLimit, &kCheckpointEveryNSteps, &kCheckpointEveryEpoch, &kResume, &kLogDir,
     &kRunId,           &kRestartCount, &kStatusDir,    &kConfigFile,
 };
 

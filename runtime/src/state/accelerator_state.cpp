@@ -18,6 +18,8 @@
 
 #include "comm/agree.h"
 #include "state/checkpoint_dir.h"
+#include "state/loader_state.h"
+#include "state/trainer_state.h"
 #include "state/torch_state.h"
 #include "watch/watchdog.h"
 #include "xlaunch/accelerator.h"
@@ -32,6 +34,11 @@ namespace {
 
 using checkpoint::Files;
 using Named = NamedTensors;
+using checkpoint::KeyValues;
+using checkpoint::exact;
+using checkpoint::get_int;
+using checkpoint::key_values_text;
+using checkpoint::parse_key_values;
 
 std::string env_text() {
   std::ostringstream os;
@@ -51,34 +58,6 @@ std::string utc_now() {
 std::string host_name() {
   char name[256] = {};
   return gethostname(name, sizeof name - 1) == 0 ? name : "unknown-host";
-}
-
-// "key value" lines; the values have no spaces.
-using KeyValues = std::map<std::string, std::string>;
-
-std::string key_values_text(const KeyValues& kv) {
-  std::ostringstream os;
-  for (const auto& [k, v] : kv) os << k << " " << v << "\n";
-  return os.str();
-}
-
-KeyValues parse_key_values(const std::string& text) {
-  KeyValues kv;
-  std::istringstream in(text);
-  for (std::string k, v; in >> k >> v;) kv[k] = v;
-  return kv;
-}
-
-int64_t get_int(const KeyValues& kv, const std::string& key) {
-  const auto it = kv.find(key);
-  if (it == kv.end()) throw UsageError("load_state: rank0/trainer_state.txt in the checkpoint has no '" + key + "'");
-  return std::stoll(it->second);
-}
-
-std::string exact(double x) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  return buf;
 }
 
 Files broadcast_files(Communicator& comm, const Files& mine) {
@@ -109,7 +88,8 @@ std::string changed_settings(const Files& files) {
     if (const auto eq = line.find('='); eq != std::string::npos) saved[line.substr(0, eq)] = line.substr(eq + 1);
   std::string out;
   for (const env::Var* v : env::kAll) {
-    if (v == &env::kRunId || v == &env::kRestartCount || v == &env::kLogDir || v == &env::kConfigFile) continue;
+    if (v == &env::kRunId || v == &env::kRestartCount || v == &env::kLogDir || v == &env::kConfigFile ||
+        v == &env::kResume) continue;
     const auto s = saved.find(v->name);
     if (s != saved.end() && s->second != env::raw(*v))
       out += std::string(out.empty() ? "" : ", ") + v->name + " was '" + s->second + "', now '" + env::raw(*v) + "'";
@@ -131,7 +111,6 @@ struct CheckpointIO {
   // Everything is validated before anything is changed: a refused checkpoint leaves the run as it was.
   static void restore(Accelerator& a, const Files& files);
   static void restore_scaler(Accelerator& a, const KeyValues& state);
-  static void restore_loaders(Accelerator& a, const KeyValues& state, int64_t saved_world);
 };
 
 // ---- save ----------------------------------------------------------------------------------
@@ -200,18 +179,7 @@ Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string
     archive.save_to(os);
     files["rank0/optimizer_" + std::to_string(i) + ".pt"] = os.str();
   }
-  for (size_t i = 0; i < a.loaders_.size(); ++i) {
-    const Loader& l = *a.loaders_[i];
-    const LoaderPosition pos = l.position();
-    const std::string k = "loader." + std::to_string(i) + ".";
-    state[k + "epoch"] = std::to_string(pos.epoch);
-    state[k + "batch"] = std::to_string(pos.batch);
-    state[k + "num_batches"] = std::to_string(l.num_batches());
-    // What a resume on another world size needs to find the same place in the epoch's global order.
-    state[k + "global_batch"] = std::to_string(l.options().batch_size * a.world_);
-    state[k + "dataset_size"] = std::to_string(l.dataset_size());
-    meta << "loader " << i << " epoch " << pos.epoch << " next batch " << pos.batch << " of " << l.num_batches() << "\n";
-  }
+  checkpoint::save_loader_positions(a.loaders_, a.world_, state, meta);
   if (a.scaler_) {
     const GradScalerState s = a.scaler_->state_dict();
     state["scaler.scale"] = exact(s.scale);
@@ -327,7 +295,8 @@ void CheckpointIO::restore(Accelerator& a, const Files& files) {
   watch::set_step(a.step_);
   a.micro_step_ = get_int(state, "micro_step");
   restore_scaler(a, state);
-  restore_loaders(a, state, saved_world);
+  checkpoint::restore_loader_positions(a.loaders_, a.world_, saved_world, state,
+                                       [&](const std::string& line) { log_main(a.rank_, line); });
   if (have_rng) restore_rng(rng, a.device_);
   if (saved_world != a.world_)
     log_main(a.rank_, "load_state: the checkpoint was saved by " + std::to_string(saved_world) + " processes, this job has " +
@@ -390,43 +359,6 @@ void CheckpointIO::restore_scaler(Accelerator& a, const KeyValues& state) {
   } else if (a.scaler_) {
     log_main(a.rank_, "load_state: the checkpoint has no GradScaler state (it was not saved under fp16); the scaler "
                     "starts afresh");
-  }
-}
-
-// A position within an epoch counts this world size's batches of this rank's shard. Rank r's shard
-// holds global positions r, r + W, r + 2W, ... of the epoch's order (sampler.h), so after k batches
-// the ranks together have read its first k x global-batch positions, whatever W is: with the same
-// global batch (batch_size x world size) and dataset the position carries over to another world
-// size exactly (an elastic job that keeps the global batch). Otherwise it names other samples,
-// and the interrupted epoch restarts.
-void CheckpointIO::restore_loaders(Accelerator& a, const KeyValues& state, int64_t saved_world) {
-  for (size_t i = 0; i < a.loaders_.size(); ++i) {
-    const std::string k = "loader." + std::to_string(i) + ".";
-    const Loader& l = *a.loaders_[i];
-    LoaderPosition pos{get_int(state, k + "epoch"), get_int(state, k + "batch")};
-    const int64_t saved_batches = get_int(state, k + "num_batches");
-    const int64_t global_batch = l.options().batch_size * a.world_;
-    // Checkpoints from before these keys were saved have none: the epoch restarts.
-    const bool same_global_order = state.count(k + "global_batch") && state.count(k + "dataset_size") &&
-                                   get_int(state, k + "global_batch") == global_batch &&
-                                   get_int(state, k + "dataset_size") == l.dataset_size() &&
-                                   pos.batch < l.num_batches();
-    if (pos.batch > 0 && saved_world != a.world_ && same_global_order) {
-      log_main(a.rank_, "load_state: loader " + std::to_string(i) + " was saved at batch " + std::to_string(pos.batch) +
-                      " of epoch " + std::to_string(pos.epoch) + " with " + std::to_string(saved_world) +
-                      " processes; this job has " + std::to_string(a.world_) + " and the same global batch (" +
-                      std::to_string(global_batch) + "), so it continues there, with the samples not yet read");
-    } else if (pos.batch > 0 && (saved_world != a.world_ || saved_batches != l.num_batches())) {
-      log_main(a.rank_, "load_state: loader " + std::to_string(i) + " was saved at batch " + std::to_string(pos.batch) +
-                      " of " + std::to_string(saved_batches) + " in epoch " + std::to_string(pos.epoch) + " with " +
-                      std::to_string(saved_world) + " processes; this job has " + std::to_string(a.world_) +
-                      " processes and " + std::to_string(l.num_batches()) + " batches per epoch (global batch " +
-                      std::to_string(global_batch) + "), so the position cannot carry over: epoch " +
-                      std::to_string(pos.epoch) + " restarts from its first batch (keep the global batch to resume "
-                      "mid-epoch on another world size)");
-      pos.batch = 0;
-    }
-    a.loaders_[i]->set_position(pos);
   }
 }
 
