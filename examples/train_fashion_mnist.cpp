@@ -2,14 +2,17 @@
 //
 //   xlaunch run -n 2 examples/train_fashion_mnist --epochs 3
 //
-// Every rank builds the same model, optimizer and loaders; acc.prepare makes them data-parallel
-// (rank 0's weights everywhere, gradients averaged in backward, each rank reading its shard).
-// Mixed precision comes from the config (XLAUNCH_MIXED_PRECISION), with no code here. After each
-// epoch: exact test accuracy over all 10000 test images (gather_for_metrics drops the padding
-// that evened out the shards), one summary line, and a checkpoint (save_state; also within the
-// epoch with --checkpoints_per_epoch); --resume
-// continues from it (--resume auto: when there is one, which is what a restarted job needs; see
-// docs/failures.md). Only the main process prints. Options and results: docs/examples.md.
+// Every rank builds the same model, optimizer, schedule and loaders; acc.prepare makes them
+// data-parallel (rank 0's weights everywhere, gradients averaged in backward, each rank reading its
+// shard, the learning rate following a cosine schedule with warmup by optimizer steps). Mixed
+// precision comes from the config (XLAUNCH_MIXED_PRECISION), with no code here. An EMA of the
+// weights is kept and registered for checkpointing. A named checkpoint
+// (<project_dir>/checkpoints/checkpoint_<step>) is saved at the end of every epoch (and within it,
+// with --checkpoints_per_epoch), the config's checkpoint.total_limit keeping the newest; --resume
+// (or `xlaunch run --resume`, or a restart) continues from the newest. After each epoch: exact
+// test accuracy over all 10000 test images (gather_for_metrics drops the padding that evened out
+// the shards) and one summary line; at the end, the EMA's accuracy and the weights as safetensors
+// (<project_dir>/model). Only the main process prints. Options and results: docs/examples.md.
 #include <torch/torch.h>
 
 #include <unistd.h>
@@ -19,11 +22,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "progress.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/fashion_mnist.h"
+#include "xlaunch/lr_scheduler.h"
 
 namespace {
 
@@ -36,19 +41,14 @@ struct Options {
   double lr = 2e-3;
   uint64_t seed = 42;
   std::string data_dir = FashionMnist::kDefaultRoot;
-  std::string checkpoint_dir = "checkpoints/fashion_mnist";
-  std::string resume;        // "" (set by --resume alone): always; "auto": when a checkpoint exists
-  bool resume_given = false;
+  std::string project_dir;  // "": the config's project_dir, else runs/fashion_mnist
+  bool resume = false;
+  double ema_decay = 0.999;
   int64_t limit_train = 0;  // 0: all 60000 training images
   int fail_at_epoch = 0;    // > 0: rank fail_rank exits with code 3 at the start of this epoch, first attempt only
   int fail_rank = 1;
   int checkpoints_per_epoch = 1;  // > 1: also save_state every num_batches / K batches within an epoch
 };
-
-// A checkpoint save_state left: the directory (or the previous one an interrupted save kept).
-bool have_checkpoint(const std::string& dir) {
-  return access((dir + "/MANIFEST").c_str(), F_OK) == 0 || access((dir + ".old/MANIFEST").c_str(), F_OK) == 0;
-}
 
 // conv 3x3 (no bias: BatchNorm's shift replaces it) -> BatchNorm -> ReLU.
 struct ConvBlockImpl : torch::nn::Module {
@@ -100,16 +100,35 @@ xlaunch::Loader make_loader(FashionMnist::Split split, const Options& o, bool tr
   return xlaunch::Loader(std::move(ds), lo);
 }
 
-// Cosine decay from lr to 0 over the run, by the place in the data: `batch` of `total` batches of
-// the whole run (epochs x batches per epoch). Not by the optimizer's step count, which a resume on
-// another world size (an elastic job) would carry past the end of the schedule.
-double cosine_lr(double lr, int64_t batch, int64_t total) {
-  return 0.5 * lr * (1 + std::cos(M_PI * static_cast<double>(batch) / static_cast<double>(std::max<int64_t>(total, 1))));
-}
-
-void set_lr(torch::optim::Adam& adam, double lr) {
-  for (auto& group : adam.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
-}
+// An exponential moving average of the weights (and a copy of the buffers), updated after every
+// optimizer step: often a little better than the weights themselves. Registered for
+// checkpointing, so a resumed run continues it exactly.
+struct Ema {
+  Ema(const torch::nn::Module& m, double decay) : decay(decay) {
+    for (const auto& p : m.named_parameters()) shadow.emplace(p.key(), p.value().detach().clone());
+  }
+  void update(const torch::nn::Module& m) {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : m.named_parameters()) shadow.at(p.key()).lerp_(p.value().detach(), 1 - decay);
+  }
+  // Exchanges the shadow weights with the model's (evaluate the EMA, then swap back).
+  void swap(torch::nn::Module& m) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : m.named_parameters()) {
+      auto kept = p.value().detach().clone();
+      p.value().detach().copy_(shadow.at(p.key()));
+      shadow.at(p.key()).copy_(kept);
+    }
+  }
+  void save(torch::serialize::OutputArchive& a) const {
+    for (const auto& [k, t] : shadow) a.write(k, t);
+  }
+  void load(torch::serialize::InputArchive& a) {
+    for (auto& [k, t] : shadow) a.read(k, t);
+  }
+  double decay;
+  std::map<std::string, torch::Tensor> shadow;
+};
 
 // Test accuracy over the whole test set, every sample counted once whatever the world size.
 double evaluate(xlaunch::Accelerator& acc, Net& net, xlaunch::PreparedModel<Net>& model, xlaunch::Loader& test) {
@@ -127,7 +146,12 @@ double evaluate(xlaunch::Accelerator& acc, Net& net, xlaunch::PreparedModel<Net>
 }
 
 int train(Options o) {
-  xlaunch::Accelerator acc;
+  auto options = xlaunch::AcceleratorOptions::from_env();
+  if (!o.project_dir.empty()) options.project_dir = o.project_dir;
+  if (options.project_dir.empty()) options.project_dir = "runs/fashion_mnist";
+  options.checkpoint_every_epoch = true;
+  if (o.resume && options.resume.empty()) options.resume = "latest";
+  xlaunch::Accelerator acc(options);
   if (o.global_batch_size > 0) {  // the same global batch on any number of processes (an elastic job)
     if (o.global_batch_size % acc.num_processes() != 0) {
       if (acc.is_main_process())
@@ -144,12 +168,19 @@ int train(Options o) {
   auto& opt = acc.prepare(adam);
   auto& train_loader = acc.prepare(make_loader(FashionMnist::Split::Train, o, true));
   auto& test_loader = acc.prepare(make_loader(FashionMnist::Split::Test, o, false));
+  // The schedule counts optimizer steps: batches / gradient_accumulation_steps.
+  xlaunch::ScheduleOptions schedule;
+  schedule.total_steps = o.epochs * train_loader.num_batches() / acc.options().gradient_accumulation_steps;
+  schedule.warmup_steps = schedule.total_steps / 20;
+  auto cosine = xlaunch::get_scheduler("cosine", adam, schedule);
+  auto& sched = acc.prepare(*cosine);
+  Ema ema(*net, o.ema_decay);
+  acc.register_for_checkpointing(ema);
 
   int start_epoch = 0;
-  if (o.resume_given && (o.resume != "auto" || have_checkpoint(o.checkpoint_dir))) {
-    acc.load_state(o.checkpoint_dir);
+  if (acc.maybe_load_state()) {
     start_epoch = static_cast<int>(train_loader.epoch());  // restored with the sampler's state
-    acc.print("resumed from ", o.checkpoint_dir, " at epoch ", start_epoch + 1, " (step ", acc.step(), ")");
+    acc.print("resumed at epoch ", start_epoch + 1, " (step ", acc.step(), ")");
   }
   const int64_t world = acc.num_processes();
   const int64_t epoch_samples = train_loader.dataset_size();
@@ -178,33 +209,39 @@ int train(Options o) {
     // The batch of the epoch about to come: not 0 after a resume in the middle of an epoch.
     int64_t batch_index = train_loader.position().batch;
     for (auto& batch : train_loader) {
-      set_lr(adam, cosine_lr(o.lr, epoch * nb + batch_index, o.epochs * nb));
+      acc.accumulate();
       auto loss = torch::nn::functional::cross_entropy(model(batch.data), batch.target);
       acc.backward(loss);
       opt.step();
+      sched.step();
       opt.zero_grad();
+      if (acc.sync_gradients() && !acc.optimizer_step_was_skipped()) ema.update(*net);
       loss_sum += loss.detach().to(torch::kFloat);
       ++steps;
       done = std::min(epoch_samples, done + batch.size() * world);
       bar.update(done, [&] { return loss_sum.item<double>() / static_cast<double>(steps); });
       ++batch_index;  // batches of this epoch done
-      if (o.checkpoints_per_epoch > 1 && batch_index % save_every == 0 && batch_index < nb) {
-        acc.save_state(o.checkpoint_dir);
-        acc.print("checkpoint saved in ", o.checkpoint_dir, ": epoch ", epoch + 1, ", batch ", batch_index, "/", nb,
-                  " (step ", acc.step(), ")");
-      }
+      if (o.checkpoints_per_epoch > 1 && batch_index % save_every == 0 && batch_index < nb) acc.save_state();
     }
     const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double train_loss = acc.reduce(loss_sum, xlaunch::ReduceOp::Avg).item<double>() / static_cast<double>(steps);
     bar.finish(done, train_loss);
     const double accuracy = evaluate(acc, net, model, test_loader);
-    acc.save_state(o.checkpoint_dir);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char line[160];
     std::snprintf(line, sizeof line, "epoch=%d train_loss=%.4f test_acc=%.4f samples_per_s=%.1f seconds=%.1f",
                   epoch + 1, train_loss, accuracy, static_cast<double>(epoch_samples) / train_seconds, seconds);
     acc.print(line);
   }
+  ema.swap(*net);
+  const double ema_accuracy = evaluate(acc, net, model, test_loader);
+  ema.swap(*net);
+  char line[64];
+  std::snprintf(line, sizeof line, "ema_test_acc=%.4f", ema_accuracy);
+  acc.print(line);
+  const std::string weights = acc.options().project_dir + "/model";
+  acc.save_model(model, weights);
+  acc.print("weights saved as safetensors in ", weights);
   return 0;
 }
 
@@ -219,15 +256,18 @@ int main(int argc, char** argv) {
   app.add_option("--global_batch_size", o.global_batch_size,
                  "The global batch instead: each process takes this / processes (a multiple of them), so a "
                  "resume on another number of processes keeps the batch and its place in the epoch");
-  app.add_option("--lr", o.lr, "Adam learning rate at the start (cosine decay to 0 at the end)")->capture_default_str();
+  app.add_option("--lr", o.lr, "Adam's peak learning rate (linear warmup over 5% of the steps, then cosine decay to 0)")
+      ->capture_default_str();
+  app.add_option("--ema_decay", o.ema_decay, "Decay of the weights' moving average")->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the weights and of the shuffling")->capture_default_str();
   app.add_option("--data_dir", o.data_dir, "Fashion-MNIST directory (Debian package dataset-fashion-mnist)")
       ->capture_default_str();
-  app.add_option("--checkpoint_dir", o.checkpoint_dir, "Where save_state writes after each epoch")->capture_default_str();
-  auto* resume = app.add_option("--resume", o.resume,
-                                "Continue from the checkpoint in --checkpoint_dir; `--resume auto`: only when one "
-                                "exists (the same command line then serves a first run and every restart)")
-                     ->expected(0, 1);
+  app.add_option("--project_dir", o.project_dir,
+                 "Checkpoints go to <this>/checkpoints/checkpoint_<step> (one per epoch), the weights to <this>/model "
+                 "(default: the config's project_dir, else runs/fashion_mnist)");
+  app.add_flag("--resume", o.resume,
+               "Continue from the newest checkpoint when there is one (as `xlaunch run --resume` does); else start "
+               "afresh, so one command line serves a first run and every restart");
   app.add_option("--checkpoints_per_epoch", o.checkpoints_per_epoch,
                  "Checkpoints per epoch: K > 1 also saves every 1/K of an epoch (a restart loses less)")
       ->capture_default_str()
@@ -237,11 +277,6 @@ int main(int argc, char** argv) {
                                                      "of this epoch, on the first attempt only (0: never)");
   app.add_option("--fail_rank", o.fail_rank, "The rank that --fail_at_epoch stops")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  o.resume_given = resume->count() > 0;
-  if (o.resume_given && !o.resume.empty() && o.resume != "auto") {
-    std::fprintf(stderr, "train_fashion_mnist: --resume takes no value or 'auto', not '%s'\n", o.resume.c_str());
-    return 2;
-  }
   try {
     return train(o);
   } catch (const std::exception& e) {

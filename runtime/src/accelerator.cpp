@@ -34,6 +34,7 @@
 #include "comm/nccl_communicator.h"
 #include "xlaunch/process_state.h"
 #include "comm/shm_communicator.h"
+#include "watch/preemption.h"
 #include "watch/watchdog.h"
 
 namespace xlaunch {
@@ -120,6 +121,11 @@ AcceleratorOptions AcceleratorOptions::from_env() {
   o.ddp.powersgd_rank = static_cast<int>(env::get_int(env::kPowerSgdRank));
   o.ddp.powersgd_start_step = env::get_int(env::kPowerSgdStartStep);
   o.broadcast_buffers = env::get_bool(env::kBroadcastBuffers);
+  o.project_dir = env::get_string(env::kProjectDir);
+  o.checkpoint_total_limit = env::get_int(env::kCheckpointTotalLimit);
+  o.checkpoint_every_n_steps = env::get_int(env::kCheckpointEveryNSteps);
+  o.checkpoint_every_epoch = env::get_bool(env::kCheckpointEveryEpoch);
+  o.resume = env::get_string(env::kResume);
   return o;
 }
 
@@ -131,6 +137,13 @@ Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicato
   if (options_.gradient_accumulation_steps < 1)
     throw UsageError("gradient_accumulation_steps must be at least 1 (got " +
                      std::to_string(options_.gradient_accumulation_steps) + ")");
+  if (options_.checkpoint_total_limit < 0 || options_.checkpoint_every_n_steps < 0)
+    throw UsageError("checkpoint.total_limit and checkpoint.every_n_steps must be >= 0 (got " +
+                     std::to_string(options_.checkpoint_total_limit) + " and " +
+                     std::to_string(options_.checkpoint_every_n_steps) + "); 0 turns them off");
+  if ((options_.checkpoint_every_n_steps > 0 || options_.checkpoint_every_epoch) && options_.project_dir.empty())
+    throw UsageError("checkpoint.every_n_steps / checkpoint.every_epoch save named checkpoints under project_dir, "
+                     "which is not set: set project_dir in the config (XLAUNCH_PROJECT_DIR)");
   const Place& place = ProcessState::get().place();
   if (!cpu_comm_) cpu_comm_ = MpiCommunicator::world();
   rank_ = cpu_comm_->rank();
@@ -275,7 +288,11 @@ ForwardScope::ForwardScope(Accelerator& acc, size_t model_id)
 ForwardScope::~ForwardScope() = default;
 
 void Accelerator::backward(const at::Tensor& loss) {
+  if (loaders_.empty()) at_step_boundary();  // a loop without a prepared loader: the boundary is here
   const profile::PhaseScope phase(profile::kBackward);
+  // A preemption asked of this rank travels on the next gradient allreduce (preemption.h).
+  if (preempt::requested())
+    for (auto& m : models_) m.reducer->set_control_bit(true);
   const bool sync = sync_gradients();
   at::Tensor scaled = loss;
   if (options_.gradient_accumulation_steps > 1) scaled = scaled / options_.gradient_accumulation_steps;
@@ -308,7 +325,12 @@ void PreparedOptimizer::step() {
     const profile::PhaseScope phase(profile::kOptimizer);
     acc_->optimizer_step(*this, *inner_, skipped_);
   }
-  if (!skipped_) watch::set_step(++acc_->step_);
+  if (!skipped_) {
+    ++steps_;
+    watch::set_step(++acc_->step_);
+    if (acc_->load_seconds_ >= 0) acc_->announce_first_step_after_load();
+  }
+  acc_->boundary_pending_ = true;
   // With several optimizers, the first one prepared ends the report's step.
   if (!acc_->optimizers_.empty() && acc_->optimizers_.front().get() == this) profile::step_done(acc_->step_);
 }
@@ -338,6 +360,10 @@ bool Accelerator::optimizer_step_was_skipped() const {
 
 Loader& Accelerator::prepare(const Loader& loader) {
   loaders_.push_back(std::make_unique<Loader>(loader.with_place(rank_, world_, device_)));
+  if (loaders_.size() == 1) {  // the training loader: its batches mark the step boundary
+    loaders_.back()->set_next_batch_callback([this] { at_step_boundary(); });
+    loaders_.back()->set_epoch_end_callback([this](int64_t) { at_epoch_end(); });
+  }
   return *loaders_.back();
 }
 

@@ -9,6 +9,8 @@
 #include "profile/job_profile.h"
 #include "check.h"
 #include "watch/job_watch.h"
+#include "watch/preemption.h"
+#include "profile/trace.h"
 #include "watch/watchdog.h"
 #include "xlaunch/env_vars.h"
 
@@ -23,6 +25,7 @@ ProcessState& ProcessState::get() {
 }
 
 ProcessState::ProcessState() {
+  preempt::install_handler();  // before anything slow: a preemption that comes early is kept
   place_ = place_from_env([](const char* n) { return std::getenv(n); });
   char name[HOST_NAME_MAX + 1] = {0};
   host_ = gethostname(name, sizeof name) == 0 ? name : "unknown-host";
@@ -52,7 +55,19 @@ ProcessState::ProcessState() {
   profile::start_job_profile(place_.rank, place_.world_size, place_.local_rank, mpi_active_);
 }
 
-ProcessState::~ProcessState() {
+ProcessState::~ProcessState() { finalize_mpi(); }
+
+void ProcessState::end_process(int code) {
+  ProcessState& state = get();
+  if (state.mpi_owned_ && state.world_size() > 1) watch::record_exit(code);
+  profile::trace::write();
+  std::fflush(nullptr);
+  state.finalize_mpi();
+  std::fflush(nullptr);
+  _exit(code);
+}
+
+void ProcessState::finalize_mpi() {
   if (!mpi_owned_) return;
   int finalized = 0;
   MPI_Finalized(&finalized);

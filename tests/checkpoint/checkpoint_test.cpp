@@ -8,6 +8,7 @@
 
 #include "../data/test_datasets.h"
 #include "state/checkpoint_dir.h"
+#include "state/named_checkpoints.h"
 #include "xlaunch/error.h"
 #include "xlaunch/loader.h"
 
@@ -205,4 +206,72 @@ TEST(CheckpointSecurity, AParentEveryoneMayWriteIsRefusedUnlessSticky) {
   EXPECT_NE(e.find("not sticky"), std::string::npos) << e;
   fs::permissions(parent, fs::perms::all | fs::perms::sticky_bit);
   xlaunch::checkpoint::write_atomically((parent / "c").string(), {{"x", "1"}});
+}
+
+// ---- named checkpoints (named_checkpoints.h) ---------------------------------------------------
+
+namespace {
+
+void save_named(const fs::path& project, int64_t step) {
+  xlaunch::checkpoint::write_atomically(xlaunch::checkpoint::named_path(project.string(), step),
+                                        {{"step.txt", std::to_string(step)}});
+}
+
+std::vector<int64_t> steps_listed(const fs::path& project) {
+  std::vector<int64_t> out;
+  for (const auto& n : xlaunch::checkpoint::list_named(project.string())) out.push_back(n.complete ? n.step : -n.step);
+  return out;
+}
+
+}  // namespace
+
+TEST(NamedCheckpoints, NamedByStepListedByStepNotByName) {
+  const fs::path p = scratch("named_list");
+  for (int64_t step : {100, 9, 20}) save_named(p, step);
+  fs::create_directories(p / "checkpoints" / "checkpoint_7");  // torn: no MANIFEST
+  fs::create_directories(p / "checkpoints" / "checkpoint_x");  // not ours
+  fs::create_directories(p / "checkpoints" / "checkpoint_30.tmp-abcdef");
+  EXPECT_EQ(xlaunch::checkpoint::named_path(p.string(), 42), (p / "checkpoints" / "checkpoint_42").string());
+  EXPECT_EQ(steps_listed(p), (std::vector<int64_t>{-7, 9, 20, 100}));
+  EXPECT_THROW(xlaunch::checkpoint::checkpoints_dir(""), xlaunch::UsageError);
+}
+
+TEST(NamedCheckpoints, LatestSkipsTornOnesNamingThem) {
+  const fs::path p = scratch("named_latest");
+  save_named(p, 1);
+  save_named(p, 2);
+  save_named(p, 3);
+  std::ofstream(p / "checkpoints" / "checkpoint_3" / "step.txt") << "damaged";
+  fs::create_directories(p / "checkpoints" / "checkpoint_4");  // no MANIFEST
+  std::vector<std::string> warned;
+  std::string chosen;
+  const auto files = xlaunch::checkpoint::read_latest(p.string(), &chosen, [&](const std::string& path, const std::string&) {
+    warned.push_back(fs::path(path).filename().string());
+  });
+  EXPECT_EQ(files.at("step.txt"), "2");
+  EXPECT_EQ(fs::path(chosen).filename(), "checkpoint_2");
+  EXPECT_EQ(warned, (std::vector<std::string>{"checkpoint_4", "checkpoint_3"}));
+  try {
+    xlaunch::checkpoint::read_latest(scratch("named_none").string(), &chosen, [](auto&, auto&) {});
+    FAIL() << "no checkpoint at all must be refused";
+  } catch (const xlaunch::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("no complete checkpoint in"), std::string::npos) << e.what();
+  }
+}
+
+TEST(NamedCheckpoints, RotationKeepsTheNewestCompleteOnesAndDropsTemporaries) {
+  const fs::path p = scratch("named_rotate");
+  for (int64_t step : {5, 10, 15, 20}) save_named(p, step);
+  fs::create_directories(p / "checkpoints" / "checkpoint_3");                // torn, older than those kept
+  fs::create_directories(p / "checkpoints" / "checkpoint_25.tmp-a1b2c3");     // an interrupted save
+  fs::create_directories(p / "checkpoints" / "mine");                        // the user's: kept
+  const std::string newest = xlaunch::checkpoint::named_path(p.string(), 20);
+  auto removed = xlaunch::checkpoint::rotate(p.string(), 2, newest);
+  EXPECT_EQ(removed.size(), 4u);
+  EXPECT_EQ(steps_listed(p), (std::vector<int64_t>{15, 20}));
+  EXPECT_TRUE(fs::exists(p / "checkpoints" / "mine"));
+  EXPECT_FALSE(fs::exists(p / "checkpoints" / "checkpoint_25.tmp-a1b2c3"));
+  // 0 keeps everything; a limit above the count removes nothing.
+  EXPECT_TRUE(xlaunch::checkpoint::rotate(p.string(), 0, newest).empty());
+  EXPECT_TRUE(xlaunch::checkpoint::rotate(p.string(), 5, newest).empty());
 }

@@ -19,7 +19,11 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/optim/optimizer.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <c10/util/Type.h>
 
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -33,6 +37,7 @@
 #include "xlaunch/extend/communicator.h"  // communicator() hands out the transport's interface
 #include "xlaunch/grad_scaler.h"
 #include "xlaunch/loader.h"
+#include "xlaunch/lr_scheduler.h"
 #include "xlaunch/mixed_precision.h"
 #include "xlaunch/reducer.h"
 
@@ -58,6 +63,16 @@ struct AcceleratorOptions {
   std::string cpu_allreduce = "auto";
   // Intra-op threads per rank on CPU; 0: cores / local ranks when OMP_NUM_THREADS is unset.
   int num_threads = static_cast<int>(env::default_int(env::kNumCpuThreads));
+  // Named checkpoints (docs/checkpointing.md): save_state() writes
+  // <project_dir>/checkpoints/checkpoint_<step>, keeping the newest checkpoint_total_limit (0: all);
+  // saved by themselves every checkpoint_every_n_steps optimizer steps (0: never) and at the end of
+  // every epoch of the first prepared loader (checkpoint_every_epoch).
+  std::string project_dir = env::default_string(env::kProjectDir);
+  int64_t checkpoint_total_limit = env::default_int(env::kCheckpointTotalLimit);
+  int64_t checkpoint_every_n_steps = env::default_int(env::kCheckpointEveryNSteps);
+  bool checkpoint_every_epoch = env::default_bool(env::kCheckpointEveryEpoch);
+  // What maybe_load_state() loads: "latest", a checkpoint directory, or "" (nothing).
+  std::string resume = env::default_string(env::kResume);
 
   // From the XLAUNCH_* variables (see env_vars.h). Throws UsageError on malformed values.
   static AcceleratorOptions from_env();
@@ -109,13 +124,71 @@ class PreparedOptimizer {
   // Default set_to_none=true, like LibTorch; the reducer moves the next gradients into its buckets.
   void zero_grad(bool set_to_none = true);
   bool step_was_skipped() const { return skipped_; }
+  // Steps that really happened: not accumulation micro-steps, not steps the GradScaler skipped.
+  int64_t steps_taken() const { return steps_; }
   torch::optim::Optimizer& inner() { return *inner_; }
 
  private:
+  friend struct CheckpointIO;
   Accelerator* acc_;
   torch::optim::Optimizer* inner_;
   bool skipped_ = false;
+  int64_t steps_ = 0;
 };
+
+// A prepared learning-rate scheduler (lr_scheduler.h): advances exactly once per optimizer step
+// that really happened, whatever the number of ranks. Call step() after opt.step() on every
+// micro-step, as with Accelerate: on accumulation micro-steps and steps the GradScaler skipped it
+// does nothing; it never advances more than its optimizer stepped. So count a schedule's
+// warmup and total steps in optimizer steps (batches / gradient_accumulation_steps). A
+// metric-driven one (ReduceLROnPlateau) advances on step(metric), with the metric averaged over
+// the ranks first (one allreduce per call) so every rank sets the same learning rate.
+class PreparedScheduler {
+ public:
+  PreparedScheduler(Accelerator* acc, Scheduler* inner, std::unique_ptr<Scheduler> owned, const PreparedOptimizer* opt);
+  void step();
+  void step(double metric);
+  std::vector<double> last_lr() const { return inner_->last_lr(); }
+  Scheduler& inner() { return *inner_; }
+
+ private:
+  friend class Accelerator;
+  friend struct CheckpointIO;
+  // Advances once per optimizer step it has not followed yet (before a checkpoint too, so that a
+  // save inside the loop holds the schedule of the step it saves).
+  void catch_up();
+  Accelerator* acc_;
+  Scheduler* inner_;
+  std::unique_ptr<Scheduler> owned_;  // the adapter of a LibTorch scheduler
+  const PreparedOptimizer* opt_;
+  int64_t followed_ = 0;  // opt_'s steps_taken() the schedule has advanced through
+};
+
+// The user's own state in checkpoints (register_for_checkpointing): anything that saves itself
+// to and loads itself from a torch::serialize archive.
+class CheckpointObject {
+ public:
+  virtual ~CheckpointObject() = default;
+  virtual void save(torch::serialize::OutputArchive& archive) const = 0;
+  virtual void load(torch::serialize::InputArchive& archive) = 0;
+  // The registered object's type, compared on load ("EMA" in one, "BestMetric" in the other: refused).
+  virtual std::string type_name() const = 0;
+};
+
+namespace detail {
+template <typename T>
+class CheckpointRef final : public CheckpointObject {
+ public:
+  CheckpointRef(T* obj, std::string type) : obj_(obj), type_(std::move(type)) {}
+  void save(torch::serialize::OutputArchive& a) const override { obj_->save(a); }
+  void load(torch::serialize::InputArchive& a) override { obj_->load(a); }
+  std::string type_name() const override { return type_; }
+
+ private:
+  T* obj_;
+  std::string type_;
+};
+}  // namespace detail
 
 class Accelerator {
  public:
@@ -140,7 +213,10 @@ class Accelerator {
   // moves it to device(); broadcasts rank 0's parameters and buffers; builds the gradient reducer
   // over its trainable parameters. Call once per model, before training, on every rank.
   template <typename M, typename = std::enable_if_t<!std::is_base_of_v<torch::optim::Optimizer, M> &&
-                                                    !std::is_same_v<std::decay_t<M>, Loader>>>
+                                                    !std::is_same_v<std::decay_t<M>, Loader> &&
+                                                    !std::is_base_of_v<Scheduler, M> &&
+                                                    !std::is_base_of_v<torch::optim::LRScheduler, M> &&
+                                                    !std::is_base_of_v<torch::optim::ReduceLROnPlateauScheduler, M>>>
   PreparedModel<M> prepare(M model) {
     const size_t id = prepare_module(module_ptr(model));
     return PreparedModel<M>(this, std::move(model), id);
@@ -152,6 +228,34 @@ class Accelerator {
   // This rank's loader over the same dataset: its shard of every epoch (see DistributedSampler),
   // with batches handed over on device(). The Accelerator keeps it; iterate the returned loader.
   Loader& prepare(const Loader& loader);
+
+  // A learning-rate scheduler over a prepared optimizer (see PreparedScheduler): xlaunch's own
+  // (get_scheduler in lr_scheduler.h), or LibTorch's (a torch::optim::LRScheduler such as StepLR,
+  // or ReduceLROnPlateauScheduler), which need their optimizer named when several are prepared.
+  // Saved and restored by save_state / load_state. The scheduler must outlive the Accelerator.
+  PreparedScheduler& prepare(Scheduler& scheduler);
+  PreparedScheduler& prepare(torch::optim::LRScheduler& scheduler);
+  PreparedScheduler& prepare(torch::optim::LRScheduler& scheduler, PreparedOptimizer& optimizer);
+  PreparedScheduler& prepare(torch::optim::ReduceLROnPlateauScheduler& scheduler);
+  PreparedScheduler& prepare(torch::optim::ReduceLROnPlateauScheduler& scheduler, PreparedOptimizer& optimizer);
+
+  // Saves `obj` with every checkpoint and restores it in load_state, in registration order (an EMA
+  // of the weights, the best metric, counters). `obj` is a torch::nn::Module (or its ModuleHolder),
+  // or any type with `void save(torch::serialize::OutputArchive&) const` and
+  // `void load(torch::serialize::InputArchive&)`; it must outlive the Accelerator. Rank 0's is
+  // saved; every rank loads it. A checkpoint whose registered objects differ in number or type is
+  // refused, naming both lists. Register before load_state, in the same order on every run.
+  template <typename T>
+  void register_for_checkpointing(T& obj) {
+    if constexpr (std::is_base_of_v<torch::nn::Module, T>)
+      register_checkpoint_object(std::make_unique<detail::CheckpointRef<torch::nn::Module>>(&obj, c10::demangle_type<T>()));
+    else if constexpr (is_module_holder<T>::value)
+      register_checkpoint_object(std::make_unique<detail::CheckpointRef<torch::nn::Module>>(
+          obj.ptr().get(), c10::demangle_type<typename T::ContainedType>()));
+    else
+      register_checkpoint_object(std::make_unique<detail::CheckpointRef<T>>(&obj, c10::demangle_type<T>()));
+  }
+  void register_checkpoint_object(std::unique_ptr<CheckpointObject> obj);
 
   // Backward through the loss, with the gradients of every prepared model averaged across ranks
   // on sync steps (overlapped with backward). Divides the loss by gradient_accumulation_steps and
@@ -202,12 +306,39 @@ class Accelerator {
   // Both are collective: call them on every rank, after preparing the same models, optimizers and
   // loaders in the same order; rank 0 writes and reads the directory. After load_state, iterating
   // a prepared loader continues at the batch after the last one handed over before the save.
-  // Another world size is allowed: everything is restored except a loader position within an
-  // epoch, which names other samples there, so that epoch restarts (load_state says so).
+  // Another world size is allowed: a loader stopped within an epoch continues with exactly the
+  // samples of that epoch not read yet (load_state says what carried over).
+  // Saved too: prepared schedulers and the objects registered for checkpointing.
+  // load_state("latest"): the newest complete named checkpoint (see save_state() below).
   void save_state(const std::string& dir);
   void load_state(const std::string& dir);
+  // Named checkpoints (options().project_dir; docs/checkpointing.md): save_state() writes
+  // <project_dir>/checkpoints/checkpoint_<step> and then removes the oldest beyond
+  // checkpoint_total_limit; load_state("latest") loads the newest complete one there, skipping a
+  // torn one with a warning that names it.
+  void save_state();
+  // What `xlaunch run --resume` and a restarted job ask for (options().resume): load_state of
+  // "latest" or of the directory given, after every prepare and register, on every rank. Returns
+  // whether a checkpoint was loaded: false when nothing was asked, or "latest" finds none yet (the
+  // first attempt of a job; said on rank 0).
+  bool maybe_load_state();
   // Optimizer steps taken through prepared optimizers (saved and restored with the state).
   int64_t step() const { return step_; }
+  // Whether this rank has been asked to stop for a preemption (SIGUSR1, which `xlaunch run` sends
+  // when the cluster warns it: docs/checkpointing.md). The job stops by itself at the next step
+  // boundary, after saving a checkpoint; a loop that spends long outside training steps (a long
+  // evaluation) may check this and cut it short.
+  bool preemption_requested() const;
+
+  // The unwrapped model's parameters and buffers as safetensors in `dir` (Hugging Face's layout:
+  // model.safetensors, or shards of at most max_shard_size with model.safetensors.index.json),
+  // written by the main process only, every file complete or absent; collective (the others wait
+  // for it). xlaunch::load_model(module, dir) loads them back, Python's safetensors reads them.
+  template <typename M>
+  void save_model(const PreparedModel<M>& model, const std::string& dir, const std::string& max_shard_size = "10GB") {
+    save_module(*module_ptr(model.module()), dir, max_shard_size);
+  }
+  void save_module(const torch::nn::Module& module, const std::string& dir, const std::string& max_shard_size = "10GB");
 
   // Every rank's tensor concatenated along dim 0 (0-dim tensors are stacked), in rank order.
   at::Tensor gather(const at::Tensor& t);
@@ -252,6 +383,7 @@ class Accelerator {
  private:
   friend class ForwardScope;
   friend class PreparedOptimizer;
+  friend class PreparedScheduler;
   friend struct CheckpointIO;  // save_state / load_state (runtime/src/state/accelerator_state.cpp)
 
   template <typename T>
@@ -263,6 +395,24 @@ class Accelerator {
   void check_same_everywhere(const std::string& what, const std::string& mine);
   void broadcast_buffers(size_t model_id);
   void optimizer_step(PreparedOptimizer& opt, torch::optim::Optimizer& inner, bool& skipped);
+  PreparedScheduler& prepare_scheduler(Scheduler* s, std::unique_ptr<Scheduler> owned, PreparedOptimizer* opt);
+  PreparedOptimizer& only_optimizer(const char* what);
+  // The step boundary (docs/checkpointing.md): the first prepared loader's next batch, or the next
+  // backward without one, after an optimizer step. Preemption and every_n_steps act here.
+  void at_step_boundary();
+  void at_epoch_end();
+  [[noreturn]] void stop_for_preemption();
+  void save_named(const char* why);
+  void announce_first_step_after_load();
+  bool preemption_agreed();
+
+  template <typename T>
+  struct is_module_holder {
+    template <typename U>
+    static std::true_type test(const torch::nn::ModuleHolder<U>*);
+    static std::false_type test(...);
+    static constexpr bool value = decltype(test(std::declval<T*>()))::value;
+  };
 
   struct Model {
     std::shared_ptr<torch::nn::Module> module;
@@ -278,7 +428,11 @@ class Accelerator {
   std::vector<Model> models_;
   std::vector<std::unique_ptr<PreparedOptimizer>> optimizers_;
   std::vector<std::unique_ptr<Loader>> loaders_;
-  MixedPrecision mixed_precision_ = MixedPrecision::No;
+  std::vector<std::unique_ptr<PreparedScheduler>> schedulers_;
+  std::vector<std::unique_ptr<CheckpointObject>> custom_;
+  bool boundary_pending_ = false;  // an optimizer step came since the last step boundary
+  int64_t last_saved_step_ = -1;   // the step of the last named checkpoint this process wrote
+  double load_seconds_ = -1;       // how long the last load_state took, until the next step says so  MixedPrecision mixed_precision_ = MixedPrecision::No;
   std::unique_ptr<GradScaler> scaler_;
   int64_t micro_step_ = 0;
   int64_t step_ = 0;

@@ -23,12 +23,19 @@ class ProcessState {
   bool mpi_active() const { return mpi_active_; }
   const std::string& host() const { return host_; }
 
+  // Ends the process with `code` without running static destructors (other threads, such as a
+  // loader's workers, may still be running): records how it ended for the watchdog, writes the
+  // timeline, flushes, finalizes MPI (bounded by the collective timeout, as at a normal exit) and
+  // _exits. For an orderly stop every rank reaches together (a preemption's checkpoint saved).
+  [[noreturn]] static void end_process(int code);
+
   ProcessState(const ProcessState&) = delete;
   ProcessState& operator=(const ProcessState&) = delete;
 
  private:
   ProcessState();
   ~ProcessState();
+  void finalize_mpi();
   Place place_;
   bool mpi_active_ = false;
   bool mpi_owned_ = false;

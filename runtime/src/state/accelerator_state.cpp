@@ -19,6 +19,7 @@
 #include "comm/agree.h"
 #include "state/checkpoint_dir.h"
 #include "state/loader_state.h"
+#include "state/named_checkpoints.h"
 #include "state/trainer_state.h"
 #include "state/torch_state.h"
 #include "watch/watchdog.h"
@@ -58,6 +59,15 @@ std::string utc_now() {
 std::string host_name() {
   char name[256] = {};
   return gethostname(name, sizeof name - 1) == 0 ? name : "unknown-host";
+}
+
+template <typename Fn>
+std::string archive_bytes(Fn&& fill) {
+  torch::serialize::OutputArchive archive;
+  fill(archive);
+  std::ostringstream os;
+  archive.save_to(os);
+  return os.str();
 }
 
 Files broadcast_files(Communicator& comm, const Files& mine) {
@@ -111,6 +121,12 @@ struct CheckpointIO {
   // Everything is validated before anything is changed: a refused checkpoint leaves the run as it was.
   static void restore(Accelerator& a, const Files& files);
   static void restore_scaler(Accelerator& a, const KeyValues& state);
+  // "scheduler <i> <name>" and "custom <i> <type>" lines: what was prepared and registered.
+  static std::string registered_text(const Accelerator& a);
+  // Refuses a checkpoint whose schedulers or registered objects differ in number or kind.
+  static void check_registered(const Accelerator& a, const Files& files);
+  static std::unique_ptr<torch::serialize::InputArchive> archive_of(const Files& files, const std::string& path,
+                                                                    const at::Device& device);
 };
 
 // ---- save ----------------------------------------------------------------------------------
@@ -120,6 +136,8 @@ void Accelerator::save_state(const std::string& dir) {
     log_main(rank_, "save_state: called in the middle of gradient accumulation (micro-step " +
                     std::to_string(micro_step_) + ", a sync every " + std::to_string(options_.gradient_accumulation_steps) +
                     "); the gradients accumulated so far are not saved. Save after an optimizer step for an exact resume");
+  // A save inside the loop holds the schedule of the step it saves (PreparedScheduler).
+  for (auto& s : schedulers_) s->catch_up();
   // Every rank's generators differ (dropout masks, device_specific seeds): rank 0 writes them all.
   const std::vector<std::string> rng = cpu_comm_->allgather_strings(rng_bytes(device_));
   const auto hook_states = CheckpointIO::gather_hook_states(*this);
@@ -162,7 +180,9 @@ Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string
                   {"models", std::to_string(a.models_.size())},
                   {"optimizers", std::to_string(a.optimizers_.size())},
                   {"loaders", std::to_string(a.loaders_.size())},
-                  {"scaler", a.scaler_ ? "1" : "0"}};
+                  {"scaler", a.scaler_ ? "1" : "0"},
+                  {"schedulers", std::to_string(a.schedulers_.size())},
+                  {"custom_objects", std::to_string(a.custom_.size())}};
   std::ostringstream meta;
   meta << "xlaunch checkpoint\nformat_version " << checkpoint::kFormatVersion << "\nworld_size " << a.world_
        << "\nsaved_by rank 0 on " << host_name() << "\ntime " << utc_now() << "\nstep " << a.step_
@@ -178,7 +198,19 @@ Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string
     std::ostringstream os;
     archive.save_to(os);
     files["rank0/optimizer_" + std::to_string(i) + ".pt"] = os.str();
+    state["optimizer." + std::to_string(i) + ".steps"] = std::to_string(a.optimizers_[i]->steps_);
   }
+  files["rank0/registered.txt"] = registered_text(a);
+  for (size_t i = 0; i < a.schedulers_.size(); ++i) {
+    const PreparedScheduler& s = *a.schedulers_[i];
+    files["rank0/scheduler_" + std::to_string(i) + ".pt"] = archive_bytes([&](auto& ar) { s.inner_->save(ar); });
+    state["scheduler." + std::to_string(i) + ".followed"] = std::to_string(s.followed_);
+    meta << "scheduler " << i << " " << s.inner_->name() << " lr";
+    for (double lr : s.inner_->last_lr()) meta << " " << exact(lr);
+    meta << "\n";
+  }
+  for (size_t i = 0; i < a.custom_.size(); ++i)
+    files["rank0/custom_" + std::to_string(i) + ".pt"] = archive_bytes([&](auto& ar) { a.custom_[i]->save(ar); });
   checkpoint::save_loader_positions(a.loaders_, a.world_, state, meta);
   if (a.scaler_) {
     const GradScalerState s = a.scaler_->state_dict();
@@ -211,18 +243,28 @@ Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string
 // ---- load ----------------------------------------------------------------------------------
 
 void Accelerator::load_state(const std::string& dir) {
+  const auto t0 = std::chrono::steady_clock::now();
   Files files;
   std::string error;
   bool fell_back = false;
+  std::string chosen = dir;
   if (rank_ == 0) {
     try {
-      files = checkpoint::read_verified(dir, &fell_back);
+      if (dir == "latest") {
+        files = checkpoint::read_latest(options_.project_dir, &chosen, [](const std::string& path, const std::string& why) {
+          std::cerr << "[xlaunch] warning: load_state(\"latest\"): skipping " << path << ", which is torn: " << why
+                    << std::endl;
+        });
+      } else {
+        files = checkpoint::read_verified(dir, &fell_back);
+      }
     } catch (const std::exception& e) {
       error = e.what();
     }
   }
   const Agreement outcome = agree_on_error(*cpu_comm_, error);
   if (outcome.failed()) throw UsageError(outcome.message);
+  if (dir == "latest") log_main(rank_, "load_state: loading " + chosen + ", the newest complete checkpoint");
   if (fell_back)
     log_main(rank_, "load_state: " + dir + " is missing; loading " + dir + ".old, the previous checkpoint that an "
                     "interrupted save_state left in place");
@@ -230,6 +272,8 @@ void Accelerator::load_state(const std::string& dir) {
   CheckpointIO::restore(*this, files);
   if (const std::string changed = changed_settings(files); !changed.empty())
     log_main(rank_, "load_state: this run's settings differ from those the checkpoint was saved with: " + changed);
+  boundary_pending_ = false;
+  load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 namespace {
@@ -268,6 +312,12 @@ void CheckpointIO::restore(Accelerator& a, const Files& files) {
     std::istringstream in(it->second);
     saved_optimizers.back()->load_from(in, a.device_);
   }
+  check_registered(a, files);
+  std::vector<std::unique_ptr<torch::serialize::InputArchive>> saved_schedulers, saved_custom;
+  for (size_t i = 0; i < a.schedulers_.size(); ++i)
+    saved_schedulers.push_back(archive_of(files, "rank0/scheduler_" + std::to_string(i) + ".pt", a.device_));
+  for (size_t i = 0; i < a.custom_.size(); ++i)
+    saved_custom.push_back(archive_of(files, "rank0/custom_" + std::to_string(i) + ".pt", a.device_));
   const int64_t saved_world = get_int(state, "world_size");
   const std::vector<Named> hook_states = hook_states_to_restore(a, files, saved_world);
   const std::string rng_path = "rng/rank_" + std::to_string(a.rank_) + ".pt";
@@ -287,6 +337,24 @@ void CheckpointIO::restore(Accelerator& a, const Files& files) {
     } catch (const c10::Error& e) {
       throw UsageError("load_state: optimizer " + std::to_string(i) + " does not match the checkpoint's (build the "
                        "same optimizer type over the same parameters): " + e.what_without_backtrace());
+    }
+  }
+  for (size_t i = 0; i < a.optimizers_.size(); ++i) {
+    const std::string key = "optimizer." + std::to_string(i) + ".steps";
+    a.optimizers_[i]->steps_ = state.count(key) ? get_int(state, key) : 0;
+  }
+  // After the optimizers: a scheduler's load sets their learning rates.
+  for (size_t i = 0; i < a.schedulers_.size(); ++i) {
+    PreparedScheduler& s = *a.schedulers_[i];
+    s.inner_->load(*saved_schedulers[i]);
+    s.followed_ = get_int(state, "scheduler." + std::to_string(i) + ".followed");
+  }
+  for (size_t i = 0; i < a.custom_.size(); ++i) {
+    try {
+      a.custom_[i]->load(*saved_custom[i]);
+    } catch (const c10::Error& e) {
+      throw UsageError("load_state: registered object " + std::to_string(i) + " (" + a.custom_[i]->type_name() +
+                       ") could not load its saved state: " + e.what_without_backtrace());
     }
   }
   for (size_t i = 0; i < a.models_.size(); ++i)
@@ -341,6 +409,63 @@ std::vector<Named> CheckpointIO::hook_states_to_restore(const Accelerator& a, co
     out[i] = std::move(state);
   }
   return out;
+}
+
+std::string CheckpointIO::registered_text(const Accelerator& a) {
+  std::ostringstream os;
+  for (size_t i = 0; i < a.schedulers_.size(); ++i) os << "scheduler " << i << " " << a.schedulers_[i]->inner_->name() << "\n";
+  for (size_t i = 0; i < a.custom_.size(); ++i) os << "custom " << i << " " << a.custom_[i]->type_name() << "\n";
+  return os.str();
+}
+
+namespace {
+
+// "a (x), b (y)" of the lines of registered.txt that start with `kind`.
+std::string kinds_listed(const std::string& text, const std::string& kind, size_t* count) {
+  std::istringstream in(text);
+  std::string out;
+  *count = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.compare(0, kind.size() + 1, kind + " ") != 0) continue;
+    const auto name = line.find(' ', kind.size() + 1);
+    out += (out.empty() ? "" : ", ") + (name == std::string::npos ? std::string("?") : line.substr(name + 1));
+    ++*count;
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+void CheckpointIO::check_registered(const Accelerator& a, const Files& files) {
+  const auto it = files.find("rank0/registered.txt");
+  const std::string saved = it == files.end() ? "" : it->second;  // checkpoints from before: none
+  const std::string mine = registered_text(a);
+  const struct {
+    const char* kind;
+    const char* what;
+    const char* fix;
+  } kinds[] = {{"scheduler", "prepared schedulers", "prepare the same schedulers (acc.prepare(scheduler))"},
+               {"custom", "objects registered for checkpointing", "register the same objects "
+                                                                 "(acc.register_for_checkpointing)"}};
+  for (const auto& k : kinds) {
+    size_t n_saved = 0, n_mine = 0;
+    const std::string saved_list = kinds_listed(saved, k.kind, &n_saved);
+    const std::string mine_list = kinds_listed(mine, k.kind, &n_mine);
+    if (saved_list != mine_list)
+      throw UsageError("load_state: the checkpoint holds " + std::to_string(n_saved) + " " + k.what + " (" + saved_list +
+                       "), this program has " + std::to_string(n_mine) + " (" + mine_list + "). " + k.fix +
+                       ", in the same order, before calling load_state");
+  }
+}
+
+std::unique_ptr<torch::serialize::InputArchive> CheckpointIO::archive_of(const Files& files, const std::string& path,
+                                                                         const at::Device& device) {
+  const auto it = files.find(path);
+  if (it == files.end()) throw UsageError("load_state: the checkpoint has no " + path);
+  auto archive = std::make_unique<torch::serialize::InputArchive>();
+  std::istringstream in(it->second);
+  archive->load_from(in, device);
+  return archive;
 }
 
 void CheckpointIO::restore_scaler(Accelerator& a, const KeyValues& state) {

@@ -221,6 +221,8 @@ fs::path write_tree(const fs::path& dir, const Files& files) {
 
 void set_save_hook(std::function<void(const std::string&)> hook) { save_hook() = std::move(hook); }
 
+void remove_directory(const std::string& path) { remove_tree(path); }
+
 void write_atomically(const std::string& dir_text, const Files& files) {
   const fs::path dir = normalized(dir_text), old = sibling(dir, ".old");
   const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");

@@ -44,6 +44,10 @@ void write_atomically(const std::string& dir, const Files& files);
 // naming the directory and the file for a missing, incomplete or corrupt checkpoint.
 Files read_verified(const std::string& dir, bool* fell_back = nullptr);
 
+// Removes a directory and everything in it (missing: nothing to do); Error naming the path when
+// it cannot. Not std::filesystem::remove_all, which libtorch.so exports a broken copy of.
+void remove_directory(const std::string& path);
+
 // Test hook: called on the writing rank after each step of write_atomically, with "wrote <path>"
 // for each file (MANIFEST last), "moved previous aside" and "moved new into place". Tests make
 // it raise SIGKILL to show that an interrupted save leaves a loadable checkpoint. Empty: none.
