@@ -73,21 +73,24 @@ run 2 k2_again --epochs 2 --resume "$work/k2" --save "$work/k2" --stop-after-bat
 [ -f "$work/k2/MANIFEST" ] && [ ! -e "$work/k2.old" ] && ! ls -d "$work"/k2.tmp* >/dev/null 2>&1 &&
   pass "a save after a fallback leaves one clean checkpoint" || fail "a save after a fallback leaves one clean checkpoint"
 
-# 5. Another world size: allowed, the interrupted epoch restarts, and load_state says so.
+# 5. Another world size: allowed; the interrupted epoch continues with the samples not yet read
+# (2 x 3 batches of 8 of epoch 1 read: 48 of 120; 72 left, 9 batches on 1 x 8: done at step 20),
+# and load_state says so.
 if XLAUNCH_BUCKET_CAP_MB=10 run 1 world1 --optimizer adam --epochs 2 --resume "$work/mid" --out "$work/world1.bin" &&
    grep -q "XLAUNCH_BUCKET_CAP_MB was '25', now '10'" "$work/world1.log" &&
    grep -q "saved by 2 processes, this job has 1" "$work/world1.log" &&
-   grep -q "epoch 1 restarts from its first batch" "$work/world1.log"; then
-  pass "a 2-process checkpoint resumes on 1 process, restarting the interrupted epoch, naming changed settings"
+   grep -q "saved at sample 48 of 120 in epoch 1 by 2 processes; this job has 1: it continues with the 72 samples not yet read" "$work/world1.log" &&
+   grep -q "^done: step 20$" "$work/world1.log"; then
+  pass "a 2-process checkpoint resumes on 1 process, continuing the interrupted epoch, naming changed settings"
 else
-  fail "a 2-process checkpoint resumes on 1 process, restarting the interrupted epoch, naming changed settings" world1
+  fail "a 2-process checkpoint resumes on 1 process, continuing the interrupted epoch, naming changed settings" world1
 fi
 
-# 5b. Another world size with the same global batch (2 x 8 saved, 1 x 16 now): the position carries
-# over, so epoch 1 continues at its batch 3 of 8 and the run ends at step 16, as the straight run
-# (restarting the epoch would end at 11 + 8 = 19).
+# 5b. Another world size with the same global batch (2 x 8 saved, 1 x 16 now): epoch 1 continues at
+# its batch 3 of 8 and the run ends at step 16, as the straight run (restarting the epoch would end
+# at 11 + 8 = 19).
 if run 1 world1_global --optimizer adam --epochs 2 --batch 16 --resume "$work/mid" &&
-   grep -q "with 2 processes; this job has 1 and the same global batch (16), so it continues there" "$work/world1_global.log" &&
+   grep -q "by 2 processes of batch 8; this job has 1 of batch 16: it continues with the 72 samples not yet read" "$work/world1_global.log" &&
    grep -q "^done: step 16$" "$work/world1_global.log"; then
   pass "a 2 x 8 checkpoint taken mid-epoch continues at its place on 1 x 16 (the same global batch): done at step 16"
 else

@@ -92,7 +92,7 @@ grep -q "^xlaunch: attempt 1 on 3 of num_machines 2:3: sim0, sim1, sim2; world s
   pass "attempt 2 ran on sim0, sim1 ('$(grep -m1 '^xlaunch: machine sim2 left out' "$log")')" ||
   fail "attempt 1 on sim0-2, sim2 named as left out, attempt 2 on sim0, sim1" elastic
 if grep -q "resumed from $work/elastic.ckpt at epoch 1 (step [1-9][0-9]*)" "$log" &&
-   grep -q "load_state: loader 0 was saved at batch [1-9][0-9]* of epoch 0 with 3 processes; this job has 2 and the same global batch (96), so it continues there" "$log" &&
+   grep -q "load_state: loader 0 was saved at sample [1-9][0-9]* of $images in epoch 0 by 3 processes of batch 32; this job has 2 of batch 48: it continues with the [1-9][0-9]* samples not yet read" "$log" &&
    grep -q "training on 2 processes" "$log" && [ "$(grep -c '^epoch=2 ' "$log")" = 1 ]; then
   pass "resumed on 2 processes where the checkpoint was taken: '$(grep -o 'resumed from .*' "$log" | head -1)'"
 else

@@ -63,6 +63,19 @@ TEST(Metrics, DropPaddingKeepsRealPositionsInOrder) {
             (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
 }
 
+TEST(Metrics, DropPaddingOfAnEpochResumedAtAnOffset) {
+  // world 3, n = 10, resumed at global position 5: shards of 2, p = 5 + j * 3 + r, 10 padding.
+  at::Tensor gathered = at::empty({3, 2}, at::kLong);
+  for (int r = 0; r < 3; ++r)
+    for (int j = 0; j < 2; ++j) gathered[r][j] = 5 + j * 3 + r;
+  EXPECT_EQ(to_vector(xlaunch::drop_padding(gathered, xlaunch::ShardSpan{0, 10, 3, 5})),
+            (std::vector<int64_t>{5, 6, 7, 8, 9}));
+  EXPECT_EQ(to_vector(xlaunch::drop_padding(gathered.narrow(1, 1, 1), xlaunch::ShardSpan{1, 10, 3, 5})),
+            (std::vector<int64_t>{8, 9}));
+  EXPECT_EQ(to_vector(xlaunch::drop_padding(gathered.narrow(1, 0, 1), xlaunch::ShardSpan{0, 10, 3, 5})),
+            (std::vector<int64_t>{5, 6, 7}));
+}
+
 // Each rank gathers every batch's targets; the concatenation must be exactly what one process
 // reading the whole dataset sees, on every rank.
 TEST(Metrics, GatherForMetricsIsExactWhenTheWorldDoesNotDivideTheDataset) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "xlaunch/error.h"
@@ -92,6 +93,145 @@ TEST(Sampler, WorldOfOneGetsEverything) {
   auto idx = xlaunch::shard_indices(SamplerOptions{50, 0, 1, 3, true, false}, 0);
   std::sort(idx.begin(), idx.end());
   for (int64_t i = 0; i < 50; ++i) EXPECT_EQ(idx[i], i);
+}
+
+// ---- epochs started at an offset (a resume on another world size) ----------------------------
+
+Shards offset_shards(int64_t n, int world, int64_t offset, bool shuffle, bool drop_last, uint64_t seed = 42) {
+  Shards out;
+  for (int r = 0; r < world; ++r)
+    out.push_back(xlaunch::shard_indices(SamplerOptions{n, r, world, seed, shuffle, drop_last}, 0, offset));
+  return out;
+}
+
+TEST(SamplerOffset, LiteralShards) {
+  // Sequential order 0..9 from position 4 on 3 ranks: rank r takes 4 + r, 7 + r.
+  EXPECT_EQ(offset_shards(10, 3, 4, false, false), (Shards{{4, 7}, {5, 8}, {6, 9}}));
+  // From position 3 on 4 ranks: 7 remain, padded to 8 with the list's first entry.
+  EXPECT_EQ(offset_shards(10, 4, 3, false, false), (Shards{{3, 7}, {4, 8}, {5, 9}, {6, 0}}));
+  EXPECT_EQ(offset_shards(10, 4, 3, false, true), (Shards{{3}, {4}, {5}, {6}}));
+  EXPECT_EQ(offset_shards(10, 2, 9, false, false), (Shards{{9}, {0}}));
+  EXPECT_EQ(offset_shards(10, 3, 10, false, false), (Shards{{}, {}, {}}));
+  // Shuffled: PyTorch's order for n 10, seed 42, epoch 0 is 2 6 1 8 4 5 0 9 3 7 (the shards of
+  // MatchesPyTorchDistributedSampler, interleaved).
+  EXPECT_EQ(offset_shards(10, 1, 0, true, false), (Shards{{2, 6, 1, 8, 4, 5, 0, 9, 3, 7}}));
+  EXPECT_EQ(offset_shards(10, 3, 4, true, false), (Shards{{4, 9}, {5, 3}, {0, 7}}));
+  EXPECT_EQ(offset_shards(10, 4, 3, true, false), (Shards{{8, 9}, {4, 3}, {5, 7}, {0, 2}}));
+  EXPECT_EQ(offset_shards(10, 4, 3, true, true), (Shards{{8}, {4}, {5}, {0}}));
+}
+
+TEST(SamplerOffset, CountsAndSpan) {
+  xlaunch::DistributedSampler s(SamplerOptions{10, 1, 4, 0, true, false});
+  s.set_offset(3);
+  EXPECT_EQ(s.offset(), 3);
+  EXPECT_EQ(s.shard_size(), 2);
+  EXPECT_EQ(s.real_positions(), 10);
+  EXPECT_EQ(s.padding(), 1);
+  const xlaunch::ShardSpan span = s.span(1);
+  EXPECT_EQ(span.first_position, 1);
+  EXPECT_EQ(span.offset, 3);
+  EXPECT_EQ(span.real_positions, 10);
+  EXPECT_EQ(span.world_size, 4);
+  xlaunch::DistributedSampler dropped(SamplerOptions{10, 1, 4, 0, true, true});
+  dropped.set_offset(3);
+  EXPECT_EQ(dropped.shard_size(), 1);
+  EXPECT_EQ(dropped.real_positions(), 7);
+  EXPECT_EQ(dropped.padding(), 0);
+  EXPECT_EQ(xlaunch::shard_size(SamplerOptions{10, 0, 4, 0, true, false}, 3), 2);
+  EXPECT_EQ(xlaunch::shard_size(SamplerOptions{10, 0, 4, 0, true, false}), 3);
+}
+
+// For every offset and world size: the real positions of the ranks' shards are the positions
+// offset.. of the epoch's order (world 1), each exactly once; the padding (fewer than world
+// entries) is the order's first entries; drop_last cuts fewer than world.
+TEST(SamplerOffset, EveryRemainingPositionExactlyOnce) {
+  for (int64_t n : {0, 1, 7, 10, 23, 101}) {
+    const std::vector<int64_t> order = xlaunch::shard_indices(SamplerOptions{n, 0, 1, 9, true, false}, 2);
+    for (int64_t offset = 0; offset <= n; offset += (n > 30 ? 7 : 1)) {
+      for (int world = 1; world <= 5; ++world) {
+        for (bool drop_last : {false, true}) {
+          SCOPED_TRACE("n=" + std::to_string(n) + " offset=" + std::to_string(offset) + " world=" +
+                       std::to_string(world) + " drop_last=" + std::to_string(drop_last));
+          std::vector<int64_t> by_position;  // interleave the shards back into global order
+          Shards shards;
+          for (int r = 0; r < world; ++r)
+            shards.push_back(xlaunch::shard_indices(SamplerOptions{n, r, world, 9, true, drop_last}, 2, offset));
+          for (size_t j = 0; j < shards[0].size(); ++j)
+            for (int r = 0; r < world; ++r) {
+              ASSERT_EQ(shards[r].size(), shards[0].size());
+              by_position.push_back(shards[r][j]);
+            }
+          const int64_t remaining = n - offset, read = static_cast<int64_t>(by_position.size());
+          if (drop_last) {
+            EXPECT_EQ(read, remaining / world * world);
+          } else {
+            EXPECT_EQ(read, (remaining + world - 1) / world * world);
+          }
+          for (int64_t p = 0; p < read; ++p) {
+            const int64_t global = offset + p;
+            EXPECT_EQ(by_position[p], order[global % n]) << "global position " << global;  // padding wraps
+          }
+          xlaunch::DistributedSampler s(SamplerOptions{n, 0, world, 9, true, drop_last});
+          s.set_offset(offset);
+          EXPECT_EQ(s.shard_size(), static_cast<int64_t>(shards[0].size()));
+          EXPECT_EQ(s.real_positions(), std::min(n, offset + read));
+          EXPECT_EQ(s.padding(), offset + read - s.real_positions());
+          EXPECT_LT(s.padding(), world);
+        }
+      }
+    }
+  }
+}
+
+// A job stopped after k batches of b on 4 ranks has read the positions [0, 4kb); continued on
+// any world size from there, the two jobs together read every sample once, plus only padding.
+TEST(SamplerOffset, StoppedOnFourAndContinuedOnAnyWorldReadsEverySampleOnce) {
+  const int64_t n = 101, b = 4;
+  for (int64_t k : {0, 1, 3, 6}) {
+    for (int world : {1, 2, 3, 4, 5}) {
+      SCOPED_TRACE("k=" + std::to_string(k) + " world=" + std::to_string(world));
+      std::map<int64_t, int> count;
+      for (int r = 0; r < 4; ++r) {
+        const auto shard = xlaunch::shard_indices(SamplerOptions{n, r, 4, 1, true, false}, 5);
+        for (int64_t j = 0; j < k * b; ++j) ++count[shard[j]];
+      }
+      const int64_t consumed = k * b * 4;
+      std::vector<int64_t> padded;
+      for (int r = 0; r < world; ++r) {
+        const auto shard = xlaunch::shard_indices(SamplerOptions{n, r, world, 1, true, false}, 5, consumed);
+        for (size_t j = 0; j < shard.size(); ++j) {
+          if (consumed + static_cast<int64_t>(j) * world + r >= n) padded.push_back(shard[j]);
+          ++count[shard[j]];
+        }
+      }
+      ASSERT_EQ(static_cast<int64_t>(count.size()), n) << "a sample was never read";
+      int64_t extra = 0;
+      for (const auto& [i, c] : count) extra += c - 1;
+      EXPECT_EQ(extra, static_cast<int64_t>(padded.size())) << "a sample was read twice outside the padding";
+      EXPECT_EQ(static_cast<int64_t>(padded.size()), (world - (n - consumed) % world) % world);
+    }
+  }
+}
+
+// An offset that is a multiple of the world size gives the tail of the whole epoch's shard: the
+// loader's resume on its own layout is the uninterrupted epoch.
+TEST(SamplerOffset, MultipleOfTheWorldIsTheTailOfTheWholeShard) {
+  for (bool drop_last : {false, true})
+    for (int r = 0; r < 3; ++r) {
+      const SamplerOptions o{23, r, 3, 4, true, drop_last};
+      const auto whole = xlaunch::shard_indices(o, 1);
+      for (int64_t j = 0; j * 3 <= 23; ++j)
+        EXPECT_EQ(xlaunch::shard_indices(o, 1, j * 3), std::vector<int64_t>(whole.begin() + j, whole.end()));
+    }
+}
+
+TEST(SamplerOffset, RejectsAnOffsetOutsideTheDataset) {
+  xlaunch::DistributedSampler s(SamplerOptions{10, 0, 2, 0, true, false});
+  EXPECT_THROW(s.set_offset(11), xlaunch::UsageError);
+  EXPECT_THROW(s.set_offset(-1), xlaunch::UsageError);
+  EXPECT_THROW(xlaunch::shard_indices(SamplerOptions{10, 0, 2, 0, true, false}, 0, 12), xlaunch::UsageError);
+  s.set_offset(10);
+  EXPECT_EQ(s.shard_size(), 0);
 }
 
 TEST(Sampler, RejectsBadPlaces) {

@@ -33,6 +33,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -69,16 +70,23 @@ struct LoaderOptions {
   static LoaderOptions from_env();
 };
 
-// Where iteration stands, for checkpoints: the epoch, and the first of its batches still to be
-// handed over.
+// Where iteration stands, for checkpoints: the epoch, and how far into it.
+//
+// `consumed` is what carries over to any world size and batch size: after k batches of b on W
+// ranks, the ranks together have read the positions [0, k*b*W) of the epoch's global order
+// (sampler.h), so the rest of the epoch is the positions consumed.. whoever reads them.
+// `batch` counts this loader's batches: the index of the next batch (Batch::index) in the epoch as
+// this loader deals it; for an epoch resumed at an offset that is not a whole number of this
+// loader's global batches (batch_size x world_size) back, they count from that offset.
 struct LoaderPosition {
   int64_t epoch = 0;
-  int64_t batch = 0;
+  int64_t batch = 0;     // batches of the epoch handed over on this rank (see above)
+  int64_t consumed = 0;  // global positions of the epoch read by all ranks together (<= dataset size)
 };
 
 namespace detail {
 class EpochRun;
-struct Progress;
+struct Tracking;
 }
 
 class Loader {
@@ -108,11 +116,9 @@ class Loader {
 
    private:
     friend class Loader;
-    Iterator(std::unique_ptr<detail::EpochRun> run, std::shared_ptr<ShardSpan> last_span,
-             std::shared_ptr<detail::Progress> progress);
+    Iterator(std::unique_ptr<detail::EpochRun> run, std::shared_ptr<detail::Tracking> tracking);
     std::unique_ptr<detail::EpochRun> run_;
-    std::shared_ptr<ShardSpan> last_span_;
-    std::shared_ptr<detail::Progress> progress_;
+    std::shared_ptr<detail::Tracking> tracking_;
     std::optional<Batch> current_;
   };
 
@@ -124,17 +130,34 @@ class Loader {
   // The epoch the next begin() reads (0 at first).
   void set_epoch(int64_t epoch);
   int64_t epoch() const;
-  // The next begin() starts at batch n (resuming mid-epoch from a checkpoint); later epochs
-  // start at 0. n >= num_batches() gives an empty epoch.
+  // The next begin() starts at batch n of its epoch (after the offset set_position gave it, if
+  // any); later epochs start at 0. n past the epoch's last batch gives an empty epoch.
   void skip_first_batches(int64_t n);
 
   // Where the next batch comes from (what Accelerator::save_state records): during an epoch, that
-  // epoch and the count of its batches handed over so far (skipped ones included); once its last
-  // batch has been handed over, or before the first begin(), epoch() and the pending skip.
+  // epoch, the count of its batches handed over so far (skipped ones included) and the global
+  // positions read; once its last batch has been handed over, or before the first begin(),
+  // epoch() and the pending start (set_position, skip_first_batches).
   LoaderPosition position() const;
-  // Resumes there (Accelerator::load_state): the next begin() reads pos.epoch from batch
-  // pos.batch, whatever epoch was in progress.
+  // Resumes there (Accelerator::load_state), whatever epoch was in progress: the next begin()
+  // reads epoch pos.epoch from global position pos.consumed (a position() of a loader on any
+  // world size and batch size), dealing the rest of the epoch over this loader's ranks: each
+  // remaining sample exactly once, padded (or cut, with drop_last) as a whole epoch would be.
+  // When pos.consumed is a multiple of this loader's global batch, the epoch is exactly this
+  // loader's epoch with that many batches skipped (a resume on the same world size is bitwise
+  // the uninterrupted run). A position with consumed 0 and batch > 0 (written by hand) skips
+  // pos.batch batches. Throws UsageError for a negative epoch or batch, or consumed outside
+  // [0, dataset_size()].
   void set_position(const LoaderPosition& pos);
+
+  // fn(epoch) runs on the training thread when an iterator of this loader reaches the end of
+  // epoch `epoch`: in the operator++ after its last batch (the one that ends a range-for), once
+  // the workers are joined and position() already names epoch + 1 from its start; for an epoch
+  // with no batch left (skipped to its end), in begin(). Not called when the loop is left early
+  // (break, exception) nor for a failed epoch. An exception from fn leaves that operator++.
+  // One callback per loader (a new one replaces it; an empty function removes it); with_place
+  // does not copy it.
+  void set_epoch_end_callback(std::function<void(int64_t epoch)> fn);
 
   // The same dataset (shared, not copied) and options, for another place in the job: what
   // Accelerator::prepare(loader) returns for its rank, world size and device. The new loader
@@ -146,11 +169,13 @@ class Loader {
   // batch the caller is evaluating.
   const ShardSpan& last_span() const;
 
-  int64_t num_batches() const;  // per epoch on this rank, the same on every rank
+  // Per whole epoch on this rank, the same on every rank (an epoch resumed at an offset has fewer).
+  int64_t num_batches() const;
   int64_t dataset_size() const;
   // The worker count in use: options().num_workers, or after the first auto epoch, its choice.
   int num_workers() const;
   const LoaderOptions& options() const;
+  // The sampler, set to the epoch and offset of the last begin() (at first: epoch 0, offset 0).
   const DistributedSampler& sampler() const;
 
  private:

@@ -19,7 +19,8 @@ namespace xlaunch {
 //    shape and dtype (true for the same batch number of a Loader, and for a whole shard); the
 //    tensor must live where comm works (CPU for MPI / in-process, CUDA for NCCL).
 //  - span: Batch::span of the batch the rows came from, or sampler.span(0) when `local` holds
-//    the rank's whole shard in order.
+//    the rank's whole shard in order. An epoch resumed part-way (span.offset > 0) gathers the
+//    positions from its offset on: the samples this job reads, each once.
 //
 // Collective: every rank must call it, in the same order. The first exchange compares the row
 // counts and shapes and throws UsageError naming the rank that differs instead of hanging.

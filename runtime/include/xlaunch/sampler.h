@@ -11,6 +11,14 @@
 // (p >= n, fewer than world of them) are all at the last local position of a rank's shard, hence
 // in its last batch, and gathering the same batch from every rank in rank order and interleaving
 // gives consecutive global positions. gather_for_metrics (metrics.h) relies on both.
+//
+// Starting an epoch part-way (resuming a checkpoint on another world size): after k batches of b
+// on W ranks, the ranks together have read exactly the positions [0, k*b*W) of the epoch's list,
+// whatever W is. An epoch started at offset P deals the remaining positions P, P+1, ... the same
+// way: rank r takes P + r, P + r + world, ...; the padding (or the cut, with drop_last) evens out
+// the n - P remaining positions over the world, and padded positions p >= n still wrap around to
+// the list's first entries. So every remaining sample is read exactly once, on any world size, and
+// an offset that is a multiple of the world size gives exactly the tail of the epoch at offset 0.
 #pragma once
 
 #include <cstdint>
@@ -32,10 +40,12 @@ struct SamplerOptions {
 // Where a run of consecutive shard positions of one rank sits in the epoch's global list; what
 // gather_for_metrics needs to tell real samples from padding. The same on every rank for the
 // same batch number.
+// Shard position j of rank r is global position offset + j * world_size + r.
 struct ShardSpan {
   int64_t first_position = 0;  // the first row's position in this rank's shard (batch k: k * batch)
   int64_t real_positions = 0;  // global positions below this are real samples; the rest padding
   int world_size = 1;
+  int64_t offset = 0;  // the global position of shard position 0: 0, or where a resumed epoch started
 };
 
 class DistributedSampler {
@@ -47,19 +57,27 @@ class DistributedSampler {
   // (the Loader does it for you).
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
+  // The global position the epoch starts at: 0 (the default), or the positions already read when
+  // an interrupted epoch resumes (the Loader sets it from a checkpoint's position). Applies to
+  // indices(), shard_size(), real_positions(), padding() and span(). Throws UsageError outside
+  // [0, dataset_size].
+  void set_offset(int64_t offset);
+  int64_t offset() const { return offset_; }
 
   // This rank's dataset indices for the current epoch, in the order they are to be read.
   std::vector<int64_t> indices() const;
 
-  // Samples per rank per epoch: ceil(n / world), or floor(n / world) with drop_last.
+  // Samples per rank this epoch, with m = n - offset() remaining: ceil(m / world), or
+  // floor(m / world) with drop_last.
   int64_t shard_size() const;
-  // Global positions holding real samples: n, or shard_size() * world with drop_last.
+  // Global positions below this hold real samples: n, or offset() + shard_size() * world with
+  // drop_last.
   int64_t real_positions() const;
   // Padded duplicates over all ranks this epoch (0 with drop_last, always < world).
-  int64_t padding() const { return shard_size() * options_.world_size - real_positions(); }
+  int64_t padding() const { return offset_ + shard_size() * options_.world_size - real_positions(); }
   // The span of this rank's shard positions starting at first_position.
   ShardSpan span(int64_t first_position) const {
-    return ShardSpan{first_position, real_positions(), options_.world_size};
+    return ShardSpan{first_position, real_positions(), options_.world_size, offset_};
   }
 
   const SamplerOptions& options() const { return options_; }
@@ -67,9 +85,13 @@ class DistributedSampler {
  private:
   SamplerOptions options_;
   int64_t epoch_ = 0;
+  int64_t offset_ = 0;
 };
 
-// The pure function behind DistributedSampler::indices().
-std::vector<int64_t> shard_indices(const SamplerOptions& options, int64_t epoch);
+// The pure functions behind DistributedSampler: this rank's indices, and its shard size, for an
+// epoch started at global position `offset` (0: the whole epoch). Throw UsageError for a rank
+// outside the world, a negative size, or an offset outside [0, dataset_size].
+std::vector<int64_t> shard_indices(const SamplerOptions& options, int64_t epoch, int64_t offset = 0);
+int64_t shard_size(const SamplerOptions& options, int64_t offset = 0);
 
 }  // namespace xlaunch

@@ -27,7 +27,7 @@ struct EpochPlan {
   int64_t end_batch = 0;
   int64_t epoch = 0;
   int rank = 0;
-  ShardSpan span;  // real_positions and world_size; first_position set per batch
+  ShardSpan span;  // real_positions, world_size and offset; first_position set per batch
 };
 
 // Threads: `workers` threads take batch numbers in increasing order from next_start_ and post
@@ -45,6 +45,7 @@ class EpochRun {
   bool next(Batch& out);
   // Workers finish the batch they are collating, start no other, and are joined.
   void stop();
+  int64_t epoch() const { return plan_.epoch; }
 
  private:
   struct Slot {
@@ -70,10 +71,20 @@ class EpochRun {
   std::vector<std::thread> threads_;
 };
 
-// The epoch in progress and its batches handed over, shared with that epoch's iterator.
+// The epoch in progress and its batches handed over.
 struct Progress {
   int64_t epoch = -1;  // -1: no epoch begun since the last set_position
-  int64_t handed = 0;
+  int64_t handed = 0;  // batch index of the next batch
+  int64_t batches = 0;  // the epoch's end batch on this rank (fewer when it began at an offset)
+  int64_t offset = 0;  // the global position the epoch began at
+  int64_t real_positions = 0;  // the sampler's, for the epoch
+};
+
+// What a loader shares with its iterators (which may outlive a move of the loader).
+struct Tracking {
+  ShardSpan last_span;  // of the batch handed over last
+  Progress progress;
+  std::function<void(int64_t)> on_epoch_end;
 };
 
 // Loads every remaining batch of `run`, throwing them away; returns the seconds it took.

@@ -18,10 +18,12 @@ struct Loader::State {
   LoaderOptions options;
   DistributedSampler sampler;
   int workers = 0;
+  // Where the next begin() starts: epoch next_epoch, at global position next_offset, skipping
+  // `skip` batches of that.
   int64_t next_epoch = 0;
+  int64_t next_offset = 0;
   int64_t skip = 0;
-  std::shared_ptr<ShardSpan> last_span = std::make_shared<ShardSpan>();
-  std::shared_ptr<detail::Progress> progress = std::make_shared<detail::Progress>();
+  std::shared_ptr<detail::Tracking> tracking = std::make_shared<detail::Tracking>();
 
   detail::EpochPlan plan(int64_t first, int64_t end) const {
     detail::EpochPlan p;
@@ -34,9 +36,16 @@ struct Loader::State {
     p.span = sampler.span(0);
     return p;
   }
-  int64_t num_batches() const {
-    const int64_t shard = sampler.shard_size(), b = options.batch_size;
+  int64_t global_batch() const { return options.batch_size * options.world_size; }
+  // This rank's batches of an epoch started at global position `offset`.
+  int64_t batches_from(int64_t offset) const {
+    const int64_t shard = shard_size(sampler.options(), offset), b = options.batch_size;
     return options.drop_last ? shard / b : (shard + b - 1) / b;
+  }
+  // Global positions read after `handed` batches of an epoch started at `offset`: the last batch
+  // may be short, and padding is not a position of its own.
+  int64_t consumed(int64_t offset, int64_t handed, int64_t real_positions) const {
+    return std::min(offset + handed * global_batch(), std::max(offset, real_positions));
   }
 };
 
@@ -82,19 +91,22 @@ Loader& Loader::operator=(Loader&&) noexcept = default;
 
 Loader::Iterator Loader::begin() {
   State& st = *state_;
+  st.sampler.set_epoch(st.next_epoch);
+  st.sampler.set_offset(st.next_offset);
+  const int64_t batches = st.batches_from(st.next_offset);
   if (st.workers == kAutoWorkers) {
-    st.sampler.set_epoch(st.next_epoch);
     st.workers = detail::choose_workers(
-        st.source, st.stage, [&st](int64_t first, int64_t end) { return st.plan(first, end); }, st.num_batches(),
+        st.source, st.stage, [&st](int64_t first, int64_t end) { return st.plan(first, end); }, batches,
         st.options.prefetch_factor, st.options.rank);
   }
-  st.sampler.set_epoch(st.next_epoch++);
-  const int64_t first = std::min(st.skip, st.num_batches());
+  const int64_t first = std::min(st.skip, batches);
+  st.tracking->progress = detail::Progress{st.next_epoch, first, batches, st.next_offset, st.sampler.real_positions()};
+  ++st.next_epoch;
+  st.next_offset = 0;
   st.skip = 0;
-  *st.progress = detail::Progress{st.sampler.epoch(), first};
-  auto run = std::make_unique<detail::EpochRun>(st.source, st.stage, st.plan(first, st.num_batches()),
-                                                st.workers, st.options.prefetch_factor);
-  return Iterator(std::move(run), st.last_span, st.progress);
+  auto run = std::make_unique<detail::EpochRun>(st.source, st.stage, st.plan(first, batches), st.workers,
+                                                st.options.prefetch_factor);
+  return Iterator(std::move(run), st.tracking);
 }
 
 Loader Loader::with_place(int rank, int world_size, c10::Device device) const {
@@ -105,7 +117,7 @@ Loader Loader::with_place(int rank, int world_size, c10::Device device) const {
   return Loader(state_->source, o);
 }
 
-const ShardSpan& Loader::last_span() const { return *state_->last_span; }
+const ShardSpan& Loader::last_span() const { return state_->tracking->last_span; }
 
 void Loader::set_epoch(int64_t epoch) { state_->next_epoch = epoch; }
 int64_t Loader::epoch() const { return state_->next_epoch; }
@@ -114,17 +126,43 @@ void Loader::skip_first_batches(int64_t n) {
   state_->skip = n;
 }
 LoaderPosition Loader::position() const {
-  const detail::Progress& p = *state_->progress;
-  if (p.epoch >= 0 && p.handed < state_->num_batches()) return {p.epoch, p.handed};
-  return {state_->next_epoch, state_->skip};
+  const State& st = *state_;
+  const detail::Progress& p = st.tracking->progress;
+  if (p.epoch >= 0 && p.handed < p.batches)
+    return {p.epoch, p.handed, st.consumed(p.offset, p.handed, p.real_positions)};
+  // Before begin(): what set_position / skip_first_batches asked for.
+  DistributedSampler pending = st.sampler;
+  pending.set_offset(st.next_offset);
+  return {st.next_epoch, st.skip, st.consumed(st.next_offset, st.skip, pending.real_positions())};
 }
 void Loader::set_position(const LoaderPosition& pos) {
-  if (pos.epoch < 0) throw UsageError("Loader::set_position: epoch is " + std::to_string(pos.epoch) + "; it must be >= 0");
-  skip_first_batches(pos.batch);
-  state_->next_epoch = pos.epoch;
-  *state_->progress = detail::Progress{};
+  State& st = *state_;
+  const std::string at = " (epoch " + std::to_string(pos.epoch) + ", batch " + std::to_string(pos.batch) +
+                         ", consumed " + std::to_string(pos.consumed) + ")";
+  if (pos.epoch < 0 || pos.batch < 0)
+    throw UsageError("Loader::set_position: the epoch and batch must be >= 0" + at);
+  if (pos.consumed < 0 || pos.consumed > dataset_size())
+    throw UsageError("Loader::set_position: consumed must be within the dataset's " +
+                     std::to_string(dataset_size()) + " samples" + at +
+                     "; was the position saved for another dataset?");
+  st.next_epoch = pos.epoch;
+  if (pos.consumed == 0) {
+    st.next_offset = 0;
+    st.skip = pos.batch;
+  } else if (pos.consumed % st.global_batch() == 0) {
+    // A boundary of this loader's batches: the plain epoch, skipping, as if never interrupted.
+    st.next_offset = 0;
+    st.skip = pos.consumed / st.global_batch();
+  } else {
+    st.next_offset = pos.consumed;
+    st.skip = 0;
+  }
+  st.tracking->progress = detail::Progress{};
 }
-int64_t Loader::num_batches() const { return state_->num_batches(); }
+void Loader::set_epoch_end_callback(std::function<void(int64_t epoch)> fn) {
+  state_->tracking->on_epoch_end = std::move(fn);
+}
+int64_t Loader::num_batches() const { return state_->batches_from(0); }
 int64_t Loader::dataset_size() const { return state_->source->size; }
 int Loader::num_workers() const { return state_->workers; }
 const LoaderOptions& Loader::options() const { return state_->options; }
@@ -132,9 +170,8 @@ const DistributedSampler& Loader::sampler() const { return state_->sampler; }
 
 // ---- iteration -----------------------------------------------------------------------------
 
-Loader::Iterator::Iterator(std::unique_ptr<detail::EpochRun> run, std::shared_ptr<ShardSpan> last_span,
-                           std::shared_ptr<detail::Progress> progress)
-    : run_(std::move(run)), last_span_(std::move(last_span)), progress_(std::move(progress)) {
+Loader::Iterator::Iterator(std::unique_ptr<detail::EpochRun> run, std::shared_ptr<detail::Tracking> tracking)
+    : run_(std::move(run)), tracking_(std::move(tracking)) {
   ++*this;
 }
 Loader::Iterator::Iterator() = default;
@@ -152,8 +189,8 @@ Loader::Iterator& Loader::Iterator::operator++() {
     const profile::PhaseScope phase(profile::kDataWait);
     if (run_->next(b)) {
       profile::add_samples(static_cast<uint64_t>(b.size()));
-      *last_span_ = b.span;
-      progress_->handed = b.index + 1;
+      tracking_->last_span = b.span;
+      tracking_->progress.handed = b.index + 1;
       current_ = std::move(b);
       return *this;
     }
@@ -162,8 +199,10 @@ Loader::Iterator& Loader::Iterator::operator++() {
     run_.reset();  // joins the workers before the error leaves
     throw;
   }
+  const int64_t epoch = run_->epoch();
   current_.reset();
   run_.reset();
+  if (tracking_->on_epoch_end) tracking_->on_epoch_end(epoch);
   return *this;
 }
 

@@ -52,12 +52,12 @@ at::Tensor drop_padding(const at::Tensor& gathered, const ShardSpan& span) {
   const int64_t world = gathered.size(0);
   const int64_t rows = gathered.size(1);
   XLAUNCH_ASSERT(world == span.world_size, "gathered tensor and span disagree on the world size");
-  // Row i of rank r is global position (first + i) * world + r: moving the rank dim inside the
-  // row dim lists the positions in increasing order, starting at first * world.
+  // Row i of rank r is global position offset + (first + i) * world + r: moving the rank dim
+  // inside the row dim lists the positions in increasing order, starting at offset + first * world.
   std::vector<int64_t> flat_shape{world * rows};
   flat_shape.insert(flat_shape.end(), gathered.sizes().begin() + 2, gathered.sizes().end());
   const at::Tensor ordered = gathered.transpose(0, 1).reshape(flat_shape);
-  const int64_t start = span.first_position * world;
+  const int64_t start = span.offset + span.first_position * world;
   const int64_t keep = std::clamp<int64_t>(span.real_positions - start, 0, world * rows);
   return ordered.narrow(0, 0, keep);
 }

@@ -20,9 +20,11 @@ void check_options(const SamplerOptions& o) {
                      " is negative");
 }
 
-int64_t shard_size_of(const SamplerOptions& o) {
-  const int64_t w = o.world_size;
-  return o.drop_last ? o.dataset_size / w : (o.dataset_size + w - 1) / w;
+void check_offset(const SamplerOptions& o, int64_t offset) {
+  if (offset < 0 || offset > o.dataset_size)
+    throw UsageError("DistributedSampler: the epoch cannot start at global position " + std::to_string(offset) +
+                     " of a dataset of " + std::to_string(o.dataset_size) + " samples; pass the positions "
+                     "already read, 0 to " + std::to_string(o.dataset_size));
 }
 
 // The epoch's global order before padding: PyTorch's randperm(n, generator(seed + epoch)), so a
@@ -42,16 +44,22 @@ std::vector<int64_t> global_order(const SamplerOptions& o, int64_t epoch) {
 
 }  // namespace
 
-std::vector<int64_t> shard_indices(const SamplerOptions& o, int64_t epoch) {
+int64_t shard_size(const SamplerOptions& o, int64_t offset) {
   check_options(o);
-  const int64_t local = shard_size_of(o);
+  check_offset(o, offset);
+  const int64_t w = o.world_size, remaining = o.dataset_size - offset;
+  return o.drop_last ? remaining / w : (remaining + w - 1) / w;
+}
+
+std::vector<int64_t> shard_indices(const SamplerOptions& o, int64_t epoch, int64_t offset) {
+  const int64_t local = shard_size(o, offset);
   std::vector<int64_t> out;
   if (local == 0) return out;
   const std::vector<int64_t> order = global_order(o, epoch);
   const int64_t n = o.dataset_size;
   out.reserve(static_cast<size_t>(local));
   for (int64_t j = 0; j < local; ++j) {
-    const int64_t p = j * o.world_size + o.rank;  // global position
+    const int64_t p = offset + j * o.world_size + o.rank;  // global position
     out.push_back(order[static_cast<size_t>(p % n)]);  // p >= n: padding, wrapping around
   }
   return out;
@@ -61,12 +69,17 @@ DistributedSampler::DistributedSampler(SamplerOptions options) : options_(option
   check_options(options_);
 }
 
-std::vector<int64_t> DistributedSampler::indices() const { return shard_indices(options_, epoch_); }
+void DistributedSampler::set_offset(int64_t offset) {
+  check_offset(options_, offset);
+  offset_ = offset;
+}
 
-int64_t DistributedSampler::shard_size() const { return shard_size_of(options_); }
+std::vector<int64_t> DistributedSampler::indices() const { return shard_indices(options_, epoch_, offset_); }
+
+int64_t DistributedSampler::shard_size() const { return xlaunch::shard_size(options_, offset_); }
 
 int64_t DistributedSampler::real_positions() const {
-  return options_.drop_last ? shard_size() * options_.world_size : options_.dataset_size;
+  return options_.drop_last ? offset_ + shard_size() * options_.world_size : options_.dataset_size;
 }
 
 }  // namespace xlaunch

@@ -1,5 +1,6 @@
 // The prepared loaders' positions in a checkpoint (rank0/trainer_state.txt, keys loader.<i>.*),
-// and putting them back on load, on this or another world size (docs/checkpointing.md).
+// and putting them back on load, on this or another world size or batch size
+// (docs/checkpointing.md).
 #pragma once
 
 #include <cstdint>
