@@ -242,3 +242,19 @@ TEST(LoaderEpochEnd, NotCalledWhenLoadingFails) {
 }
 
 }  // namespace
+
+TEST(LoaderNextBatch, CalledAfterEachHandedBatchWithItCountedAndBeforeTheEpochEnd) {
+  Loader l(IndexDataset(20), options(6, 2));  // 4 batches
+  std::vector<std::string> events;
+  l.set_next_batch_callback([&] { events.push_back("next@" + std::to_string(l.position().batch)); });
+  l.set_epoch_end_callback([&](int64_t epoch) { events.push_back("end" + std::to_string(epoch)); });
+  for (auto& b : l) events.push_back("body" + std::to_string(b.index));
+  EXPECT_EQ(events, (std::vector<std::string>{"body0", "next@1", "body1", "next@2", "body2", "next@3", "body3",
+                                              "next@4", "end0"}));
+  events.clear();
+  for (auto& b : l) {  // left after the first body: nothing runs for the next batch
+    events.push_back("body" + std::to_string(b.index));
+    break;
+  }
+  EXPECT_EQ(events, (std::vector<std::string>{"body0"}));
+}

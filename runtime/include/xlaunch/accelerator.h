@@ -432,7 +432,8 @@ class Accelerator {
   std::vector<std::unique_ptr<CheckpointObject>> custom_;
   bool boundary_pending_ = false;  // an optimizer step came since the last step boundary
   int64_t last_saved_step_ = -1;   // the step of the last named checkpoint this process wrote
-  double load_seconds_ = -1;       // how long the last load_state took, until the next step says so  MixedPrecision mixed_precision_ = MixedPrecision::No;
+  double load_seconds_ = -1;       // how long the last load_state took, until the next step says so
+  MixedPrecision mixed_precision_ = MixedPrecision::No;
   std::unique_ptr<GradScaler> scaler_;
   int64_t micro_step_ = 0;
   int64_t step_ = 0;

@@ -158,6 +158,11 @@ class Loader {
   // One callback per loader (a new one replaces it; an empty function removes it); with_place
   // does not copy it.
   void set_epoch_end_callback(std::function<void(int64_t epoch)> fn);
+  // fn() runs on the training thread when the loop comes back to an iterator of this loader for
+  // the batch after one it handed over (at the top of its operator++, before waiting): the body
+  // for that batch is done, and position() counts it. Not before an epoch's first batch. What the
+  // Accelerator marks a step boundary with (docs/checkpointing.md). Same rules as above otherwise.
+  void set_next_batch_callback(std::function<void()> fn);
 
   // The same dataset (shared, not copied) and options, for another place in the job: what
   // Accelerator::prepare(loader) returns for its rank, world size and device. The new loader

@@ -85,6 +85,7 @@ struct Tracking {
   ShardSpan last_span;  // of the batch handed over last
   Progress progress;
   std::function<void(int64_t)> on_epoch_end;
+  std::function<void()> on_next_batch;
 };
 
 // Loads every remaining batch of `run`, throwing them away; returns the seconds it took.

@@ -162,6 +162,8 @@ void Loader::set_position(const LoaderPosition& pos) {
 void Loader::set_epoch_end_callback(std::function<void(int64_t epoch)> fn) {
   state_->tracking->on_epoch_end = std::move(fn);
 }
+
+void Loader::set_next_batch_callback(std::function<void()> fn) { state_->tracking->on_next_batch = std::move(fn); }
 int64_t Loader::num_batches() const { return state_->batches_from(0); }
 int64_t Loader::dataset_size() const { return state_->source->size; }
 int Loader::num_workers() const { return state_->workers; }
@@ -184,6 +186,7 @@ Loader::Iterator& Loader::Iterator::operator++() {
     current_.reset();
     return *this;
   }
+  if (current_ && tracking_->on_next_batch) tracking_->on_next_batch();
   try {
     Batch b;
     const profile::PhaseScope phase(profile::kDataWait);
