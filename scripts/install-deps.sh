@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Installs everything xlaunch needs on Debian 12, idempotently: Debian packages (apt-get update
 # first) and LibTorch from PyPI's torch wheel (pinned). Skips what is already there and says so.
-# Usage: scripts/install-deps.sh        (as root, or with sudo available)
+# Usage: scripts/install-deps.sh          (as root, or with sudo available)
+#        scripts/install-deps.sh --test   the same, and the python packages the tests compare
+#                                         against (TEST_PEERS below, pinned; scripts/test.sh)
 set -euo pipefail
+
+WITH_TEST_PEERS=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) WITH_TEST_PEERS=1 ;;
+    *) echo "[install-deps] unknown argument '$arg'; usage: $0 [--test]" >&2; exit 2 ;;
+  esac
+done
 
 TORCH_VERSION="${XLAUNCH_TORCH_VERSION:-2.11.0}"
 PY="${XLAUNCH_PYTHON:-python3}"
@@ -26,16 +36,41 @@ else
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+pip_install() {
+  local extra=()
+  # Debian's own python3 refuses pip installs into the system (PEP 668) unless told otherwise.
+  if "$PY" -m pip install --help 2>/dev/null | grep -q -- --break-system-packages; then
+    extra+=(--break-system-packages)
+  fi
+  "$PY" -m pip install -q --no-cache-dir "${extra[@]}" "$@"
+}
+
 have=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true)
 if [ "$have" = "$TORCH_VERSION" ]; then
   say "torch $have already installed for $("$PY" -c 'import sys; print(sys.executable)')"
 else
   say "torch: found '${have:-none}', installing torch==$TORCH_VERSION (large: CUDA wheels included)"
-  extra=()
-  # Debian's own python3 refuses pip installs into the system (PEP 668) unless told otherwise.
-  if "$PY" -m pip install --help 2>/dev/null | grep -q -- --break-system-packages; then
-    extra+=(--break-system-packages)
-  fi
-  "$PY" -m pip install -q --no-cache-dir "${extra[@]}" "torch==$TORCH_VERSION"
+  pip_install "torch==$TORCH_VERSION"
 fi
 say "torch cmake prefix: $("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+
+# Test peers: the reference implementations tests compare against, and what they import, as
+# "name==version module" (one row each; a row whose pinned version imports is skipped).
+#   safetensors: tests/checkpoint/safetensors_oracle_test.py; safetensors.torch imports packaging,
+#   and its save_file numpy (its "torch" extra, pinned here)
+TEST_PEERS=("packaging==25.0 packaging"
+            "numpy==2.2.6 numpy"
+            "safetensors==0.7.0 safetensors.torch")
+if [ "$WITH_TEST_PEERS" = 1 ]; then
+  for row in "${TEST_PEERS[@]}"; do
+    read -r spec module <<<"$row"
+    want="${spec#*==}"
+    have=$("$PY" -c "import importlib.metadata as m; print(m.version('${spec%%==*}'))" 2>/dev/null || true)
+    if [ "$have" = "$want" ] && "$PY" -c "import $module" 2>/dev/null; then
+      say "test peer $spec already installed"
+    else
+      say "test peer: found '${have:-none}', installing $spec"
+      pip_install "$spec"
+    fi
+  done
+fi

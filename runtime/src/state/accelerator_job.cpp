@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <set>
 
 #include "comm/agree.h"
 #include "state/named_checkpoints.h"
@@ -234,9 +235,15 @@ void Accelerator::save_module(const torch::nn::Module& module, const std::string
   std::string error;
   if (rank_ == 0) {
     try {
+      // Tied weights (one tensor under two names) are written once, under the first name, as
+      // Accelerate's clean_state_dict_for_safetensors does: safetensors refuses shared memory.
       std::vector<std::pair<std::string, at::Tensor>> tensors;
-      for (const auto& p : module.named_parameters()) tensors.emplace_back(p.key(), p.value().detach());
-      for (const auto& b : module.named_buffers()) tensors.emplace_back(b.key(), b.value().detach());
+      std::set<const void*> seen;
+      const auto add = [&](const std::string& name, const at::Tensor& t) {
+        if (t.numel() == 0 || seen.insert(t.data_ptr()).second) tensors.emplace_back(name, t.detach());
+      };
+      for (const auto& p : module.named_parameters()) add(p.key(), p.value());
+      for (const auto& b : module.named_buffers()) add(b.key(), b.value());
       save_safetensors(tensors, dir, limit);
     } catch (const std::exception& e) {
       error = e.what();
