@@ -4,7 +4,8 @@
 // ranks (0,1 | 2,3), interleaved ones (0,2 | 1,3), and 4 machines of 1 (auto never picks it, but
 // the leaders' ring then takes 3 steps per phase instead of 1). Values are integers built from
 // (rank, index), so every expected result is exact; sizes on both sides of the leaders'
-// reduce-scatter threshold and lists larger than the staging buffer.
+// reduce-scatter threshold and lists larger than the staging buffer. And the reducer's control bit
+// riding on its in-place bucket allreduce.
 #include <gtest/gtest.h>
 
 #include <ATen/ops/sin.h>
@@ -23,6 +24,8 @@
 #include "comm/shared_pool.h"
 #include "shm_test_tensors.h"
 #include "bool_reduce_check.h"
+#include "models.h"
+#include "xlaunch/reducer.h"
 
 using xlaunch::HierarchicalCommunicator;
 using xlaunch::MachineLayout;
@@ -185,6 +188,43 @@ TEST_P(Hier, CompressedAllreduceInsideMachinesInFullPrecision) {
     EXPECT_GT(err, 0) << "the leaders' exchange should have rounded to 16 bits";
     expect_same_everywhere(*comm, t);
   }
+}
+
+// The reducer over it, with gradients reduced where autograd put them (the shared pool): rank 3's
+// control bit, raised before the second synced backward, is observed there by every rank, and the
+// gradients are bit for bit those of the same run without it.
+TEST_P(Hier, ReducerCarriesTheControlBitToEveryRank) {
+  const std::shared_ptr<xlaunch::Communicator> shared(comm.get(), [](xlaunch::Communicator*) {});
+  auto run = [&](bool raise) {
+    torch::manual_seed(4);
+    xlaunch::test::Mlp mlp;
+    std::vector<at::Tensor> params = mlp->parameters();
+    std::vector<std::string> names(params.size(), "p");
+    xlaunch::ReducerOptions o;
+    o.comm_hook = "none";
+    o.bucket_cap_mb = 0.002;
+    xlaunch::Reducer reducer(params, names, [&](const at::Device&) { return shared; }, o);
+    std::vector<at::Tensor> grads;
+    std::vector<int64_t> raised;
+    for (int step = 0; step < 3; ++step) {
+      if (raise && r == 3 && step == 1) reducer.set_control_bit(true);
+      for (auto& p : params) p.mutable_grad().reset();  // fresh gradients, born in the pool
+      reducer.prepare_for_backward(true);
+      const auto b = xlaunch::test::mlp_batch(r, step);
+      xlaunch::test::loss_of(mlp(b.x), b.y).backward();
+      reducer.finalize_backward();
+      EXPECT_TRUE(comm->holds(params.front().grad())) << "the zero-copy path was not taken";
+      for (const auto& p : params) grads.push_back(p.grad().clone());
+      raised.push_back(reducer.control_raised_at());
+    }
+    for (auto& p : params) p.mutable_grad().reset();  // pool blocks back before the reducer goes
+    return std::make_pair(grads, raised);
+  };
+  const auto quiet = run(false);
+  const auto raised = run(true);
+  EXPECT_EQ(quiet.second, (std::vector<int64_t>{-1, -1, -1}));
+  EXPECT_EQ(raised.second, (std::vector<int64_t>{-1, 2, 2}));
+  for (size_t k = 0; k < quiet.first.size(); ++k) EXPECT_TRUE(raised.first[k].equal(quiet.first[k])) << k;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Hier,

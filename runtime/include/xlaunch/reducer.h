@@ -1,7 +1,8 @@
 // The gradient reducer: data-parallel gradient averaging, overlapped with backward.
 //
 // The bucket-ready protocol, per synced backward:
-//  1. prepare_for_backward() arms the reducer (sync or local accumulation).
+//  1. prepare_for_backward() arms the reducer (sync or local accumulation); when synced, it writes
+//     this rank's control bit into the last bucket (see Agreement below).
 //  2. Autograd accumulates a parameter's gradient, then our post-hook on its AccumulateGrad node
 //     runs: the gradient is made to live where the communicator can reduce it (see Memory below),
 //     and the parameter is marked ready.
@@ -30,6 +31,13 @@
 // each bucket travels: the table of them is xlaunch/comm_hooks.h, the interface
 // xlaunch/extend/comm_hook.h. Under a hook other than none, gradients are always copied into their
 // bucket first (a hook transforms the bucket as a whole).
+//
+// Agreement, without a collective of its own (to stop for preemption at the next optimizer step,
+// say): the last bucket ends with one element that belongs to no parameter, the control element.
+// Before each synced backward starts that bucket, every rank writes its control bit there (1 or 0),
+// and the hook averages it with the gradients: the average is > 0 iff some rank's bit was set. It
+// changes no gradient, bit for bit, and is no parameter anywhere (unused parameters, pending counts);
+// layout() names it, the same on every rank.
 #pragma once
 
 #include <functional>
@@ -51,6 +59,7 @@ namespace xlaunch {
 
 class CommHook;       // xlaunch/extend/comm_hook.h
 class Communicator;   // xlaunch/extend/communicator.h
+class ControlWord;
 class GradCapture;
 class SharedPool;
 
@@ -108,6 +117,23 @@ class Reducer {
   // Synced backward passes so far (PowerSGD starts after powersgd_start_step of them).
   int64_t sync_steps() const { return sync_steps_; }
 
+  // This rank's control bit for the synced backwards that follow, until changed (initially off).
+  // Any thread. Backwards without sync (gradient accumulation) carry nothing: the bit travels with
+  // the next synced one.
+  void set_control_bit(bool on);
+  // The sync_steps() count at which a raised control bit (of any rank) was first observed, or -1;
+  // once set it stays. Every rank observes it at the same count, never before the synced backward
+  // that carried it:
+  //  - last bucket on the CPU: at the finalize_backward of that backward (a bit set while
+  //    sync_steps() == s is observed as s + 1);
+  //  - on a device: one synced backward later (s + 2). That finalize copies the average non_blocking
+  //    into pinned memory behind an event; the next synced finalize waits for the event, by then a
+  //    step old, so reading never stalls the host on the device.
+  // A world of one observes its own bit. A model with no trainable parameters has no buckets: this
+  // stays -1. With 16-bit gradients in the last bucket, or the fp16 hook, 1/W must stay a normal
+  // 16-bit number: at most 2^14 processes (the reducer refuses more for a 16-bit last bucket).
+  int64_t control_raised_at() const;
+
   // Tests and profiling: called (under the reducer's lock) as each bucket's allreduce is started.
   void set_launch_observer(std::function<void(size_t bucket)> fn) { on_launch_ = std::move(fn); }
 
@@ -140,6 +166,7 @@ class Reducer {
   std::function<void(size_t)> on_launch_;
   std::unique_ptr<CommHook> hook_;
   int64_t sync_steps_ = 0;
+  std::unique_ptr<ControlWord> control_;  // over the last bucket's control element; null: no buckets
 };
 
 }  // namespace xlaunch

@@ -15,6 +15,7 @@
 #include "check.h"
 #include "comm/shared_memory.h"
 #include "ddp/bucket_plan.h"
+#include "ddp/control_word.h"
 #include "watch/watchdog.h"
 #include "xlaunch/error.h"
 #include "ddp/grad_capture.h"
@@ -32,17 +33,30 @@ struct Reducer::Bucket : GradBucket {
 };
 
 namespace {
-// A tensor over the bucket's memory, shaped like the parameter. It shares the bucket's storage
+// A tensor over the bucket's memory, shaped `sizes` (a parameter's). It shares the bucket's storage
 // without being an autograd view of it, so optimizers may detach_() or reset gradients freely.
-at::Tensor bucket_alias(const at::Tensor& buffer, int64_t offset, const at::Tensor& param) {
+at::Tensor bucket_alias(const at::Tensor& buffer, int64_t offset, at::IntArrayRef sizes) {
   at::NoGradGuard no_grad;
   at::Tensor t = at::empty({0}, buffer.options());
-  t.set_(buffer.storage(), buffer.storage_offset() + offset, param.sizes(), c10::contiguous_strides(param.sizes()));
+  t.set_(buffer.storage(), buffer.storage_offset() + offset, sizes, c10::contiguous_strides(sizes));
   return t;
 }
 
 std::string group_of(const at::Tensor& p) {
   return std::string(at::toString(p.scalar_type())) + "@" + p.device().str();
+}
+
+// The control word over the last bucket's control element (views.back()).
+std::unique_ptr<ControlWord> make_control(const GradBucket& bucket) {
+  // Ranks that raised their bit are averaged into k/W: in 16 bits 1/W is still a normal number, not
+  // rounded to zero, for W <= 2^14.
+  const bool sixteen_bit = bucket.buffer.element_size() == 2;
+  if (sixteen_bit && bucket.comm->size() > (1 << 14))
+    throw UsageError("the gradients of this model are 16-bit (" + group_of(bucket.buffer) + ") and the job has " +
+                     std::to_string(bucket.comm->size()) + " processes: the reducer's agreement across ranks " +
+                     "needs 1/processes to be a normal 16-bit number (at most 16384 processes); train with " +
+                     "float32 parameters (mixed_precision keeps 16-bit compute) or fewer processes");
+  return std::make_unique<ControlWord>(bucket.views.back(), /*deferred=*/!bucket.buffer.is_cpu());
 }
 }  // namespace
 
@@ -68,16 +82,22 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     Bucket& bucket = buckets_[b];
     bucket.index = b;
     const at::Tensor& first = params_[plan_[b].front()];
+    const bool last = b + 1 == plan_.size();
     int64_t total = 0;
     for (size_t i : plan_[b]) total += params_[i].numel();
     bucket.comm = comm_for(first.device());
-    bucket.buffer = bucket.comm->allocate(total, first.options().requires_grad(false));
+    bucket.buffer = bucket.comm->allocate(total + (last ? 1 : 0), first.options().requires_grad(false));
     int64_t offset = 0;
     for (size_t pos = 0; pos < plan_[b].size(); ++pos) {
       const size_t i = plan_[b][pos];
-      bucket.views.push_back(bucket_alias(bucket.buffer, offset, params_[i]));
+      bucket.views.push_back(bucket_alias(bucket.buffer, offset, params_[i].sizes()));
       offset += params_[i].numel();
       slot_of_[i] = {b, pos};
+    }
+    if (last) {
+      // The control element: after every gradient, so the members' offsets are as without it.
+      bucket.views.push_back(bucket_alias(bucket.buffer, total, {1}));
+      control_ = make_control(bucket);
     }
     // Gradients live in the bucket from the start; an existing gradient is kept.
     for (size_t pos = 0; pos < plan_[b].size(); ++pos) {
@@ -128,6 +148,12 @@ bool Reducer::in_place_ok(const Bucket& bucket, size_t pos, const at::Tensor& gr
   return true;
 }
 
+void Reducer::set_control_bit(bool on) {
+  if (control_) control_->set_bit(on);
+}
+
+int64_t Reducer::control_raised_at() const { return control_ ? control_->raised_at() : -1; }
+
 Reducer::~Reducer() {
   for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
 }
@@ -153,7 +179,10 @@ void Reducer::prepare_for_backward(bool sync) {
   armed_ = true;
   sync_ = sync;
   next_launch_ = 0;
-  if (sync_) hook_->begin_step(sync_steps_);
+  if (sync_) {
+    hook_->begin_step(sync_steps_);
+    if (control_) control_->write();
+  }
   std::fill(ready_.begin(), ready_.end(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].pending = plan_[b].size();
   // Fresh gradients of this backward are allocated in the shared pool (see grad_capture.h).
@@ -188,8 +217,10 @@ void Reducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_launch_];
     const watch::BucketScope logged_as(static_cast<int>(next_launch_));
-    if (bucket.zero_copy)
+    if (bucket.zero_copy) {
       for (size_t i : plan_[next_launch_]) bucket.in_place.push_back(params_[i].grad());
+      if (bucket.views.size() > plan_[next_launch_].size()) bucket.in_place.push_back(bucket.views.back());
+    }
     bucket.work = hook_->start(bucket);
     bucket.in_place.clear();
     if (on_launch_) on_launch_(next_launch_);
@@ -228,6 +259,7 @@ void Reducer::finalize_backward() {
     }
   }
   ++sync_steps_;
+  if (control_) control_->read(sync_steps_);
   if (unused.empty() || options_.find_unused_parameters) return;
   std::ostringstream os;
   os << "on " << where_am_i() << ", " << unused.size() << " parameter(s) of the prepared model did not "
@@ -281,8 +313,8 @@ void Reducer::load_hook_state(const NamedTensors& saved) {
 std::string Reducer::layout() const {
   std::ostringstream os;
   for (size_t b = 0; b < plan_.size(); ++b) {
-    os << "bucket " << b << ": " << plan_[b].size() << " params, " << buckets_[b].buffer.numel()
-       << " elements, " << group_of(buckets_[b].buffer) << "\n";
+    os << "bucket " << b << ": " << plan_[b].size() << " params" << (b + 1 == plan_.size() ? " + control" : "")
+       << ", " << buckets_[b].buffer.numel() << " elements, " << group_of(buckets_[b].buffer) << "\n";
   }
   return os.str();
 }

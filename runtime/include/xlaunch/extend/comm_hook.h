@@ -29,11 +29,14 @@ namespace xlaunch {
 struct GradBucket {
   size_t index = 0;               // its place in the bucket plan
   at::Tensor buffer;              // flat and contiguous, one dtype and device: the members in order
-  std::vector<at::Tensor> views;  // per member, over `buffer`, shaped like its parameter
+  // Per member, over `buffer`, shaped like its parameter. The last bucket ends with the reducer's
+  // control element (xlaunch/reducer.h): one more 1-element entry, belonging to no parameter, last
+  // in `buffer` too; hooks average it like any gradient.
+  std::vector<at::Tensor> views;
   std::shared_ptr<Communicator> comm;
   // Empty unless the reducer left this step's gradients where autograd put them (only for a hook
-  // whose reduces_in_place() is true, over shared memory): then the gradients, one per member,
-  // which `buffer` does not hold.
+  // whose reduces_in_place() is true, over shared memory): then one tensor per entry of `views`
+  // (the gradients, which `buffer` does not hold, and the control element's view).
   std::vector<at::Tensor> in_place;
 };
 
