@@ -31,6 +31,6 @@ inline constexpr int kLeftoverGraceS = 2;
 // run` is their subreaper (PR_SET_CHILD_SUBREAPER), and those that outlive mpirun get
 // kLeftoverGraceS, then SIGTERM, then SIGKILL, and are reaped. Throws LaunchError when mpirun
 // cannot be started. JobRun says which signals arrived: an interrupted job is not restarted.
-JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch, const Preemption& preempt);
+JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch, const Preemption& preempt = {});
 
 }  // namespace xlaunch::launcher
