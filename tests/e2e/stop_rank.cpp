@@ -5,8 +5,8 @@
 // request (xlaunch/preemption.h): it writes D/saved-R and exits kPreemptedExitCode. ignore: SIGUSR1
 // is ignored. default: SIGUSR1 kills it. SIGINT and SIGTERM keep their default action throughout.
 // --done_after_restart: exits 0 at once when XLAUNCH_RESTART_COUNT is not 0. --helper: first
-// starts a child process of its own that sleeps (as a data loader's worker process would), its
-// pid in D/helper-R.
+// starts a child process of its own that sleeps in a session of its own (as a daemonized worker
+// would: no signal to the rank's process group or the terminal reaches it), its pid in D/helper-R.
 #include <signal.h>
 #include <unistd.h>
 
@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   if (helper) {
     const pid_t child = fork();
     if (child == 0) {
+      setsid();  // out of the rank's process group and session: neither Open MPI nor a Ctrl-C reaches it
       for (;;) pause();
     }
     if (child < 0 || !write_file(dir + "/helper-" + rank, std::to_string(child) + "\n")) return 5;
