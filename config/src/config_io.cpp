@@ -215,6 +215,16 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
   check(c.timeout_s >= 0, "timeout_s", q(c.timeout_s), "an integer >= 0 (seconds; 0 turns the watchdog off)",
         "a few minutes is usual: the longest a healthy collective may go without progress");
   check(c.trace_steps >= 1 && c.trace_steps <= 100000, "trace_steps", q(c.trace_steps), "an integer from 1 to 100000");
+  check(c.checkpoint.total_limit >= 0, "checkpoint.total_limit", q(c.checkpoint.total_limit),
+        "an integer >= 0 (0 keeps every checkpoint)");
+  check(c.checkpoint.every_n_steps >= 0, "checkpoint.every_n_steps", q(c.checkpoint.every_n_steps),
+        "an integer >= 0 (0: only when the program saves)");
+  check(std::find(std::begin(kPreemptSignals), std::end(kPreemptSignals), c.preempt_signal) !=
+            std::end(kPreemptSignals),
+        "preempt_signal", "'" + c.preempt_signal + "'", "SIGTERM or SIGUSR1",
+        "the signal your scheduler sends before it ends a job (Slurm: --signal=B:USR1@180)");
+  check(c.preempt_timeout_s >= 1, "preempt_timeout_s", q(c.preempt_timeout_s), "an integer >= 1 (seconds)",
+        "the ranks need this long to reach their next optimizer step and save a checkpoint");
 
   // Relations between keys.
   const bool distributed = c.distributed_type != DistributedType::No;
@@ -240,6 +250,15 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
     check(c.mpi.hosts.empty() || static_cast<int>(c.mpi.hosts.size()) == c.num_machines, "mpi.hosts",
           std::to_string(c.mpi.hosts.size()) + " hosts",
           "exactly num_machines (" + std::to_string(c.num_machines) + ") hosts");
+
+  // Named checkpoints are saved under project_dir: without one the runtime could not save them.
+  const std::string needs_dir = "set project_dir (or --project_dir): named checkpoints go to <project_dir>/checkpoints";
+  check(c.checkpoint.every_n_steps == 0 || !c.project_dir.empty(), "checkpoint.every_n_steps",
+        q(c.checkpoint.every_n_steps), "0 without a project_dir", needs_dir);
+  check(!c.checkpoint.every_epoch || !c.project_dir.empty(), "checkpoint.every_epoch", "'true'",
+        "false without a project_dir", needs_dir);
+  check(c.checkpoint.total_limit == 0 || !c.project_dir.empty(), "checkpoint.total_limit",
+        q(c.checkpoint.total_limit), "0 without a project_dir", needs_dir);
 
   std::set<int> unique(c.gpu_ids.begin(), c.gpu_ids.end());
   check(unique.size() == c.gpu_ids.size(), "gpu_ids", "'" + gpu_ids_string(c.gpu_ids) + "'", "each GPU id once");

@@ -278,6 +278,18 @@ std::vector<Field> build_fields() {
   f.push_back(bool_field("report", [](LaunchConfig& c) -> bool& { return c.report; }));
   f.push_back(string_field("trace_dir", [](LaunchConfig& c) -> std::string& { return c.trace_dir; }));
   f.push_back(int_field("trace_steps", [](LaunchConfig& c) -> int& { return c.trace_steps; }));
+
+  f.push_back(string_field("project_dir", [](LaunchConfig& c) -> std::string& { return c.project_dir; }));
+  f.push_back(int_field("checkpoint.total_limit", [](LaunchConfig& c) -> int& { return c.checkpoint.total_limit; }));
+  f.push_back(int_field("checkpoint.every_n_steps", [](LaunchConfig& c) -> int& { return c.checkpoint.every_n_steps; }));
+  f.push_back(bool_field("checkpoint.every_epoch", [](LaunchConfig& c) -> bool& { return c.checkpoint.every_epoch; }));
+  f.push_back(typed<std::string>(
+      "preempt_signal", [](LaunchConfig& c) -> std::string& { return c.preempt_signal; },
+      [](const YAML::Node& n, const FieldCtx& ctx) {
+        return read_choice(n, ctx, {std::begin(kPreemptSignals), std::end(kPreemptSignals)},
+                           "the signal your scheduler sends before it ends a job (Slurm: --signal=B:USR1@180)");
+      }));
+  f.push_back(int_field("preempt_timeout_s", [](LaunchConfig& c) -> int& { return c.preempt_timeout_s; }));
   return f;
 }
 

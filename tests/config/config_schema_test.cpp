@@ -76,6 +76,12 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   c.report = false;
   c.trace_dir = "/tmp/trace";
   c.trace_steps = 7;
+  c.project_dir = "/runs/mnist";
+  c.checkpoint.total_limit = 3;
+  c.checkpoint.every_n_steps = 500;
+  c.checkpoint.every_epoch = true;
+  c.preempt_signal = "SIGUSR1";
+  c.preempt_timeout_s = 300;
 
   const xlaunch::test::ScratchDir scratch;
   const std::string dir = scratch.path;
@@ -97,6 +103,67 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   EXPECT_FALSE(l.config.report);
   EXPECT_EQ(l.config.trace_dir, "/tmp/trace");
   EXPECT_EQ(l.config.trace_steps, 7);
+  EXPECT_EQ(l.config.project_dir, "/runs/mnist");
+  EXPECT_EQ(l.config.checkpoint.total_limit, 3);
+  EXPECT_EQ(l.config.checkpoint.every_n_steps, 500);
+  EXPECT_TRUE(l.config.checkpoint.every_epoch);
+  EXPECT_EQ(l.config.preempt_signal, "SIGUSR1");
+  EXPECT_EQ(l.config.preempt_timeout_s, 300);
+}
+
+TEST(ConfigProject, DefaultsAndTheFileSpelling) {
+  const LaunchConfig d;
+  EXPECT_EQ(d.project_dir, "");
+  EXPECT_EQ(d.checkpoint.total_limit, 0);
+  EXPECT_EQ(d.checkpoint.every_n_steps, 0);
+  EXPECT_FALSE(d.checkpoint.every_epoch);
+  EXPECT_EQ(d.preempt_signal, "SIGTERM");
+  EXPECT_EQ(d.preempt_timeout_s, 120);
+  const LoadedConfig l = parse_config(
+      "project_dir: runs/a\ncheckpoint:\n  total_limit: 2\n  every_n_steps: 100\n  every_epoch: true\n"
+      "preempt_signal: SIGUSR1\npreempt_timeout_s: 30\n",
+      "t.yaml");
+  EXPECT_EQ(l.config.project_dir, "runs/a");
+  EXPECT_EQ(l.config.checkpoint.total_limit, 2);
+  EXPECT_EQ(l.config.checkpoint.every_n_steps, 100);
+  EXPECT_TRUE(l.config.checkpoint.every_epoch);
+  EXPECT_EQ(l.config.preempt_signal, "SIGUSR1");
+  EXPECT_EQ(l.config.preempt_timeout_s, 30);
+  EXPECT_TRUE(contains(to_yaml(d), "checkpoint:\n  total_limit: 0\n  every_n_steps: 0\n  every_epoch: false\n"))
+      << to_yaml(d);
+}
+
+TEST(ConfigProject, BadValuesAreNamedWithWhatIsAllowed) {
+  auto e = error_of("preempt_signal: SIGKILL\n");
+  EXPECT_EQ(e.key, "preempt_signal");
+  EXPECT_EQ(e.found, "'SIGKILL'");
+  EXPECT_EQ(e.allowed, "one of SIGTERM, SIGUSR1");
+  EXPECT_TRUE(contains(e.hint, "scheduler")) << e.hint;
+  e = error_of("preempt_timeout_s: 0\n");
+  EXPECT_EQ(e.key, "preempt_timeout_s");
+  EXPECT_EQ(e.allowed, "an integer >= 1 (seconds)");
+  e = error_of("project_dir: /p\ncheckpoint:\n  total_limit: -1\n");
+  EXPECT_EQ(e.key, "checkpoint.total_limit");
+  EXPECT_EQ(e.line, 3);
+  e = error_of("project_dir: /p\ncheckpoint:\n  every_n_steps: -2\n");
+  EXPECT_EQ(e.key, "checkpoint.every_n_steps");
+  e = error_of("checkpoint:\n  every_epoch: maybe\n");
+  EXPECT_EQ(e.key, "checkpoint.every_epoch");
+  EXPECT_EQ(e.allowed, "true or false");
+  e = error_of("checkpoint:\n  every_n_step: 5\n");
+  EXPECT_EQ(e.hint, "did you mean 'every_n_steps'?");
+}
+
+TEST(ConfigProject, NamedCheckpointsNeedAProjectDir) {
+  for (const char* text : {"checkpoint:\n  every_n_steps: 100\n", "checkpoint:\n  every_epoch: true\n",
+                           "checkpoint:\n  total_limit: 2\n"}) {
+    const auto e = error_of(text);
+    EXPECT_EQ(e.key.rfind("checkpoint.", 0), 0u) << text;
+    EXPECT_EQ(e.line, 2) << text;
+    EXPECT_TRUE(contains(e.hint, "set project_dir")) << e.hint;
+  }
+  EXPECT_EQ(parse_config("project_dir: p\ncheckpoint:\n  every_n_steps: 100\n", "t").config.checkpoint.every_n_steps,
+            100);
 }
 
 TEST(ConfigRoundTrip, DefaultsSurviveAndStringsThatLookLikeBoolsStayStrings) {

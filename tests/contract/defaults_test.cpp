@@ -20,9 +20,11 @@ namespace env = xlaunch::env;
 
 namespace {
 
-// Per-launch values come from the launcher's Environment, not from the config: no default to agree on.
+// Per-launch values come from the launcher's Environment (XLAUNCH_RESUME: `xlaunch run --resume`
+// and restarts), not from the config: no default to agree on.
 bool per_launch(const env::Var& v) {
-  return &v == &env::kRunId || &v == &env::kRestartCount || &v == &env::kStatusDir || &v == &env::kConfigFile;
+  return &v == &env::kRunId || &v == &env::kRestartCount || &v == &env::kStatusDir || &v == &env::kConfigFile ||
+         &v == &env::kResume;
 }
 
 void unset_contract() {

@@ -110,6 +110,42 @@ TEST(SummarizeJob, RanksWithoutAStatusWhileTheOthersWereStoppedGoFirst) {
   EXPECT_EQ(summarize_job(exited(1), {{0, false, 3, 30, "sim0"}}, 2).rank, 0);
 }
 
+TEST(SummarizeJob, EveryRankSavingOnAPreemptionIsPreempted) {
+  // Both ranks saved and exited 75; mpirun reports the first non-zero exit.
+  auto o = summarize_job(exited(75), {{0, false, 75, 10}, {1, false, 75, 11}}, 2);
+  EXPECT_TRUE(o.preempted);
+  EXPECT_EQ(o.exit_code, 75);
+  EXPECT_EQ(o.rank, -1);
+  EXPECT_EQ(o.message, "every rank saved its checkpoint and stopped (exit code 75)");
+  // Rank 0 exited 75 first; mpirun then stopped rank 1 (SIGTERM) after it had saved too.
+  o = summarize_job(exited(75), {{0, false, 75, 10, "a"}, {1, true, SIGTERM, 12, "a"}}, 2);
+  EXPECT_TRUE(o.preempted);
+  EXPECT_EQ(o.exit_code, 75);
+}
+
+TEST(SummarizeJob, APreemptionThatNotEveryRankFollowedIsAFailure) {
+  // Rank 1 did not handle SIGUSR1 and died of it: the job failed, named.
+  auto o = summarize_job(exited(75), {{0, false, 75, 10}, {1, true, SIGUSR1, 5}}, 2);
+  EXPECT_FALSE(o.preempted);
+  EXPECT_EQ(o.exit_code, 128 + SIGUSR1);
+  EXPECT_EQ(o.rank, 1);
+  // One rank left no status: not known to have saved.
+  o = summarize_job(exited(75), {{0, false, 75, 10}}, 2);
+  EXPECT_FALSE(o.preempted);
+  // Every rank stopped by SIGTERM, none saved: no preemption.
+  o = summarize_job(exited(143), {{0, true, SIGTERM, 10}, {1, true, SIGTERM, 11}}, 2);
+  EXPECT_FALSE(o.preempted);
+  // A rank exited 0 while the other saved: not a preemption.
+  o = summarize_job(exited(75), {{0, false, 75, 10}, {1, false, 0, 11}}, 2);
+  EXPECT_FALSE(o.preempted);
+  EXPECT_EQ(o.exit_code, 75);
+  EXPECT_EQ(o.rank, 0);
+  // A verdict (a rank stuck while saving) decides over exit codes of 75.
+  o = summarize_job(exited(124), {{0, false, 75, 10}, {1, true, SIGTERM, 20}}, 2, Verdict{124, 1, "job stuck"});
+  EXPECT_FALSE(o.preempted);
+  EXPECT_EQ(o.exit_code, 124);
+}
+
 TEST_F(VerdictFile, RankStatusesCarryTheirHost) {
   ASSERT_EQ(chmod(dir_.c_str(), 0700), 0);
   std::string why;

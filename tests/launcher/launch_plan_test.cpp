@@ -1,6 +1,8 @@
 // The launch plan against literal argv vectors: every decision make_launch_plan takes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "launch/launch_plan.h"
@@ -158,6 +160,44 @@ TEST(LaunchPlan, ExportsEveryContractVariableOnceWithItsValue) {
       }
     }
   }
+}
+
+TEST(LaunchPlan, ExportsTheProjectAndCheckpointSettingsAndWhatToResumeFrom) {
+  LaunchConfig c = cpu(2);
+  c.project_dir = "/runs/mnist";
+  c.checkpoint.total_limit = 3;
+  c.checkpoint.every_n_steps = 500;
+  c.checkpoint.every_epoch = true;
+  Environment e = machine(false, 2);
+  e.resume = "latest";
+  const auto p = make_launch_plan(c, e, "/bin/train", {});
+  std::map<std::string, std::string> env(p.env.begin(), p.env.end());
+  EXPECT_EQ(env["XLAUNCH_PROJECT_DIR"], "/runs/mnist");
+  EXPECT_EQ(env["XLAUNCH_CHECKPOINT_TOTAL_LIMIT"], "3");
+  EXPECT_EQ(env["XLAUNCH_CHECKPOINT_EVERY_N_STEPS"], "500");
+  EXPECT_EQ(env["XLAUNCH_CHECKPOINT_EVERY_EPOCH"], "1");
+  EXPECT_EQ(env["XLAUNCH_RESUME"], "latest");
+  // Exported like every other: the argv is the same as without them.
+  EXPECT_EQ(p.argv, make_launch_plan(cpu(2), machine(false, 2), "/bin/train", {}).argv);
+  // Not resuming: empty, the runtime starts afresh.
+  EXPECT_EQ(exported_env(c, machine(false, 2))[std::distance(
+                std::begin(xlaunch::env::kAll),
+                std::find(std::begin(xlaunch::env::kAll), std::end(xlaunch::env::kAll), &xlaunch::env::kResume))],
+            (std::pair<std::string, std::string>{"XLAUNCH_RESUME", ""}));
+}
+
+TEST(AttemptResume, TheFirstAttemptTakesTheOptionRestartsTheNewestCheckpoint) {
+  EXPECT_EQ(attempt_resume("", "", 0), "");
+  EXPECT_EQ(attempt_resume("", "/p", 0), "");
+  EXPECT_EQ(attempt_resume("latest", "/p", 0), "latest");
+  EXPECT_EQ(attempt_resume("/p/checkpoints/checkpoint_7", "/p", 0), "/p/checkpoints/checkpoint_7");
+  // Restarts with a project_dir: the newest complete checkpoint, whatever the first attempt took.
+  EXPECT_EQ(attempt_resume("", "/p", 1), "latest");
+  EXPECT_EQ(attempt_resume("/p/checkpoints/checkpoint_7", "/p", 1), "latest");
+  EXPECT_EQ(attempt_resume("latest", "/p", 3), "latest");
+  // Without one there is no "newest": a restart starts as the first attempt did.
+  EXPECT_EQ(attempt_resume("", "", 1), "");
+  EXPECT_EQ(attempt_resume("/ckpt/a", "", 2), "/ckpt/a");
 }
 
 TEST(ShellJoin, QuotesOnlyWhatNeedsIt) {

@@ -3,9 +3,12 @@
 // ranks ended. See docs/cli.md.
 #include "cli/cmd_run.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +31,7 @@
 #include "observe/timeline.h"
 #include "xlaunch/config/config_error.h"
 #include "xlaunch/env_vars.h"
+#include "xlaunch/preemption.h"
 #include "xlaunch/status/private_files.h"
 #include "xlaunch/status/status_dir.h"
 
@@ -172,6 +176,28 @@ void check_launchable(const config::LaunchConfig& c) {
                  env::kTimeoutS.default_value);
 }
 
+// --resume: a bare one needs project_dir (it continues from the newest checkpoint there); a
+// directory must exist. Refused before anything starts.
+void check_resume(const config::LaunchConfig& c, const std::optional<std::string>& resume) {
+  if (!resume) return;
+  if (*resume == kResumeLatest) {
+    if (c.project_dir.empty())
+      throw LaunchError("--resume continues from the newest checkpoint in project_dir, and no project_dir is set: set "
+                        "project_dir in the config (or --project_dir DIR), or name the checkpoint: --resume DIR");
+    return;
+  }
+  struct stat st {};
+  if (stat(resume->c_str(), &st) != 0)
+    throw LaunchError("--resume " + *resume + ": " + std::strerror(errno) +
+                      "; give a checkpoint directory (one save_state wrote), or a bare --resume for the newest in "
+                      "project_dir");
+  if (!S_ISDIR(st.st_mode))
+    throw LaunchError("--resume " + *resume + ": not a directory; give a checkpoint directory (one save_state wrote)");
+}
+
+// preempt_signal as the config spells it ("SIGTERM", "SIGUSR1": validated) to its number.
+int signal_number(const std::string& name) { return name == "SIGUSR1" ? SIGUSR1 : SIGTERM; }
+
 void write_report_json(const std::string& dir, const JobReport& r) {
   std::string why;
   const int fd = files::open_private_dir(dir, &why);
@@ -261,7 +287,7 @@ class ElasticMachines {
 // Runs the job, and again after a failure while max_restarts allows (an elastic job on the machines
 // that still answer); returns the exit code.
 int run_attempts(const config::LaunchConfig& job, Environment env, const std::string& mpi_version, bool verbose,
-                 double monitor_s, const std::vector<std::string>& command) {
+                 double monitor_s, const std::string& resume, const std::vector<std::string>& command) {
   const std::vector<std::string> train_args(command.begin() + 1, command.end());
   std::unique_ptr<ElasticMachines> elastic = config::is_elastic(job) ? std::make_unique<ElasticMachines>(job) : nullptr;
   int last_exit = 1;  // an elastic job that cannot even start: 1
@@ -276,6 +302,7 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const std::st
     }
     const config::LaunchConfig c = elastic ? attempt_config(job, hosts) : job;
     env.restart_count = attempt;
+    env.resume = attempt_resume(resume, c.project_dir, attempt);
     env.status_dir = make_status_dir(c, env.run_id, attempt);
     const LaunchPlan plan = make_launch_plan(c, env, command[0], train_args);
     if (verbose) {
@@ -289,7 +316,7 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const std::st
     const JobWatch watch{env.status_dir, c.num_processes, rank_hosts(c)};
     JobRun ran;
     try {
-      ran = run_plan(plan, watch);
+      ran = run_plan(plan, watch, Preemption{signal_number(c.preempt_signal), c.preempt_timeout_s});
     } catch (...) {
       files::remove_private_dir(env.status_dir);
       throw;
@@ -304,8 +331,17 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const std::st
     const JobOutcome outcome = job_outcome(ran, watch);
     files::remove_private_dir(env.status_dir);
     if (outcome.exit_code == 0) return 0;
-    const int sig = last_forwarded_signal();
-    if (sig) {
+    // Preempted: restarted only when the preemption came to the ranks alone (a scheduler signalling
+    // them): one that came through `xlaunch run` preempts it too.
+    const bool restart_preempted = !ran.preempt_signal && !ran.stop_signal && attempt < c.max_restarts;
+    if (outcome.preempted && !restart_preempted) {
+      std::fprintf(stderr, "xlaunch: preempted: every rank saved its checkpoint and stopped; continue with "
+                           "`xlaunch run --resume ...`\n");
+      std::fprintf(stderr, "xlaunch: exit code %d\n", kPreemptedExitCode);
+      return kPreemptedExitCode;
+    }
+    const int sig = ran.stop_signal ? ran.stop_signal : ran.preempt_signal;
+    if (sig && !outcome.preempted) {
       // Whatever the ranks died of, the job ended because the user (or a scheduler) stopped it: the
       // shell's convention, 128 + the signal (130 for Ctrl-C), and no restart.
       std::fprintf(stderr, "xlaunch: stopped by signal %d (SIG%s), forwarded to the job; %s\n", sig, sigabbrev_np(sig),
@@ -313,15 +349,21 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const std::st
       std::fprintf(stderr, "xlaunch: exit code %d\n", 128 + sig);
       return 128 + sig;
     }
-    std::fprintf(stderr, "xlaunch: job failed: %s\n", outcome.message.c_str());
+    std::fprintf(stderr, "xlaunch: %s: %s\n", outcome.preempted ? "the ranks were preempted" : "job failed",
+                 outcome.message.c_str());
     last_exit = outcome.exit_code;
     if (attempt >= c.max_restarts) {
       const std::string from = outcome.rank >= 0 ? ", from rank " + std::to_string(outcome.rank) : "";
       std::fprintf(stderr, "xlaunch: exit code %d%s\n", outcome.exit_code, from.c_str());
       return outcome.exit_code;
     }
-    if (elastic) elastic->blame(hosts, outcome.rank);
-    std::fprintf(stderr, "xlaunch: restarting the job (restart %d of %d)\n", attempt + 1, c.max_restarts);
+    if (elastic && !outcome.preempted) elastic->blame(hosts, outcome.rank);
+    const std::string next_resume = attempt_resume(resume, c.project_dir, attempt + 1);
+    const std::string from = next_resume.empty()                ? ""
+                             : next_resume == kResumeLatest ? ", from the newest checkpoint in " + c.project_dir
+                                                            : ", from " + next_resume;
+    std::fprintf(stderr, "xlaunch: restarting the job (restart %d of %d%s)\n", attempt + 1, c.max_restarts,
+                 from.c_str());
   }
 }
 
@@ -336,6 +378,7 @@ int run_job(const RunOptions& o, const Invocation& inv) {
   print_config_line(e.in_use, e.from_cli);
   warn_ignored_accelerate_options(o.overrides);
   check_launchable(c);
+  check_resume(c, o.resume);
   std::vector<std::string> command = inv.command;
   command[0] = resolve_train_binary(command[0], path_env());
 
@@ -345,7 +388,9 @@ int run_job(const RunOptions& o, const Invocation& inv) {
   env.self_exe = inv.self_exe;
   env.run_id = make_run_id();
   env.config_file = e.in_use.loaded ? e.in_use.location.path : "";
+  const std::string resume = o.resume.value_or("");
   if (o.dry_run) {
+    env.resume = attempt_resume(resume, c.project_dir, 0);
     const auto found = find_program("mpirun", path_env());
     env.mpirun = found ? *found : "mpirun";
     env.status_dir = status_base(c) + "/" + status_prefix(env.run_id, 0) + "XXXXXX";  // made when it runs
@@ -361,7 +406,7 @@ int run_job(const RunOptions& o, const Invocation& inv) {
   if (o.monitor_s < 0) throw LaunchError("--monitor " + std::to_string(o.monitor_s) + ": give seconds > 0");
   if (o.monitor_s > 0 && !c.report)
     throw LaunchError("--monitor needs the step counters, which report: false turns off; set report: true");
-  return run_attempts(c, env, mpi.version, o.verbose, o.monitor_s, command);
+  return run_attempts(c, env, mpi.version, o.verbose, o.monitor_s, resume, command);
 }
 
 Runner setup_run(CLI::App* cmd) {
@@ -375,6 +420,12 @@ Runner setup_run(CLI::App* cmd) {
   cmd->add_flag("--dry_run", o->dry_run, "Print the exact command and environment, then exit");
   cmd->add_flag("--verbose", o->verbose, "Print the command before running it");
   cmd->add_option("--monitor", o->monitor_s, "Print the job's steps/s, phase split and GPU use every SECONDS");
+  // A bare --resume takes no value (main.cpp's split_command gives it the next word only when that
+  // is a directory, so `--resume ./train` leaves ./train the training binary).
+  cmd->add_option("--resume", o->resume,
+                  "Continue from a checkpoint: DIR, or without one the newest in project_dir (XLAUNCH_RESUME)")
+      ->expected(0, 1)
+      ->default_str(kResumeLatest);
   cmd->footer("Usage: xlaunch run (or launch) [options] train_bin [args...]\n"
               "Everything from train_bin on is passed to it unchanged (or put it after --).");
   return [o](const Invocation& inv) { return run_job(*o, inv); };

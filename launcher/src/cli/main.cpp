@@ -1,6 +1,7 @@
 // xlaunch: configure and launch data-parallel LibTorch training through Open MPI's mpirun.
 // main() is the only place errors become exit codes: 0 success, 2 usage/config errors and
 // anything refused before a launch, 1 other failures; `run` returns the job's own code.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -26,6 +27,11 @@ std::string self_exe(const char* argv0) {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string(argv0);
 }
 
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 // Splits `xlaunch SUB [options] train_bin args...` for a subcommand that takes a command: its
 // options go to CLI11 and everything from the first positional (or after `--`) to the command.
 // Options are recognised from the subcommand's own definitions, so `-n 2` skips its value.
@@ -43,7 +49,12 @@ std::vector<std::string> split_command(CLI::App& sub, std::vector<std::string>& 
     const std::string name = long_opt ? t.substr(0, t.find('=')) : t.substr(0, 2);
     const bool attached = long_opt ? t.find('=') != std::string::npos : t.size() > 2;
     const CLI::Option* opt = sub.get_option_no_throw(name);
-    i += opt && opt->get_items_expected_max() > 0 && !attached ? 2 : 1;
+    // An option whose value is optional (--resume [DIR]) takes the next word only when that is a
+    // directory: a training binary never is.
+    const bool optional_value = opt && opt->get_items_expected_min() == 0;
+    const bool takes_next = opt && opt->get_items_expected_max() > 0 && !attached &&
+                            (!optional_value || (i + 1 < args.size() && is_directory(args[i + 1])));
+    i += takes_next ? 2 : 1;
   }
   std::vector<std::string> cmd(args.begin() + static_cast<long>(std::min(i, args.size())), args.end());
   args.resize(std::min(i, args.size()));

@@ -162,6 +162,17 @@ void add_override_options(CLI::App* app, Overrides& o) {
   app->add_option("--hostfile,--mpirun_hostfile", o.hostfile, "Open MPI hostfile listing the machines");
   app->add_option("--log_dir", o.log_dir, "Directory for per-rank logs");
   app->add_option("--trace", o.trace_dir, "Write a timeline of every rank (DIR/trace.json) and DIR/report.html");
+  app->add_option("--project_dir", o.project_dir,
+                  "Project directory: named checkpoints go to DIR/checkpoints, --resume continues from them");
+  app->add_option("--checkpoint_total_limit", o.checkpoint_total_limit,
+                  "Named checkpoints kept in project_dir (the newest); 0: all");
+  app->add_option("--checkpoint_every_n_steps", o.checkpoint_every_n_steps,
+                  "Save a named checkpoint every N optimizer steps; 0: never");
+  app->add_flag("--checkpoint_every_epoch", o.checkpoint_every_epoch, "Save a named checkpoint after every epoch");
+  app->add_option("--preempt_signal", o.preempt_signal,
+                  "The signal that means the job is being preempted: SIGTERM (default) or SIGUSR1");
+  app->add_option("--preempt_timeout_s", o.preempt_timeout_s,
+                  "Seconds the ranks have to checkpoint and stop after a preemption before the job is ended");
   app->add_flag("--multi_gpu", o.multi_gpu, "One process per GPU (distributed_type MULTI_GPU)");
   app->add_flag("--cpu,--use_cpu", o.cpu, "Train on CPUs even where GPUs exist");
   app->add_flag("--debug", o.debug, "Extra consistency checks and verbose runtime logging");
@@ -229,6 +240,15 @@ std::vector<std::string> apply_overrides(LaunchConfig& c, const Overrides& o, in
   take(o.hostfile, c.mpi.hostfile, "mpi.hostfile");
   take(o.log_dir, c.log_dir, "log_dir");
   take(o.trace_dir, c.trace_dir, "trace_dir");
+  take(o.project_dir, c.project_dir, "project_dir");
+  take(o.checkpoint_total_limit, c.checkpoint.total_limit, "checkpoint.total_limit");
+  take(o.checkpoint_every_n_steps, c.checkpoint.every_n_steps, "checkpoint.every_n_steps");
+  take(o.preempt_signal, c.preempt_signal, "preempt_signal");
+  take(o.preempt_timeout_s, c.preempt_timeout_s, "preempt_timeout_s");
+  if (o.checkpoint_every_epoch) {
+    c.checkpoint.every_epoch = true;
+    set.push_back("checkpoint.every_epoch");
+  }
   if (o.gpu_ids) {
     c.gpu_ids = parse_gpu_ids(*o.gpu_ids);
     set.push_back("gpu_ids");

@@ -1,11 +1,17 @@
 #include "launch/job.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <string>
 
+#include "xlaunch/preemption.h"
 #include "xlaunch/status/rank_status.h"
 #include "xlaunch/status/verdict.h"
 
@@ -13,10 +19,17 @@ namespace xlaunch::launcher {
 
 namespace {
 
+constexpr int64_t kNsPerS = 1000000000;
+
 int64_t now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  return static_cast<int64_t>(ts.tv_sec) * kNsPerS + ts.tv_nsec;
+}
+
+std::string sig_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig);
 }
 
 // What the status directory says has gone wrong ("" while nothing has): the verdict, or the first
@@ -45,15 +58,71 @@ void signal_mpirun(pid_t mpirun, bool own_group, int sig) {
   for (const pid_t p : tree) kill(p, sig);
 }
 
+// Reaps every ended child; true when none is left (ECHILD).
+bool reap_all() {
+  for (;;) {
+    const pid_t got = waitpid(-1, nullptr, WNOHANG);
+    if (got > 0) continue;
+    if (got < 0 && errno == EINTR) continue;
+    return got < 0 && errno == ECHILD;
+  }
+}
+
+// Waits up to seconds for every child to end, reaping them; true when none is left.
+bool reap_within(double seconds) {
+  const int64_t until = now_ns() + static_cast<int64_t>(seconds * kNsPerS);
+  while (!reap_all()) {
+    if (now_ns() >= until) return false;
+    usleep(20000);
+  }
+  return true;
+}
+
+std::string pid_list(const std::vector<pid_t>& pids) {
+  std::string s;
+  for (const pid_t p : pids) s += (s.empty() ? "" : ", ") + std::to_string(p);
+  return s;
+}
+
+// The processes of the job that outlived mpirun on this machine (a rank's training process still
+// exiting, a wrapper, an agent), reparented to us: kLeftoverGraceS to end by themselves, then
+// SIGTERM, then SIGKILL, each reaped; so that when `xlaunch run` returns, none is left.
+void end_leftovers() {
+  if (reap_within(kLeftoverGraceS)) return;
+  std::vector<pid_t> left = descendants(getpid());
+  std::fprintf(stderr, "xlaunch: %zu process%s of the job outlived mpirun (pid %s); SIGTERM\n", left.size(),
+               left.size() == 1 ? "" : "es", pid_list(left).c_str());
+  for (const pid_t p : left) kill(p, SIGTERM);
+  if (reap_within(kMpirunTermS)) return;
+  left = descendants(getpid());
+  std::fprintf(stderr, "xlaunch: still there %d s after SIGTERM (pid %s); SIGKILL\n", kMpirunTermS,
+               pid_list(left).c_str());
+  for (const pid_t p : left) kill(p, SIGKILL);
+  if (reap_within(kMpirunTermS)) return;
+  std::fprintf(stderr, "xlaunch: warning: pid %s did not end within %d s of SIGKILL (stuck in the kernel?)\n",
+               pid_list(descendants(getpid())).c_str(), kMpirunTermS);
+}
+
 }  // namespace
 
-JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch) {
+JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch, const Preemption& preempt) {
   JobRun run;
   Teardown teardown;
-  std::string why;  // the first failure seen
-  pid_t ended = 0;  // mpirun, once the launcher has had to end it
+  std::string why;            // the first failure seen
+  pid_t ended = 0;            // mpirun, once the launcher has had to end it
+  int64_t preempt_ns = 0;     // when the preemption was seen passed on
+  bool preempt_over = false;  // preempt.timeout_s has passed since
+  // Processes mpirun started that outlive it are reparented to us instead of init, so that we can
+  // end them and know them gone (end_leftovers).
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+    std::fprintf(stderr, "xlaunch: warning: prctl(PR_SET_CHILD_SUBREAPER): %s; processes of the job that "
+                         "outlive mpirun are not waited for\n", std::strerror(errno));
   SpawnOptions o;
   o.forwarded = {SIGINT, SIGTERM, SIGHUP};
+  if (preempt.signal != SIGINT && preempt.signal != SIGTERM && preempt.signal != SIGHUP)
+    o.forwarded.push_back(preempt.signal);
+  o.preempt_signal = preempt.signal;
+  o.preempt_as = kPreemptionSignal;
   // Run from a script or a scheduler, mpirun leads its own process group, so that it and the agents
   // it started here end together; every signal is forwarded to it, once (a second SIGINT would make
   // mpirun kill the job without letting the ranks clean up). At a terminal it stays in ours: a
@@ -69,8 +138,21 @@ JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch) {
   o.die_with_parent = true;
   o.watch_interval_ms = 500;  // a few file reads in the status directory each time
   o.watch = [&](pid_t mpirun) {
+    const int64_t now = now_ns();
+    if (preempt_received() && !preempt_ns) {
+      preempt_ns = now;
+      std::fprintf(stderr, "xlaunch: %s received: asking the ranks to checkpoint and stop (preempt_timeout_s %d: "
+                           "then the job is ended)\n", sig_name(preempt.signal).c_str(), preempt.timeout_s);
+    }
+    if (preempt_ns && !preempt_over && now - preempt_ns >= preempt.timeout_s * kNsPerS) {
+      preempt_over = true;
+      std::fprintf(stderr, "xlaunch: the ranks have not stopped within preempt_timeout_s %d s of the preemption; "
+                           "ending the job (SIGTERM to mpirun)\n", preempt.timeout_s);
+      kill(mpirun, SIGTERM);
+    }
     if (why.empty()) why = failure(watch.status_dir);
-    switch (teardown.step(now_ns(), !why.empty())) {
+    const int stop = last_forwarded_signal();
+    switch (teardown.step(now, !why.empty() || stop != 0 || preempt_over)) {
       case Teardown::Action::kWait:
         return;
       case Teardown::Action::kTerminate: {
@@ -79,10 +161,11 @@ JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch) {
         run.daemon_hosts = hosts_named(child_cmdlines(mpirun), watch.rank_hosts);
         std::string waits;
         for (const auto& h : run.daemon_hosts) waits += (waits.empty() ? ": it still waits for the Open MPI daemon on " : ", ") + h;
-        std::fprintf(stderr,
-                     "xlaunch: the job failed (%s) and mpirun has not ended within %d s%s; ending mpirun "
-                     "(SIGTERM to it and what it started here)\n",
-                     why.c_str(), kMpirunGraceS, waits.c_str());
+        const std::string reason = !why.empty() ? "the job failed (" + why + ")"
+                                   : stop       ? "the job was stopped (" + sig_name(stop) + ")"
+                                                : "the preemption timed out";
+        std::fprintf(stderr, "xlaunch: %s and mpirun has not ended within %d s%s; ending mpirun (SIGTERM to it and "
+                             "what it started here)\n", reason.c_str(), kMpirunGraceS, waits.c_str());
         signal_mpirun(mpirun, own_group, SIGTERM);
         return;
       }
@@ -95,9 +178,12 @@ JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch) {
   };
   run.wait_status = spawn_and_wait(plan.argv, o);
   run.failed_ns = teardown.failed_since_ns();
+  run.stop_signal = last_forwarded_signal();
+  run.preempt_signal = preempt_received();
   // What mpirun left in its group (an agent that ignored SIGTERM) goes with it. (Not in ours: its
   // descendants had their SIGKILL, and our group is this process too.)
   if (ended > 0 && own_group) kill(-ended, SIGKILL);
+  end_leftovers();
   return run;
 }
 

@@ -6,6 +6,8 @@
 #include <csignal>
 #include <cstring>
 
+#include "xlaunch/preemption.h"
+
 namespace xlaunch::launcher {
 
 std::string describe(const RankStatus& s) {
@@ -52,11 +54,32 @@ std::pair<std::string, size_t> machine_lost(const std::vector<RankStatus>& faile
   return {"machine " + host + " (" + rank_list(on_host) + "): " + how, on_host.size()};
 }
 
+// Every rank reported; one at least exited kPreemptedExitCode, and the others too or were stopped
+// by mpirun. (The ranks agree on the step and save together, so the first exit means every rank
+// has saved: a rank mpirun stopped after that had finished its part.)
+bool preempted(const std::vector<RankStatus>& ranks, int num_processes) {
+  if (static_cast<int>(ranks.size()) < num_processes) return false;
+  bool any = false;
+  for (const auto& r : ranks) {
+    const bool saved = !r.signaled && r.code == kPreemptedExitCode;
+    if (!saved && !(r.signaled && r.code == SIGTERM)) return false;
+    any = any || saved;
+  }
+  return any;
+}
+
 }  // namespace
 
 JobOutcome summarize_job(int wait_status, const std::vector<RankStatus>& ranks, int num_processes,
                          const std::optional<status::Verdict>& verdict) {
   if (verdict) return {verdict->exit_code, verdict->rank, verdict->message};
+  if (preempted(ranks, num_processes)) {
+    JobOutcome o;
+    o.exit_code = kPreemptedExitCode;
+    o.preempted = true;
+    o.message = "every rank saved its checkpoint and stopped (exit code " + std::to_string(kPreemptedExitCode) + ")";
+    return o;
+  }
   std::vector<RankStatus> failed;
   for (const auto& r : ranks)
     if (r.signaled || r.code != 0) failed.push_back(r);

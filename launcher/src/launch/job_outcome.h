@@ -25,9 +25,15 @@ struct JobOutcome {
   int exit_code = 0;    // what `xlaunch run` returns
   int rank = -1;        // the rank at fault, when one is known
   std::string message;  // empty on success
+  // Every rank saved its checkpoint and stopped on a preemption (xlaunch/preemption.h); exit_code
+  // is then kPreemptedExitCode.
+  bool preempted = false;
 };
 
-// Pure. mpirun_wait_status: waitpid's status for mpirun; num_processes: ranks expected.
+// Pure. Without a verdict, a job whose every rank reported, at least one exiting with
+// kPreemptedExitCode and each of the others the same or stopped by mpirun (SIGTERM: mpirun ends
+// the job once the first rank has exited non-zero), was preempted: kPreemptedExitCode, preempted.
+// Otherwise: mpirun_wait_status: waitpid's status for mpirun; num_processes: ranks expected.
 // A verdict decides (a stuck job: 124; a rank that left early or a mismatch: 1; a rank that failed
 // while others waited: its code); else a failed rank decides the exit code (its code, or 128 +
 // signal); without one, mpirun's does. When the first failures are every rank of one machine, of

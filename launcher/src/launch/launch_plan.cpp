@@ -43,6 +43,11 @@ std::string value_of(const env::Var& v, const LaunchConfig& c, const Environment
   if (name == env::kReport.name) return flag(c.report);
   if (name == env::kTraceDir.name) return c.trace_dir;
   if (name == env::kTraceSteps.name) return std::to_string(c.trace_steps);
+  if (name == env::kProjectDir.name) return c.project_dir;
+  if (name == env::kCheckpointTotalLimit.name) return std::to_string(c.checkpoint.total_limit);
+  if (name == env::kCheckpointEveryNSteps.name) return std::to_string(c.checkpoint.every_n_steps);
+  if (name == env::kCheckpointEveryEpoch.name) return flag(c.checkpoint.every_epoch);
+  if (name == env::kResume.name) return e.resume;
   if (name == env::kLogDir.name) return c.log_dir;
   if (name == env::kRunId.name) return e.run_id;
   if (name == env::kRestartCount.name) return std::to_string(e.restart_count);
@@ -60,6 +65,12 @@ bool needs_quotes(const std::string& w) {
 }
 
 }  // namespace
+
+std::string attempt_resume(const std::string& resume_option, const std::string& project_dir, int attempt) {
+  if (attempt == 0) return resume_option;
+  if (!project_dir.empty()) return kResumeLatest;
+  return resume_option;
+}
 
 EnvList exported_env(const LaunchConfig& c, const Environment& e) {
   EnvList out;

@@ -22,7 +22,17 @@ struct Environment {
   std::string run_id;         // XLAUNCH_RUN_ID
   std::string config_file;    // the file the config came from; empty: built-in defaults
   int restart_count = 0;      // XLAUNCH_RESTART_COUNT
+  std::string resume;         // XLAUNCH_RESUME: attempt_resume()
 };
+
+// XLAUNCH_RESUME's value for "the newest complete checkpoint in project_dir".
+inline constexpr const char* kResumeLatest = "latest";
+
+// Pure: what attempt `attempt` (0: the first) resumes from. resume_option: what `xlaunch run
+// --resume` asked for ("" without it, kResumeLatest for a bare --resume, else a checkpoint
+// directory). The first attempt takes it; a restart continues from the newest checkpoint of the
+// failed attempts when there is a project_dir (kResumeLatest), else from what the first one did.
+std::string attempt_resume(const std::string& resume_option, const std::string& project_dir, int attempt);
 
 // Several machines: TCP keepalive on Open MPI's out-of-band channel (mpirun and its daemons), so
 // that a daemon whose machine lost the launching one notices and ends itself with its ranks

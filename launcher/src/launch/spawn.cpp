@@ -22,11 +22,27 @@ namespace {
 volatile sig_atomic_t g_child = 0;
 volatile sig_atomic_t g_signal = 0;
 volatile sig_atomic_t g_forward_kernel_signals = 1;
+volatile sig_atomic_t g_preempt_signal = 0, g_preempt_as = 0, g_preempted = 0;
+
+// The signal to pass on for `sig`, recording it: a first preemption becomes preempt_as, a second
+// SIGTERM (which ends the job); any other signal is itself.
+int passed_on(int sig) {
+  if (sig != g_preempt_signal) {
+    g_signal = sig;
+    return sig;
+  }
+  if (!g_preempted) {
+    g_preempted = sig;
+    return g_preempt_as;
+  }
+  g_signal = sig;
+  return SIGTERM;
+}
 
 void forward(int sig, siginfo_t* info, void*) {
-  g_signal = sig;
+  const int out = passed_on(sig);
   const bool from_kernel = info && info->si_code == SI_KERNEL;
-  if (g_child > 0 && (g_forward_kernel_signals || !from_kernel)) kill(g_child, sig);
+  if (g_child > 0 && (g_forward_kernel_signals || !from_kernel)) kill(g_child, out);
 }
 
 void set_handlers(const std::vector<int>& signals, const struct sigaction& sa, std::vector<struct sigaction>* old) {
@@ -84,6 +100,8 @@ std::vector<std::string> merged_environment(const char* const* base, const EnvLi
 
 int last_forwarded_signal() { return g_signal; }
 
+int preempt_received() { return g_preempted; }
+
 int spawn_and_wait(const std::vector<std::string>& argv, const SpawnOptions& o) {
   std::vector<std::string> args = argv;
   std::vector<std::string> env = o.env.empty() ? std::vector<std::string>{} : merged_environment(environ, o.env);
@@ -97,6 +115,9 @@ int spawn_and_wait(const std::vector<std::string>& argv, const SpawnOptions& o) 
   std::vector<struct sigaction> old;
   g_forward_kernel_signals = o.forward_kernel_signals;
   g_signal = 0;
+  g_preempted = 0;
+  g_preempt_signal = o.preempt_signal;
+  g_preempt_as = o.preempt_as;
   set_handlers(o.forwarded, sa, &old);
 
   // With a watcher, the wait is sigtimedwait on SIGCHLD, blocked from before fork so that the
@@ -117,7 +138,9 @@ int spawn_and_wait(const std::vector<std::string>& argv, const SpawnOptions& o) 
   if (pid == 0) become(o, parent, argp.data(), o.env.empty() ? environ : envp.data(), mask);
   if (o.own_process_group) setpgid(pid, pid);  // also here: kill(-pid) must work as soon as we return
   g_child = pid;
-  if (g_signal) kill(pid, g_signal);  // arrived before the child existed
+  // Arrived before the child existed.
+  if (g_signal) kill(pid, g_signal == g_preempt_signal ? SIGTERM : g_signal);
+  else if (g_preempted) kill(pid, g_preempt_as);
 
   int status = 0;
   if (!o.watch) {

@@ -12,6 +12,11 @@ namespace xlaunch::launcher {
 
 struct SpawnOptions {
   std::vector<int> forwarded;  // signals passed on to the child while it runs
+  // A signal of `forwarded` that means "this job is being preempted" (0: none): its first arrival
+  // is passed on as preempt_as instead of itself (kPreemptionSignal, xlaunch/preemption.h) and
+  // recorded (preempt_received()); a second one is passed on as SIGTERM, which ends the job.
+  int preempt_signal = 0;
+  int preempt_as = 0;
   // false: a forwarded signal the kernel sent (a Ctrl-C at the terminal, SI_KERNEL) is not passed
   // on, because the child, in our process group, got it directly.
   bool forward_kernel_signals = true;
@@ -41,8 +46,12 @@ struct SpawnOptions {
 int spawn_and_wait(const std::vector<std::string>& argv, const SpawnOptions& o);
 
 // The last forwarded signal that reached this process while spawn_and_wait ran (0: none), whether
-// passed on or not: a job the user interrupted is not restarted.
+// passed on or not: a job the user interrupted is not restarted. A first preemption is not one
+// (the job may yet end by itself, preempted): preempt_received() says it came.
 int last_forwarded_signal();
+
+// The preempt_signal, once it has reached this process while spawn_and_wait ran (0: not yet).
+int preempt_received();
 
 // Pure: the environment `base` (NAME=VALUE entries, null-terminated, like environ) with `extra`
 // set over it, sorted by name; entries without '=' are dropped.

@@ -78,6 +78,8 @@ struct JobRun {
   bool ended_by_launcher = false;         // mpirun did not finish within the grace and was ended
   int64_t failed_ns = 0;                  // when the launcher first saw the job failed (0: never)
   std::vector<std::string> daemon_hosts;  // machines whose agent mpirun still waited for when ended
+  int stop_signal = 0;     // the last signal that stopped the job (last_forwarded_signal()); 0: none
+  int preempt_signal = 0;  // the preempt signal, when `xlaunch run` received it; 0: not
 };
 
 struct Unreachable {

@@ -54,6 +54,18 @@ struct LoaderSection {
   int prefetch_factor = static_cast<int>(env::default_int(env::kPrefetchFactor));
 };
 
+// Named checkpoints in project_dir (Accelerate's ProjectConfiguration: total_limit, and when the
+// runtime saves one without being asked).
+struct CheckpointSection {
+  int total_limit = static_cast<int>(env::default_int(env::kCheckpointTotalLimit));  // 0: keep all
+  int every_n_steps = static_cast<int>(env::default_int(env::kCheckpointEveryNSteps));  // 0: never
+  bool every_epoch = env::default_bool(env::kCheckpointEveryEpoch);
+};
+
+// The signals preempt_signal accepts, as the file spells them: the one a scheduler sends `xlaunch
+// run` before it ends the job (Slurm's --signal, Kubernetes' SIGTERM before SIGKILL).
+inline constexpr const char* kPreemptSignals[] = {"SIGTERM", "SIGUSR1"};
+
 struct LaunchConfig {
   int config_version = kConfigVersion;
   std::string compute_environment = "LOCAL_MACHINE";
@@ -90,6 +102,15 @@ struct LaunchConfig {
   std::string trace_dir = env::default_string(env::kTraceDir);
   // Steps in the timeline, after the warm-up.
   int trace_steps = static_cast<int>(env::default_int(env::kTraceSteps));
+  // The project directory (Accelerate's ProjectConfiguration.project_dir): named checkpoints go to
+  // <project_dir>/checkpoints, and `xlaunch run --resume` and restarts continue from the newest.
+  std::string project_dir = env::default_string(env::kProjectDir);  // empty: none
+  CheckpointSection checkpoint;
+  // The signal that means "this job is being preempted": the first one `xlaunch run` receives asks
+  // the ranks to checkpoint and stop (xlaunch/preemption.h); one of kPreemptSignals.
+  std::string preempt_signal = "SIGTERM";
+  // Seconds `xlaunch run` gives the ranks, after passing on a preemption, before it ends the job.
+  int preempt_timeout_s = 120;
 };
 
 // Ranks started on each machine: num_processes / num_machines (MAX for an elastic job, whose world
