@@ -177,9 +177,9 @@ void Accelerator::stop_for_preemption() {
               "longer than that)";
     }
     log_main(rank_, "preempted at step " + std::to_string(step_) + ": " + saved + after + "; exiting with status " +
-                        std::to_string(preempt::kPreemptedExitCode) + " (continue with `xlaunch run --resume`)");
+                        std::to_string(kPreemptedExitCode) + " (continue with `xlaunch run --resume`)");
   }
-  ProcessState::end_process(preempt::kPreemptedExitCode);
+  ProcessState::end_process(kPreemptedExitCode);
 }
 
 // ---- named checkpoints ---------------------------------------------------------------------

@@ -29,7 +29,7 @@ void install_handler() {
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;  // MPI, shared memory and file I/O carry on where they were
-    sigaction(SIGUSR1, &sa, nullptr);
+    sigaction(kPreemptionSignal, &sa, nullptr);
     return true;
   }();
   (void)installed;
@@ -37,6 +37,6 @@ void install_handler() {
 
 bool requested() { return g_requested.load(std::memory_order_relaxed); }
 int64_t requested_at_ns() { return g_at_ns.load(); }
-void request() { on_signal(SIGUSR1); }
+void request() { on_signal(kPreemptionSignal); }
 
 }  // namespace xlaunch::preempt

@@ -11,12 +11,11 @@
 
 #include <cstdint>
 
+#include "xlaunch/preemption.h"  // the signal and the exit status, shared with the launcher
+
 namespace xlaunch::preempt {
 
-// What a rank that saved its checkpoint and stopped exits with (sysexits' EX_TEMPFAIL: try again).
-inline constexpr int kPreemptedExitCode = 75;
-
-// Installs the SIGUSR1 handler, once per process (ProcessState does it as the process starts, so a
+// Installs the kPreemptionSignal (SIGUSR1) handler, once per process (ProcessState does it as the process starts, so a
 // signal that comes early is kept, not fatal). Keeps the previous handler's flags otherwise.
 void install_handler();
 
