@@ -31,7 +31,9 @@ job() { "$xlaunch" run --config_file "$work/config.yaml" "$@"; }
 job "$bin" --project "$work/straight" --epochs 6 --out "$work/straight.bin" >"$work/straight.log" 2>&1 ||
   fail "straight run" straight
 
-job "$bin" --epochs 6 --wait_at_step 5 --marker "$work/marker" --out "$work/preempted.bin" >"$work/first.log" 2>&1 &
+# Not through job(): $! must be xlaunch itself, as a cluster signals it.
+"$xlaunch" run --config_file "$work/config.yaml" "$bin" --epochs 6 --wait_at_step 5 --marker "$work/marker" \
+  --out "$work/preempted.bin" >"$work/first.log" 2>&1 &
 pid=$!
 for _ in $(seq 1200); do [ -f "$work/marker" ] && break; sleep 0.1; done
 [ -f "$work/marker" ] || fail "the job never reached step 5" first

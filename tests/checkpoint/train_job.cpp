@@ -145,6 +145,7 @@ int run(const std::map<std::string, std::string>& args) {
   const int64_t wait_at = std::stoll(get(args, "--wait_at_step", "-1"));
   std::ofstream lr_log;
   if (acc.is_main_process() && !get(args, "--lr_log").empty()) lr_log.open(get(args, "--lr_log"), std::ios::app);
+  lr_log.precision(17);
   for (int64_t epoch = loader.epoch(); epoch < epochs; ++epoch) {
     int64_t micro = epoch * loader.num_batches() + loader.position().batch;  // this micro-step's index in the run
     for (auto& batch : loader) {

@@ -246,11 +246,15 @@ TEST(LoaderEpochEnd, NotCalledWhenLoadingFails) {
 TEST(LoaderNextBatch, CalledAfterEachHandedBatchWithItCountedAndBeforeTheEpochEnd) {
   Loader l(IndexDataset(20), options(6, 2));  // 4 batches
   std::vector<std::string> events;
-  l.set_next_batch_callback([&] { events.push_back("next@" + std::to_string(l.position().batch)); });
+  l.set_next_batch_callback([&] {
+    const auto pos = l.position();
+    events.push_back("next@" + std::to_string(pos.epoch) + "." + std::to_string(pos.batch));
+  });
   l.set_epoch_end_callback([&](int64_t epoch) { events.push_back("end" + std::to_string(epoch)); });
   for (auto& b : l) events.push_back("body" + std::to_string(b.index));
-  EXPECT_EQ(events, (std::vector<std::string>{"body0", "next@1", "body1", "next@2", "body2", "next@3", "body3",
-                                              "next@4", "end0"}));
+  // After the epoch's last batch the position already names the next epoch's start.
+  EXPECT_EQ(events, (std::vector<std::string>{"body0", "next@0.1", "body1", "next@0.2", "body2", "next@0.3", "body3",
+                                              "next@1.0", "end0"}));
   events.clear();
   for (auto& b : l) {  // left after the first body: nothing runs for the next batch
     events.push_back("body" + std::to_string(b.index));
