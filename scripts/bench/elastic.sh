@@ -10,7 +10,7 @@
 #   checkpoint was taken (docs/checkpointing.md#another-world-size).
 # seconds_to_detect: from the cut to `xlaunch: job failed` (the watchdog's verdict, timeout_s 10, and
 #   mpirun ended after its grace).
-# seconds_to_resume: from `xlaunch: job failed` to the second attempt's "resumed from" line: the
+# seconds_to_resume: from `xlaunch: job failed` to the second attempt's "resumed at" line: the
 #   probe of the machines, mpirun's start on two and load_state (target: 30 s).
 # Usage: sudo scripts/bench/elastic.sh [ROUNDS]   (BUILD_DIR, IMAGES, BATCH, KILL_AT, RATE override)
 set -euo pipefail
@@ -38,7 +38,7 @@ one_round() {  # -> one bench= line
   "$SIM" down >/dev/null
   "$SIM" up 3 --rate "$RATE" >/dev/null 9>&-  # the holders must not inherit the lock (fd 9)
   "$BUILD_DIR/launcher/xlaunch" run --config_file "$work/elastic.yaml" "$TRAIN" --epochs 2 --checkpoints_per_epoch 2 \
-    --limit_train "$IMAGES" --global_batch_size "$BATCH" --resume auto --checkpoint_dir "$ckpt" 2>&1 | stamp >"$log" &
+    --limit_train "$IMAGES" --global_batch_size "$BATCH" --resume --project_dir "$ckpt" 2>&1 | stamp >"$log" &
   job=$!
   local line="" n=0
   # The first progress line of epoch 1 at KILL_AT percent or more.
@@ -55,8 +55,8 @@ one_round() {  # -> one bench= line
   wait "$job" || true
   local failed resumed resumed_step acc
   failed=$(time_of "xlaunch: job failed" "$log")
-  resumed=$(time_of "resumed from" "$log")
-  resumed_step=$(grep -m1 -o "resumed from .* (step [0-9]*)" "$log" | sed -E 's/.*step ([0-9]+)\)/\1/')
+  resumed=$(time_of "resumed at" "$log")
+  resumed_step=$(grep -m1 -o "resumed at .* (step [0-9]*)" "$log" | sed -E 's/.*step ([0-9]+)\)/\1/')
   acc=$(sed -n 's/^[0-9.]* epoch=2 .*test_acc=\([0-9.]*\).*/\1/p' "$log" | tail -1)
   if [ -z "$failed" ] || [ -z "$resumed" ] || [ -z "$acc" ]; then
     echo "elastic.sh: the job did not fail, resume and finish as expected:" >&2

@@ -21,7 +21,7 @@ none=""
 for hook in $HOOKS; do
   hook_config "$hook" "$POWERSGD_START"
   out=$("$BUILD_DIR/launcher/xlaunch" run --config_file "$work/$hook.yaml" "$BUILD_DIR/examples/train_fashion_mnist" \
-        --epochs "$EPOCHS" --checkpoint_dir "$work/ckpt-$hook" 2>"$work/err") || { cat "$work/err" >&2; exit 1; }
+        --epochs "$EPOCHS" --project_dir "$work/ckpt-$hook" 2>"$work/err") || { cat "$work/err" >&2; exit 1; }
   last=$(grep "epoch=$EPOCHS " <<<"$out" | tail -n1)
   acc=$(awk -v a="$(field test_acc "$last")" 'BEGIN {printf "%.2f", 100 * a}')
   [ -n "$none" ] || none=$acc

@@ -163,7 +163,7 @@ if [ $cpu_only = 0 ]; then
     for mp in no fp16 bf16; do
       extra=(); [ "$mp" = bf16 ] && extra=("${monitor[@]}")
       if part fashion_mnist_$mp 150 xlaunch run --config_file "$WORK/gpu.yaml" --mixed_precision "$mp" "${extra[@]}" \
-           "$B/bin/train_fashion_mnist" --data_dir "$B/data/fashion-mnist" --epochs 1 --checkpoint_dir "$WORK/fm_$mp"; then
+           "$B/bin/train_fashion_mnist" --data_dir "$B/data/fashion-mnist" --epochs 1 --project_dir "$WORK/fm_$mp"; then
         line=$(grep -o 'epoch=1 .*' "$LOGS/fashion_mnist_$mp.log" | tail -1)
         say "  fashion_mnist mixed_precision=$mp $line"
         acc=$(echo "$line" | sed -n 's/.*test_acc=\([0-9.]*\).*/\1/p')

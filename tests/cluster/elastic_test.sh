@@ -56,7 +56,7 @@ mpi:
 EOF
 run() {  # run NAME: the training under xlaunch, checkpoints in NAME.ckpt, output in NAME.log
   timeout 600 "$xlaunch" run --config_file "$work/elastic.yaml" "$train" --epochs 2 --checkpoints_per_epoch 2 \
-    --limit_train "$images" --global_batch_size 96 --resume auto --checkpoint_dir "$work/$1.ckpt" >"$work/$1.log" 2>&1
+    --limit_train "$images" --global_batch_size 96 --resume --project_dir "$work/$1.ckpt" >"$work/$1.log" 2>&1
 }
 accuracy() { sed -n 's/^epoch=2 .*test_acc=\([0-9.]*\).*/\1/p' "$work/$1.log" | tail -1; }
 
@@ -71,11 +71,11 @@ fi
 run elastic &
 job=$!
 for _ in $(seq 3000); do
-  grep -q "checkpoint saved in .*: epoch 1, batch" "$work/elastic.log" 2>/dev/null && break
+  grep -q "checkpoint .*/checkpoint_[0-9]* saved (save_state, step" "$work/elastic.log" 2>/dev/null && break
   kill -0 "$job" 2>/dev/null || break
   sleep 0.1
 done
-if grep -q "checkpoint saved in .*: epoch 1, batch" "$work/elastic.log"; then
+if grep -q "checkpoint .*/checkpoint_[0-9]* saved (save_state, step" "$work/elastic.log"; then
   "$sim" cut sim2  # its link goes down for good: silent, like a failed switch port
   echo "lost sim2 at $(date +%T)" >>"$work/elastic.log"
 else
@@ -91,10 +91,10 @@ grep -q "^xlaunch: attempt 1 on 3 of num_machines 2:3: sim0, sim1, sim2; world s
   grep -q "^xlaunch: attempt 2 on 2 of num_machines 2:3: sim0, sim1; world size 2$" "$log" &&
   pass "attempt 2 ran on sim0, sim1 ('$(grep -m1 '^xlaunch: machine sim2 left out' "$log")')" ||
   fail "attempt 1 on sim0-2, sim2 named as left out, attempt 2 on sim0, sim1" elastic
-if grep -q "resumed from $work/elastic.ckpt at epoch 1 (step [1-9][0-9]*)" "$log" &&
+if grep -q "resumed at epoch 1 (step [1-9][0-9]*)" "$log" &&
    grep -q "load_state: loader 0 was saved at sample [1-9][0-9]* of $images in epoch 0 by 3 processes of batch 32; this job has 2 of batch 48: it continues with the [1-9][0-9]* samples not yet read" "$log" &&
    grep -q "training on 2 processes" "$log" && [ "$(grep -c '^epoch=2 ' "$log")" = 1 ]; then
-  pass "resumed on 2 processes where the checkpoint was taken: '$(grep -o 'resumed from .*' "$log" | head -1)'"
+  pass "resumed on 2 processes where the checkpoint was taken: '$(grep -o 'resumed at .*' "$log" | head -1)'"
 else
   fail "the second attempt resumes from the mid-epoch checkpoint on 2 processes, at its place in epoch 1, and finishes epoch 2" elastic
 fi

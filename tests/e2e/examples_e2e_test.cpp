@@ -37,7 +37,7 @@ const std::regex kSummary(R"(\nepoch=(\d+) train_loss=(\d+\.\d{4}) test_acc=(\d\
 TEST_F(ExamplesE2E, TrainFashionMnistShortRunAndResume) {
   const std::string ckpt = dir_ + "/ckpt";
   const std::vector<std::string> train = {XLAUNCH_BIN, "run", "--config_file", config_, TRAIN_FASHION_MNIST_BIN,
-                                          "--limit_train", "6000", "--checkpoint_dir", ckpt};
+                                          "--limit_train", "6000", "--project_dir", ckpt};
   auto args = train;
   args.insert(args.end(), {"--epochs", "1"});
   const auto r = run(args, env_);
@@ -51,12 +51,16 @@ TEST_F(ExamplesE2E, TrainFashionMnistShortRunAndResume) {
   EXPECT_TRUE(has(r.output, "epoch 1/1 [########################] 100% 6000/6000")) << r.output;
   EXPECT_GE(count(r.output, "epoch 1/1 ["), 5) << r.output;
   EXPECT_EQ(count(r.output, "\r"), 0) << r.output;
+  // The EMA's accuracy, and the weights as safetensors for Python and xlaunch::load_model.
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\nema_test_acc=0\.\d{4}\n)"))) << r.output;
+  EXPECT_TRUE(std::ifstream(ckpt + "/model/model.safetensors").good()) << r.output;
 
   args = train;
   args.insert(args.end(), {"--epochs", "2", "--resume"});
   const auto resumed = run(args, env_);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_TRUE(has(resumed.output, "resumed from " + ckpt + " at epoch 2")) << resumed.output;
+  EXPECT_TRUE(has(resumed.output, "resumed at epoch 2 (step ")) << resumed.output;
+  EXPECT_TRUE(has(resumed.output, "load_state: loading " + ckpt + "/checkpoints/checkpoint_")) << resumed.output;
   EXPECT_FALSE(has(resumed.output, "\nepoch=1 ")) << resumed.output;
   ASSERT_TRUE(std::regex_search(resumed.output, m, kSummary)) << resumed.output;
   EXPECT_EQ(m[1], "2");

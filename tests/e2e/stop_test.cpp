@@ -306,7 +306,7 @@ TEST_F(StopTest, ASecondPreemptSignalEndsTheJob) {
 TEST_F(StopTest, CtrlCWhileTheExampleTrainsLeavesNothingAlive) {
   for (int attempt = 0; attempt < 3; ++attempt) {
     SCOPED_TRACE("try " + std::to_string(attempt + 1));
-    Pty s({"run", "--cpu", "-n", "2", TRAIN_FASHION_MNIST_BIN, "--epochs", "1", "--checkpoint_dir", dir_ + "/ck"},
+    Pty s({"run", "--cpu", "-n", "2", TRAIN_FASHION_MNIST_BIN, "--epochs", "1", "--project_dir", dir_ + "/ck"},
           dir_);
     ASSERT_TRUE(s.expect("epoch 1/1", 120)) << s.transcript();
     const std::vector<pid_t> started = xlaunch::launcher::descendants(s.pid());
