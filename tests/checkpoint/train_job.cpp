@@ -30,10 +30,13 @@
 #include <thread>
 
 #include "state/checkpoint_dir.h"
+#include "test_args.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/lr_scheduler.h"
 
 namespace {
+
+using xlaunch::test::get;
 
 struct Synthetic : torch::data::datasets::Dataset<Synthetic> {
   torch::data::Example<> get(size_t index) override {
@@ -78,17 +81,6 @@ struct Counter {
   }
   int64_t n = 0;
 };
-
-std::map<std::string, std::string> parse(int argc, char** argv) {
-  std::map<std::string, std::string> a;
-  for (int i = 1; i + 1 < argc; i += 2) a[argv[i]] = argv[i + 1];
-  return a;
-}
-
-std::string get(const std::map<std::string, std::string>& a, const std::string& k, const std::string& def = "") {
-  const auto it = a.find(k);
-  return it == a.end() ? def : it->second;
-}
 
 std::set<int64_t> parse_list(const std::string& s) {
   std::set<int64_t> out;
@@ -194,7 +186,7 @@ int run(const std::map<std::string, std::string>& args) {
 
 int main(int argc, char** argv) {
   try {
-    return run(parse(argc, argv));
+    return run(xlaunch::test::parse_args(argc, argv));
   } catch (const std::exception& e) {
     std::cerr << "train_job: error: " << e.what() << std::endl;
     return 1;

@@ -22,10 +22,13 @@
 #include <map>
 #include <string>
 
+#include "test_args.h"
 #include "xlaunch/accelerator.h"
 #include "state/checkpoint_dir.h"
 
 namespace {
+
+using xlaunch::test::get;
 
 // Sample i: 8 features, a class in 0..3; every value a function of i alone.
 struct Synthetic : torch::data::datasets::Dataset<Synthetic> {
@@ -38,17 +41,6 @@ struct Synthetic : torch::data::datasets::Dataset<Synthetic> {
   }
   std::optional<size_t> size() const override { return 120; }
 };
-
-std::map<std::string, std::string> parse(int argc, char** argv) {
-  std::map<std::string, std::string> a;
-  for (int i = 1; i + 1 < argc; i += 2) a[argv[i]] = argv[i + 1];
-  return a;
-}
-
-std::string get(const std::map<std::string, std::string>& a, const std::string& k, const std::string& def = "") {
-  const auto it = a.find(k);
-  return it == a.end() ? def : it->second;
-}
 
 void write_params(const torch::nn::Module& m, const std::string& path) {
   std::ofstream out(path, std::ios::binary);
@@ -119,7 +111,7 @@ int run(const std::map<std::string, std::string>& args) {
 
 int main(int argc, char** argv) {
   try {
-    return run(parse(argc, argv));
+    return run(xlaunch::test::parse_args(argc, argv));
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << std::endl;
     return 1;

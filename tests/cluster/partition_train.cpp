@@ -18,9 +18,12 @@
 #include <thread>
 
 #include "state/checkpoint_dir.h"
+#include "test_args.h"
 #include "xlaunch/accelerator.h"
 
 namespace {
+
+using xlaunch::test::get;
 
 struct Synthetic : torch::data::datasets::Dataset<Synthetic> {
   torch::data::Example<> get(size_t index) override {
@@ -32,16 +35,10 @@ struct Synthetic : torch::data::datasets::Dataset<Synthetic> {
   std::optional<size_t> size() const override { return 4096; }
 };
 
-std::string get(const std::map<std::string, std::string>& a, const std::string& k, const std::string& def = "") {
-  const auto it = a.find(k);
-  return it == a.end() ? def : it->second;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> args;
-  for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
+  const xlaunch::test::Args args = xlaunch::test::parse_args(argc, argv);
   const std::string marker = get(args, "--marker"), save = get(args, "--save"), resume = get(args, "--resume");
   const int64_t save_every = std::stoll(get(args, "--save_every", "0"));
   const int64_t pause_in = std::stoll(get(args, "--pause_in_save", "0"));

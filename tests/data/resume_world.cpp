@@ -19,22 +19,14 @@
 #include <vector>
 
 #include "test_datasets.h"
+#include "test_args.h"
 #include "xlaunch/accelerator.h"
 
 namespace {
 
+using xlaunch::test::get;
+
 constexpr uint64_t kSeed = 11;
-
-std::map<std::string, std::string> parse(int argc, char** argv) {
-  std::map<std::string, std::string> a;
-  for (int i = 1; i + 1 < argc; i += 2) a[argv[i]] = argv[i + 1];
-  return a;
-}
-
-std::string get(const std::map<std::string, std::string>& a, const std::string& k, const std::string& def = "") {
-  const auto it = a.find(k);
-  return it == a.end() ? def : it->second;
-}
 
 void append_ids(std::ofstream& out, const at::Tensor& ids) {
   const at::Tensor c = ids.to(at::kLong).contiguous();
@@ -145,7 +137,7 @@ int check(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     if (argc > 1 && std::string(argv[1]) == "--check") return check(argc, argv);
-    return train(parse(argc, argv));
+    return train(xlaunch::test::parse_args(argc, argv));
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << std::endl;
     return 1;

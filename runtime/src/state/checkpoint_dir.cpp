@@ -20,6 +20,7 @@
 #include <sstream>
 #include <vector>
 
+#include "state/durable_files.h"
 #include "xlaunch/error.h"
 #include "xlaunch/status/private_files.h"
 
@@ -38,45 +39,12 @@ void notify(const std::string& event) {
   if (save_hook()) save_hook()(event);
 }
 
-[[noreturn]] void throw_io(const std::string& what, const fs::path& path) {
-  throw Error(what + " " + path.string() + ": " + std::strerror(errno));
-}
-
-// ---- files, durably ------------------------------------------------------------------------
+using durable::fsync_dir;
+using durable::rename_path;
+using durable::throw_io;
 
 // Always a new file (O_EXCL|O_NOFOLLOW): never an existing one, never through a link.
-void write_file(const fs::path& path, const std::string& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) throw_io("cannot create", path);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(fd);
-      throw_io("cannot write", path);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    throw_io("cannot fsync", path);
-  }
-  if (::close(fd) != 0) throw_io("cannot close", path);
-}
-
-// A rename or a new entry is durable only once its directory is fsynced.
-void fsync_dir(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw_io("cannot open directory", dir);
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) throw_io("cannot fsync directory", dir);
-}
-
-void rename_path(const fs::path& from, const fs::path& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0) throw_io("cannot rename " + from.string() + " to", to);
-}
+void write_file(const fs::path& path, const std::string& bytes) { durable::write_new_file(path, bytes, 0644); }
 
 // Our own, not std::filesystem::remove_all: libtorch.so exports a copy of it that crashes when
 // the program's libstdc++ calls resolve to it. Missing is fine.

@@ -1,12 +1,12 @@
 #include "state/named_checkpoints.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 
+#include "state/durable_files.h"
 #include "xlaunch/error.h"
 
 namespace xlaunch::checkpoint {
@@ -35,14 +35,6 @@ bool mine(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid();
 }
 
-std::vector<std::string> entries(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return out;
-  while (const dirent* e = ::readdir(d)) out.emplace_back(e->d_name);
-  ::closedir(d);
-  return out;
-}
 
 }  // namespace
 
@@ -61,7 +53,7 @@ std::string named_path(const std::string& project_dir, int64_t step) {
 std::vector<Named> list_named(const std::string& project_dir) {
   const std::string dir = checkpoints_dir(project_dir);
   std::vector<Named> out;
-  for (const std::string& name : entries(dir)) {
+  for (const std::string& name : durable::entries(dir)) {
     const int64_t step = step_of(name);
     const std::string path = dir + "/" + name;
     if (step < 0 || !mine(path)) continue;
@@ -96,7 +88,7 @@ std::vector<std::string> rotate(const std::string& project_dir, int64_t keep, co
     remove_directory(path);
     removed.push_back(path);
   };
-  for (const std::string& name : entries(dir))
+  for (const std::string& name : durable::entries(dir))
     if (is_temporary(name) && mine(dir + "/" + name)) remove(dir + "/" + name);
   if (keep <= 0) return removed;
   const std::vector<Named> all = list_named(project_dir);

@@ -16,6 +16,7 @@
 #include <set>
 #include <tuple>
 
+#include "state/durable_files.h"
 #include "state/torch_state.h"
 #include "xlaunch/error.h"
 
@@ -64,9 +65,10 @@ void notify(const std::string& event) {
   if (save_hook()) save_hook()(event);
 }
 
-[[noreturn]] void throw_io(const std::string& what, const fs::path& path) {
-  throw Error(what + " " + path.string() + ": " + std::strerror(errno));
-}
+using durable::fsync_dir;
+using durable::throw_io;
+using durable::write_all;
+using durable::write_new_file;
 
 int64_t nbytes_of(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
 
@@ -152,40 +154,6 @@ bool is_shard_name(const std::string& name) {
   return std::regex_match(name, pattern);
 }
 
-// A rename or a new entry is durable only once its directory is fsynced.
-void fsync_dir(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw_io("cannot open directory", dir);
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) throw_io("cannot fsync directory", dir);
-}
-
-void write_all(int fd, const void* data, size_t size, const fs::path& path) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_io("cannot write", path);
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
-// A new file (never an existing one, never through a link), filled by `fill`, fsynced, closed.
-void write_new_file(const fs::path& path, const std::function<void(int fd)>& fill) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (fd < 0) throw_io("cannot create", path);
-  try {
-    fill(fd);
-    if (::fsync(fd) != 0) throw_io("cannot fsync", path);
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  if (::close(fd) != 0) throw_io("cannot close", path);
-}
-
 // The header of a file holding `tensors` in this order, padded with spaces to a multiple of 8.
 std::string header_of(const std::vector<const std::pair<std::string, at::Tensor>*>& tensors,
                       const std::map<std::string, std::string>& metadata) {
@@ -254,12 +222,8 @@ bool remove_own_file(const fs::path& dir, const std::string& name) {
 }
 
 std::vector<std::string> entries_of(const fs::path& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) throw_io("cannot list", dir);
-  while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
-  ::closedir(d);
-  return names;
+  if (::access(dir.c_str(), F_OK) != 0) throw_io("cannot list", dir);
+  return durable::entries(dir);
 }
 
 // Temporaries renamed when their files are in place; the rest are removed when a save fails.
