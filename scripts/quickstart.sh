@@ -15,5 +15,6 @@ if [ ! -f "$CONFIG" ]; then
   "$XLAUNCH" config default --num_processes 2 --config_file "$CONFIG"
 fi
 # Fashion-MNIST (Debian's dataset-fashion-mnist), a small CNN, 3 epochs on 2 ranks: about 90% test
-# accuracy in a minute or two on 2 cores. Checkpoints go to ./checkpoints/fashion_mnist.
+# accuracy in a minute or two on 2 cores. Checkpoints go to ./runs/fashion_mnist/checkpoints, the
+# weights (safetensors) to ./runs/fashion_mnist/model.
 "$XLAUNCH" run --config_file "$CONFIG" -n 2 "$BUILD_DIR/examples/train_fashion_mnist" --epochs 3 "$@"
