@@ -30,14 +30,7 @@ namespace xlaunch {
 namespace checkpoint {
 namespace {
 
-std::function<void(const std::string&)>& save_hook() {
-  static std::function<void(const std::string&)> hook;
-  return hook;
-}
-
-void notify(const std::string& event) {
-  if (save_hook()) save_hook()(event);
-}
+durable::SaveHook notify;  // set_save_hook
 
 using durable::fsync_dir;
 using durable::rename_path;
@@ -187,7 +180,7 @@ fs::path write_tree(const fs::path& dir, const Files& files) {
 
 }  // namespace
 
-void set_save_hook(std::function<void(const std::string&)> hook) { save_hook() = std::move(hook); }
+void set_save_hook(std::function<void(const std::string&)> hook) { notify.set(std::move(hook)); }
 
 void remove_directory(const std::string& path) { remove_tree(path); }
 

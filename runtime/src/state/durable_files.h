@@ -26,6 +26,19 @@ void write_all(int fd, const void* data, size_t size, const fs::path& path);
 void fsync_dir(const fs::path& dir);
 void rename_path(const fs::path& from, const fs::path& to);
 
+// A test hook on the steps of a save ("wrote <file>", "renamed ...": each writer names its own),
+// so that tests can kill the process right there and show that nothing is lost. Empty: none.
+class SaveHook {
+ public:
+  void set(std::function<void(const std::string& event)> fn) { fn_ = std::move(fn); }
+  void operator()(const std::string& event) const {
+    if (fn_) fn_(event);
+  }
+
+ private:
+  std::function<void(const std::string&)> fn_;
+};
+
 // The names in `dir` ("." and ".." included); empty when it cannot be opened.
 std::vector<std::string> entries(const fs::path& dir);
 

@@ -56,14 +56,7 @@ const DtypeRow* row_of(const std::string& name) {
 // The reference implementation's limit: a larger header is taken for a corrupt or hostile file.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
-std::function<void(const std::string&)>& save_hook() {
-  static std::function<void(const std::string&)> hook;
-  return hook;
-}
-
-void notify(const std::string& event) {
-  if (save_hook()) save_hook()(event);
-}
+durable::SaveHook notify;  // set_save_hook
 
 using durable::fsync_dir;
 using durable::throw_io;
@@ -474,7 +467,7 @@ std::string shard_file_name(size_t index, size_t count) {
   return name;
 }
 
-void set_safetensors_save_hook(std::function<void(const std::string&)> hook) { save_hook() = std::move(hook); }
+void set_safetensors_save_hook(std::function<void(const std::string&)> hook) { notify.set(std::move(hook)); }
 
 void save_safetensors(const NamedTensors& tensors, const std::string& dir_text, int64_t max_shard_bytes,
                       const std::map<std::string, std::string>& metadata) {
