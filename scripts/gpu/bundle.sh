@@ -40,7 +40,7 @@ PROGRAMS=(launcher/xlaunch launcher/xlaunch_selftest examples/train_fashion_mnis
           tests/runtime/nccl_test tests/runtime/mpi_communicator_test tests/data/loader_test
           tests/runtime/device_paths_test tests/runtime/watchdog_abort_test tests/faults/fault_program
           tests/amp/amp_unscale_test tests/report/publish_gpu_test tests/amp/grad_scaler_test tests/amp/autocast_test
-          tests/checkpoint/checkpoint_train_resume
+          tests/checkpoint/checkpoint_train_resume tests/checkpoint/checkpoint_train_job
           scripts/bench/bench_amp_unscale scripts/bench/bench_amp scripts/bench/bench_loader scripts/bench/bench_ddp)
 TARGETS=()
 for p in "${PROGRAMS[@]}"; do TARGETS+=("$(basename "$p")"); done
