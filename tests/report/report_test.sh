@@ -15,13 +15,13 @@ pass() { echo "PASS $*"; }
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 
 # run NAME WORKERS [job args...]: a 2-rank CPU job with its own log_dir; its output in NAME.log.
-# XOPTS: options of xlaunch run.
+# XOPTS: options of xlaunch run; YAML: more lines of its config.
 run() {
   local name=$1 workers=$2
   shift 2
   mkdir -p "$work/$name"
-  printf 'num_processes: 2\ndistributed_type: MULTI_CPU\nuse_cpu: true\nlog_dir: %s\nloader:\n  num_workers: %s\n' \
-    "$work/$name" "$workers" > "$work/$name.yaml"
+  printf 'num_processes: 2\ndistributed_type: MULTI_CPU\nuse_cpu: true\nlog_dir: %s\nloader:\n  num_workers: %s\n%s' \
+    "$work/$name" "$workers" "${YAML:-}" > "$work/$name.yaml"
   "$XLAUNCH" run --config_file "$work/$name.yaml" ${XOPTS:-} "$@" > "$work/$name.log" 2>&1
 }
 
@@ -48,8 +48,10 @@ check slow_loader 'max(x["phase_pct"]["data_wait"] for x in ranks) > 30 and "loa
 grep -q "^xlaunch: utilization, steps" "$work/slow_loader.log" && grep -q "^xlaunch: advice: data wait" "$work/slow_loader.log" \
   && pass "the report and its advice are printed" || { fail "the report is printed"; cat "$work/slow_loader.log"; }
 
-# 2. A large model, a tiny batch, allreduce over MPI: the wait for gradients dominates.
-XOPTS="--monitor 1" run comm_bound 2 "$JOB" --steps 40 --hidden 1024 --layers 4 --features 1024 --batch 1 --cpu_allreduce mpi \
+# 2. A large model, a tiny batch, allreduce over MPI, all gradients in one bucket (so nothing of
+# the allreduce overlaps backward, however fast the machine computes): the wait for gradients
+# dominates.
+YAML=$'ddp:\n  bucket_cap_mb: 100\n' XOPTS="--monitor 1" run comm_bound 2 "$JOB" --steps 40 --hidden 1024 --layers 4 --features 1024 --batch 1 --cpu_allreduce mpi \
   || fail "comm_bound ran"
 check comm_bound 'max(x["phase_pct"]["comm_wait"] for x in ranks) > 15 and "ddp.bucket_cap_mb" in advice and "gradient_accumulation_steps" in advice' \
   "communication-bound: comm wait > 15% and the advice names the bucket and accumulation knobs"
