@@ -14,7 +14,9 @@
 #include <set>
 
 #include "comm/agree.h"
+#include "state/log_main.h"
 #include "state/named_checkpoints.h"
+#include "watch/board.h"
 #include "watch/preemption.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
@@ -27,10 +29,6 @@ namespace {
 // When libxlaunch was loaded: the start of the process, near enough, for "how long did a restart
 // take until it trained again".
 const std::chrono::steady_clock::time_point kLoaded = std::chrono::steady_clock::now();
-
-void log_main(int rank, const std::string& line) {
-  if (rank == 0) std::cerr << "[xlaunch] " << line << std::endl;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -170,9 +168,7 @@ void Accelerator::stop_for_preemption() {
   if (rank_ == 0) {
     std::string after;
     if (signal_ns > 0) {
-      timespec ts{};
-      clock_gettime(CLOCK_REALTIME, &ts);
-      const double since = static_cast<double>(static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec - signal_ns) / 1e9;
+      const double since = static_cast<double>(watch::now_ns() - signal_ns) / 1e9;
       after = ", " + fixed(since) + " s after the signal reached rank 0 (the grace period the cluster gives must be "
               "longer than that)";
     }

@@ -19,6 +19,7 @@
 #include "comm/agree.h"
 #include "state/checkpoint_dir.h"
 #include "state/loader_state.h"
+#include "state/log_main.h"
 #include "state/named_checkpoints.h"
 #include "state/trainer_state.h"
 #include "state/torch_state.h"
@@ -81,10 +82,6 @@ Files broadcast_files(Communicator& comm, const Files& mine) {
     if (comm.rank() == 0) ++it;
   }
   return out;
-}
-
-void log_main(int rank, const std::string& line) {
-  if (rank == 0) std::cerr << "[xlaunch] " << line << std::endl;
 }
 
 // The XLAUNCH_* settings that differ from those the checkpoint was saved with ("" when none).

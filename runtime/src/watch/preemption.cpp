@@ -1,9 +1,10 @@
 #include "watch/preemption.h"
 
 #include <signal.h>
-#include <time.h>
 
 #include <atomic>
+
+#include "watch/board.h"
 
 namespace xlaunch::preempt {
 namespace {
@@ -11,14 +12,8 @@ namespace {
 std::atomic<bool> g_requested{false};
 std::atomic<int64_t> g_at_ns{0};
 
-int64_t realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);  // async-signal-safe
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 void on_signal(int) {
-  if (!g_requested.exchange(true)) g_at_ns.store(realtime_ns());
+  if (!g_requested.exchange(true)) g_at_ns.store(watch::now_ns());  // clock_gettime: async-signal-safe
 }
 
 }  // namespace
