@@ -32,6 +32,5 @@ void install_handler() {
 
 bool requested() { return g_requested.load(std::memory_order_relaxed); }
 int64_t requested_at_ns() { return g_at_ns.load(); }
-void request() { on_signal(kPreemptionSignal); }
 
 }  // namespace xlaunch::preempt

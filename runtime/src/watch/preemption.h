@@ -19,12 +19,9 @@ namespace xlaunch::preempt {
 // signal that comes early is kept, not fatal). Keeps the previous handler's flags otherwise.
 void install_handler();
 
-// Whether SIGUSR1 has arrived (or request() was called), and when the first did (CLOCK_REALTIME
+// Whether SIGUSR1 has arrived, and when the first did (CLOCK_REALTIME
 // nanoseconds; 0 when none).
 bool requested();
 int64_t requested_at_ns();
-
-// As if SIGUSR1 had arrived (tests, and programs that learn of a preemption another way).
-void request();
 
 }  // namespace xlaunch::preempt
