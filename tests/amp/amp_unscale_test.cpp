@@ -295,10 +295,6 @@ TEST(UnscaleLayout, KernelWalkOverOddViewsMatchesTheReferenceBFloat16) {
   walk_matches_reference<uint16_t>(xk::DType::BFloat16, xk::float_to_bf16_bits, 0xff80u, 0x7fc1u);
 }
 
-#if XLAUNCH_KERNELS_CUDA
-
-#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
-
 uint32_t mix(uint32_t x) {
   x ^= x >> 16; x *= 0x7feb352dU; x ^= x >> 15; x *= 0x846ca68bU; x ^= x >> 16;
   return x;
@@ -328,6 +324,49 @@ Group make_group(Starts starts, int eb) {
   return g;
 }
 
+// Where the CUDA comparison puts one inf or NaN (tensor, index), and the scale it unscales by.
+struct BadCase {
+  float inv_scale;
+  std::vector<std::pair<int, int64_t>> bad;
+};
+std::vector<BadCase> bad_cases(const Group& g) {
+  const int last = static_cast<int>(g.numel.size()) - 1;
+  return {{1.0f / 1024, {{0, 0}}},                    // first element
+          {1.0f / 1024, {{last, g.numel[last] - 1}}},  // last element
+          {1.0f / 1024, {{3, 8192}}},                  // second chunk's head
+          {1.0f / 1024, {{5, 8193}}},                  // second chunk's head or body
+          {1.0f / 1024, {{2, 8191}}},                  // a chunk's tail
+          {1.0f / 1024, {{9, 250000}}},                // tail of a big one
+          {1.0f / 1024, {{6, 2}}},                     // a head (offset 7)
+          {1.0f, {{5, 16384}, {1, 6}}}};               // check only, two
+}
+
+// The CUDA comparison's cases, checked where there is no GPU: each bad value lies inside its
+// tensor (one past the end lands in a gap that nothing reads, and the case checks nothing), and
+// the CPU reference flags it. The first GPU run found a case one past its tensor's end.
+TEST(UnscaleLayout, EveryCaseOfTheCudaComparisonLiesInsideItsTensor) {
+  for (int eb : {4, 2})
+    for (Starts starts : {Starts::kAligned, Starts::kPacked, Starts::kOffsets}) {
+      const Group g = make_group(starts, eb);
+      for (const BadCase& c : bad_cases(g)) {
+        std::vector<float> host(g.total, 1.0f);
+        for (auto [t, i] : c.bad) {
+          ASSERT_LT(i, g.numel[t]) << "tensor " << t << " has " << g.numel[t] << " elements";
+          host[g.offset[t] + i] = kInf;
+        }
+        std::vector<xk::TensorSpan> spans;
+        for (size_t t = 0; t < g.numel.size(); ++t) spans.push_back({host.data() + g.offset[t], g.numel[t]});
+        float found = 0.0f;
+        xk::unscale_and_check_cpu(xk::DType::Float32, spans.data(), spans.size(), c.inv_scale, &found);
+        EXPECT_EQ(found, 1.0f) << "bad value at tensor " << c.bad[0].first << " index " << c.bad[0].second;
+      }
+    }
+}
+
+#if XLAUNCH_KERNELS_CUDA
+
+#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+
 class AmpUnscaleCuda : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -346,7 +385,12 @@ class AmpUnscaleCuda : public ::testing::Test {
       if constexpr (sizeof(Raw) == 4) host[i] = xk::float_to_bits(v);
       else host[i] = dtype == xk::DType::Float16 ? xk::float_to_half_bits(v / 16) : xk::float_to_bf16_bits(v);
     }
-    for (auto [t, i] : bad) host[g.offset[t] + i] = static_cast<Raw>(bad_bits);
+    for (auto [t, i] : bad) {
+      // A bad value past its tensor's end would land in the gap between tensors, which neither
+      // the kernel nor the reference reads: the case would check nothing.
+      ASSERT_LT(i, g.numel[t]) << "test case out of range: tensor " << t << " has " << g.numel[t] << " elements";
+      host[g.offset[t] + i] = static_cast<Raw>(bad_bits);
+    }
 
     Raw* dev = nullptr;
     float* dev_found = nullptr;
@@ -383,19 +427,10 @@ class AmpUnscaleCuda : public ::testing::Test {
   void all_cases(xk::DType dtype, uint32_t inf_bits, uint32_t nan_bits) {
     for (Starts starts : {Starts::kAligned, Starts::kPacked, Starts::kOffsets}) {
       const Group g = make_group(starts, sizeof(Raw));
-      const int last = static_cast<int>(g.numel.size()) - 1;
       compare<Raw>(dtype, g, 1.0f / 65536, {}, 0);
       compare<Raw>(dtype, g, 1.0f, {}, 0);
-      for (uint32_t bits : {inf_bits, nan_bits}) {
-        compare<Raw>(dtype, g, 1.0f / 1024, {{0, 0}}, bits);                    // first element
-        compare<Raw>(dtype, g, 1.0f / 1024, {{last, g.numel[last] - 1}}, bits);  // last element
-        compare<Raw>(dtype, g, 1.0f / 1024, {{3, 8192}}, bits);                  // second chunk's head
-        compare<Raw>(dtype, g, 1.0f / 1024, {{3, 8193}}, bits);                  // second chunk's head or body
-        compare<Raw>(dtype, g, 1.0f / 1024, {{2, 8191}}, bits);                  // a chunk's tail
-        compare<Raw>(dtype, g, 1.0f / 1024, {{9, 250000}}, bits);                // tail of a big one
-        compare<Raw>(dtype, g, 1.0f / 1024, {{6, 2}}, bits);                     // a head (offset 7)
-        compare<Raw>(dtype, g, 1.0f, {{5, 16384}, {1, 6}}, bits);                // check only, two
-      }
+      for (uint32_t bits : {inf_bits, nan_bits})
+        for (const BadCase& c : bad_cases(g)) compare<Raw>(dtype, g, c.inv_scale, c.bad, bits);
     }
   }
 };

@@ -91,7 +91,7 @@ std::set<int64_t> parse_list(const std::string& s) {
 }
 
 void write_bytes(std::ofstream& out, const std::string& name, const torch::Tensor& t) {
-  const torch::Tensor c = t.detach().contiguous();
+  const torch::Tensor c = t.detach().to(torch::kCPU).contiguous();  // the GPU's bytes are not the host's
   out << name << "\n";
   out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
 }

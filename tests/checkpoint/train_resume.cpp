@@ -45,7 +45,7 @@ struct Synthetic : torch::data::datasets::Dataset<Synthetic> {
 void write_params(const torch::nn::Module& m, const std::string& path) {
   std::ofstream out(path, std::ios::binary);
   for (const auto& p : m.named_parameters()) {
-    const at::Tensor t = p.value().detach().contiguous();
+    const at::Tensor t = p.value().detach().to(at::kCPU).contiguous();  // the GPU's bytes are not the host's
     out << p.key() << "\n";
     out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
   }
