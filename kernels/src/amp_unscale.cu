@@ -3,12 +3,13 @@
 // Work list: every tensor is cut into chunks of kChunkBytes; block b handles the b-th chunk of
 // the concatenation. The tensor table (pointers, sizes, prefix sums of chunk counts) travels in
 // the kernel parameters (__grid_constant__, up to 32 KiB since CUDA 12.1), so a launch needs no
-// device workspace, no host-to-device copy and no synchronisation. Thread 0 finds its chunk's
-// tensor by binary search over the prefix sums and shares it through shared memory.
+// device workspace, no host-to-device copy and no synchronisation. Each thread finds its chunk's
+// tensor by binary search over the prefix sums.
 //
-// Bandwidth: each thread moves 16-byte vectors, kUnroll of them in flight before any is used,
-// and a chunk is big enough (32 KiB) that the search and the block start cost little, small
-// enough that a ResNet-50 sized set gives several waves of blocks over the GPU. A chunk that does
+// Bandwidth: each thread moves 16-byte vectors, kUnroll of them in flight before any is used (a
+// block's whole chunk at once), and a chunk is big enough (32 KiB) that the search and the block
+// start cost little, small enough that a ResNet-50 sized set gives several waves of blocks over
+// the GPU. A chunk that does
 // not start on a 16-byte boundary (a gradient packed after an odd-sized one in a bucket, a view)
 // takes its first few elements one by one and the rest as vectors: the chunking and that split
 // are unscale_layout.h's, shared with the host so that tests without a GPU check them.
@@ -37,7 +38,7 @@ namespace {
 namespace layout = unscale_layout;
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 4;
+constexpr int kUnroll = 8;  // kThreads * kUnroll vectors = one 32 KiB chunk: all its loads in flight at once
 #if CUDART_VERSION >= 12010
 constexpr int kMaxTensors = 1024;  // 20 KiB of parameters
 #else
@@ -87,18 +88,15 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kVec = layout::kVectorBytes / sizeof(Raw);  // elements per 16-byte vector
   static_assert(layout::kChunkBytes % layout::kVectorBytes == 0, "chunks keep the tensor's alignment");
 
-  __shared__ int s_tensor;
+  // Every thread finds the chunk's tensor itself: the same parameter words for all of them (one
+  // broadcast read each), and no barrier that holds the block's loads back until thread 0 is done.
   const int chunk = blockIdx.x;
-  if (threadIdx.x == 0) {
-    int lo = 0, hi = args.count - 1;  // last t with chunk_begin[t] <= chunk
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (args.chunk_begin[mid] <= chunk) lo = mid; else hi = mid - 1;
-    }
-    s_tensor = lo;
+  int lo = 0, hi = args.count - 1;  // last t with chunk_begin[t] <= chunk
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (args.chunk_begin[mid] <= chunk) lo = mid; else hi = mid - 1;
   }
-  __syncthreads();
-  const int t = s_tensor;
+  const int t = lo;
   const layout::Chunk c = layout::chunk_of(chunk - args.chunk_begin[t], args.numel[t], sizeof(Raw));
   Raw* p = static_cast<Raw*>(args.data[t]) + c.start;
   const layout::VectorSplit split = layout::vector_split(reinterpret_cast<uint64_t>(p), c.len, sizeof(Raw));
