@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
+#include <set>
 #include <string>
 
 #include "xlaunch/preemption.h"
@@ -20,6 +22,12 @@ namespace xlaunch::launcher {
 namespace {
 
 constexpr int64_t kNsPerS = 1000000000;
+
+// To whom a preemption has been passed on (pass_preemption_on).
+struct PreemptionDelivery {
+  bool mpirun = false;
+  std::set<pid_t> ranks;
+};
 
 int64_t now_ns() {
   timespec ts{};
@@ -103,6 +111,34 @@ void end_leftovers() {
                pid_list(descendants(getpid())).c_str(), kMpirunTermS);
 }
 
+// Whether `pid` has a handler for `sig` (its SigCgt in /proc): a process that has none would die of
+// it, or (ignored, blocked) never act on it.
+bool catches(pid_t pid, int sig) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1)) & 1;
+  return false;
+}
+
+// Passes a preemption on as kPreemptionSignal, each process once, to those that catch it by now:
+// mpirun, which passes it on to every rank (also those of other machines), and, straight, the
+// training processes of this machine (the children of the ranks' wrappers). The direct way is
+// there because mpirun does not pass it on everywhere (on the GPU machines' runner it never
+// reached the ranks); one rank that hears of it is enough, as the ranks agree through the control
+// element. A process that does not catch it yet (still starting) is tried again at the next look.
+void pass_preemption_on(pid_t mpirun, PreemptionDelivery* d) {
+  if (!d->mpirun && catches(mpirun, kPreemptionSignal)) {
+    kill(mpirun, kPreemptionSignal);
+    d->mpirun = true;
+  }
+  for (const pid_t wrapper : rank_wrappers_under(mpirun))
+    for (const pid_t rank : children(wrapper)) {
+      if (d->ranks.count(rank) || !catches(rank, kPreemptionSignal)) continue;
+      kill(rank, kPreemptionSignal);
+      d->ranks.insert(rank);
+    }
+}
+
 }  // namespace
 
 JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch, const Preemption& preempt) {
@@ -111,6 +147,7 @@ JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch, const Preemption&
   std::string why;            // the first failure seen
   pid_t ended = 0;            // mpirun, once the launcher has had to end it
   int64_t preempt_ns = 0;     // when the preemption was seen passed on
+  PreemptionDelivery preempted;
   bool preempt_over = false;  // preempt.timeout_s has passed since
   // Processes mpirun started that outlive it are reparented to us instead of init, so that we can
   // end them and know them gone (end_leftovers).
@@ -139,10 +176,13 @@ JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch, const Preemption&
   o.watch_interval_ms = 500;  // a few file reads in the status directory each time
   o.watch = [&](pid_t mpirun) {
     const int64_t now = now_ns();
-    if (preempt_received() && !preempt_ns) {
-      preempt_ns = now;
-      std::fprintf(stderr, "xlaunch: %s received: asking the ranks to checkpoint and stop (preempt_timeout_s %d: "
-                           "then the job is ended)\n", sig_name(preempt.signal).c_str(), preempt.timeout_s);
+    if (preempt_received()) {
+      if (!preempt_ns) {
+        preempt_ns = now;
+        std::fprintf(stderr, "xlaunch: %s received: asking the ranks to checkpoint and stop (preempt_timeout_s %d: "
+                             "then the job is ended)\n", sig_name(preempt.signal).c_str(), preempt.timeout_s);
+      }
+      pass_preemption_on(mpirun, &preempted);
     }
     if (preempt_ns && !preempt_over && now - preempt_ns >= preempt.timeout_s * kNsPerS) {
       preempt_over = true;

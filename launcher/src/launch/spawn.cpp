@@ -22,10 +22,11 @@ namespace {
 volatile sig_atomic_t g_child = 0;
 volatile sig_atomic_t g_signal = 0;
 volatile sig_atomic_t g_forward_kernel_signals = 1;
-volatile sig_atomic_t g_preempt_signal = 0, g_preempt_as = 0, g_preempted = 0;
+volatile sig_atomic_t g_preempt_signal = 0, g_preempted = 0;
 
-// The signal to pass on for `sig`, recording it: a first preemption becomes preempt_as, a second
-// SIGTERM (which ends the job); any other signal is itself.
+// The signal to pass on for `sig` (0: none), recording it: a first preemption is only recorded
+// (the watcher passes it on where it is caught), a second becomes SIGTERM (which ends the job);
+// any other signal is itself.
 int passed_on(int sig) {
   if (sig != g_preempt_signal) {
     g_signal = sig;
@@ -33,7 +34,7 @@ int passed_on(int sig) {
   }
   if (!g_preempted) {
     g_preempted = sig;
-    return g_preempt_as;
+    return 0;
   }
   g_signal = sig;
   return SIGTERM;
@@ -42,7 +43,7 @@ int passed_on(int sig) {
 void forward(int sig, siginfo_t* info, void*) {
   const int out = passed_on(sig);
   const bool from_kernel = info && info->si_code == SI_KERNEL;
-  if (g_child > 0 && (g_forward_kernel_signals || !from_kernel)) kill(g_child, out);
+  if (out && g_child > 0 && (g_forward_kernel_signals || !from_kernel)) kill(g_child, out);
 }
 
 void set_handlers(const std::vector<int>& signals, const struct sigaction& sa, std::vector<struct sigaction>* old) {
@@ -117,15 +118,25 @@ int spawn_and_wait(const std::vector<std::string>& argv, const SpawnOptions& o) 
   g_signal = 0;
   g_preempted = 0;
   g_preempt_signal = o.preempt_signal;
-  g_preempt_as = o.preempt_as;
   set_handlers(o.forwarded, sa, &old);
 
   // With a watcher, the wait is sigtimedwait on SIGCHLD, blocked from before fork so that the
   // child's end is never missed nor noticed late (a sleep between two waitpid calls would be).
+  // The signals this relies on must get through. A process can inherit them blocked (the mask
+  // survives exec: some job runners and container shells start everything so), and then neither
+  // would this forward a preemption nor would mpirun, started with the same mask, pass it on: the
+  // ranks would never hear of it. So they are unblocked here, and the child starts with them
+  // unblocked; whatever else was blocked stays so.
+  sigset_t needed;
+  sigemptyset(&needed);
+  for (int sig : o.forwarded) sigaddset(&needed, sig);
+  if (o.preempt_as > 0) sigaddset(&needed, o.preempt_as);
+  sigprocmask(SIG_UNBLOCK, &needed, nullptr);
   sigset_t chld, mask;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
-  sigprocmask(SIG_SETMASK, nullptr, &mask);  // as it is
+  sigprocmask(SIG_SETMASK, nullptr, &mask);  // as it is, with those unblocked: the child's
+  sigdelset(&mask, SIGCHLD);
   if (o.watch) sigprocmask(SIG_BLOCK, &chld, nullptr);
   const pid_t parent = getpid();
   const pid_t pid = fork();
@@ -140,7 +151,6 @@ int spawn_and_wait(const std::vector<std::string>& argv, const SpawnOptions& o) 
   g_child = pid;
   // Arrived before the child existed.
   if (g_signal) kill(pid, g_signal == g_preempt_signal ? SIGTERM : g_signal);
-  else if (g_preempted) kill(pid, g_preempt_as);
 
   int status = 0;
   if (!o.watch) {

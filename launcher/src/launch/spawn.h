@@ -13,9 +13,12 @@ namespace xlaunch::launcher {
 struct SpawnOptions {
   std::vector<int> forwarded;  // signals passed on to the child while it runs
   // A signal of `forwarded` that means "this job is being preempted" (0: none): its first arrival
-  // is passed on as preempt_as instead of itself (kPreemptionSignal, xlaunch/preemption.h) and
-  // recorded (preempt_received()); a second one is passed on as SIGTERM, which ends the job.
+  // is recorded (preempt_received()) and not passed on: the watcher passes preempt_as on
+  // (kPreemptionSignal, xlaunch/preemption.h) to the processes that catch it, since one that does
+  // not would die of it (job.cpp). A second one is passed on as SIGTERM, which ends the job.
   int preempt_signal = 0;
+  // Kept unblocked here and in the child, as `forwarded` are (a mask inherited with them blocked
+  // would keep them from ever arriving).
   int preempt_as = 0;
   // false: a forwarded signal the kernel sent (a Ctrl-C at the terminal, SI_KERNEL) is not passed
   // on, because the child, in our process group, got it directly.

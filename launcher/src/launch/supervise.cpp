@@ -165,6 +165,23 @@ std::vector<pid_t> descendants(pid_t root) {
   return out;
 }
 
+std::vector<pid_t> children(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& [pid, ppid] : living_processes())
+    if (ppid == parent) out.push_back(pid);
+  return out;
+}
+
+std::vector<pid_t> rank_wrappers_under(pid_t root) {
+  std::vector<pid_t> out;
+  for (const pid_t p : descendants(root)) {
+    std::ifstream cmd("/proc/" + std::to_string(p) + "/cmdline");
+    std::string exe, sub;
+    if (std::getline(cmd, exe, '\0') && std::getline(cmd, sub, '\0') && sub == "__rank") out.push_back(p);
+  }
+  return out;
+}
+
 std::vector<Unreachable> unreachable_machines(const std::vector<std::string>& rank_hosts,
                                               const std::vector<RankStatus>& statuses,
                                               const std::vector<std::string>& daemon_hosts, bool statuses_shared) {

@@ -66,6 +66,13 @@ std::vector<std::vector<std::string>> child_cmdlines(pid_t parent);
 // Every living descendant of `root` (children, their children, ...), from one look at /proc.
 std::vector<pid_t> descendants(pid_t root);
 
+// The living children of `parent`, from /proc.
+std::vector<pid_t> children(pid_t parent);
+
+// Those of descendants(root) that are ranks' wrappers (`xlaunch __rank ...`, which pass signals on
+// to their training process).
+std::vector<pid_t> rank_wrappers_under(pid_t root);
+
 struct JobWatch {
   std::string status_dir;
   int num_processes = 1;

@@ -1,5 +1,6 @@
 #include "watch/preemption.h"
 
+#include <pthread.h>
 #include <signal.h>
 
 #include <atomic>
@@ -25,6 +26,12 @@ void install_handler() {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;  // MPI, shared memory and file I/O carry on where they were
     sigaction(kPreemptionSignal, &sa, nullptr);
+    // Inherited blocked (the signal mask survives fork and exec), the handler would never run and
+    // the job would train on past its preemption. Threads started from here on inherit this.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, kPreemptionSignal);
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
     return true;
   }();
   (void)installed;
