@@ -95,8 +95,9 @@ std::string changed_settings(const Files& files) {
     if (const auto eq = line.find('='); eq != std::string::npos) saved[line.substr(0, eq)] = line.substr(eq + 1);
   std::string out;
   for (const env::Var* v : env::kAll) {
+    // Per run, not settings: every run has its own (the status directory is made per run).
     if (v == &env::kRunId || v == &env::kRestartCount || v == &env::kLogDir || v == &env::kConfigFile ||
-        v == &env::kResume) continue;
+        v == &env::kResume || v == &env::kStatusDir) continue;
     const auto s = saved.find(v->name);
     if (s != saved.end() && s->second != env::raw(*v))
       out += std::string(out.empty() ? "" : ", ") + v->name + " was '" + s->second + "', now '" + env::raw(*v) + "'";
