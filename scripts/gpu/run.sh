@@ -16,6 +16,10 @@
 # of the part's kill.
 # --cpu-only: only the CPU-side checks (the bundle's libraries, `xlaunch test` with 2 CPU ranks
 # through the bundled mpirun, an MPI test program), for a machine without a GPU (tests/bundle).
+# XLAUNCH_GPU_PARTS='preempt_gpu|bench_gpu_ddp': only the parts whose names match (a bash regex),
+# for a second try at what failed without spending the device time on the rest again.
+# A part still running 25 s before its limit gets its processes' threads (cuda-gdb backtraces
+# where cuda-gdb is there) written into its log, so a hang shows where it hangs.
 # Exit status: 0 when every part passed. A benchmark below its target is reported, not a failure.
 set -uo pipefail
 B="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -71,6 +75,28 @@ BUDGET="${XLAUNCH_GPU_BUDGET_S:-450}"
 T0=$(date +%s)
 passed=0 failed=0
 notes=()
+# dump_stacks PID: every thread of PID's descendants, with cuda-gdb's backtraces where it is there
+# (it attaches to programs without GPU code too; no gdb on these machines), else each thread's
+# name and kernel wait channel.
+dump_stacks() {
+  local all pids=("$1") p i=0 t cgdb
+  cgdb=$(command -v cuda-gdb || ls /usr/local/cuda*/bin/cuda-gdb 2>/dev/null | head -1)
+  all=$(ps -e -o pid=,ppid=)
+  while [ $i -lt ${#pids[@]} ]; do
+    for p in $(echo "$all" | awk -v pp="${pids[$i]}" '$2 == pp { print $1 }'); do pids+=("$p"); done
+    i=$((i + 1))
+  done
+  echo "=== $(date +%T) still running near the part's limit: ${#pids[@]} processes"
+  for p in "${pids[@]:1}"; do
+    [ -d "/proc/$p" ] || continue
+    echo "--- pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-200)"
+    case "$(cat "/proc/$p/comm" 2>/dev/null)" in bash|timeout|sleep|mpirun|orterun|orted) continue;; esac
+    for t in /proc/$p/task/*; do echo "  thread ${t##*/} $(cat "$t/comm" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null)"; done
+    if [ -n "$cgdb" ]; then
+      timeout 20 "$cgdb" -q -batch -p "$p" -ex 'set pagination off' -ex 'thread apply all bt 25' 2>&1 | grep -E '^(Thread|#)' | head -200
+    fi
+  done
+}
 part() {
   local name=$1 limit=$2; shift 2
   local log="$LOGS/$name.log" left=$(( BUDGET - ($(date +%s) - T0) )) t=$(date +%s) rc
@@ -81,13 +107,20 @@ part() {
   local wd=$(( limit / 3 ))
   [ "$wd" -gt "$WATCHDOG_S" ] && wd=$WATCHDOG_S
   [ "$wd" -lt 5 ] && wd=5
+  if [ -n "${XLAUNCH_GPU_PARTS:-}" ] && ! [[ "$name" =~ ^($XLAUNCH_GPU_PARTS)$ ]]; then return 1; fi
   echo "# $name: $* (XLAUNCH_TIMEOUT_S=$wd, limit $limit s)" >"$log"
   if [ "$(type -t "$1")" = function ]; then  # a function runs in a fresh bash, with what it uses
-    XLAUNCH_TIMEOUT_S=$wd timeout -k 10 "$limit" bash -c "$(declare -f "$1"); $(declare -p B WORK W MPIRUN 2>/dev/null); \"\$@\"" _ "$@" >>"$log" 2>&1
+    XLAUNCH_TIMEOUT_S=$wd timeout -k 10 "$limit" bash -c "$(declare -f "$1"); $(declare -p B WORK W MPIRUN 2>/dev/null); \"\$@\"" _ "$@" >>"$log" 2>&1 &
   else
-    XLAUNCH_TIMEOUT_S=$wd timeout -k 10 "$limit" "$@" >>"$log" 2>&1
+    XLAUNCH_TIMEOUT_S=$wd timeout -k 10 "$limit" "$@" >>"$log" 2>&1 &
   fi
+  local tpid=$!
+  # Shortly before the limit, what each process still running is doing goes into the log.
+  ( sleep $(( limit > 60 ? limit - 25 : limit * 2 / 3 )); dump_stacks "$tpid" ) >>"$log" 2>&1 &
+  local dumper=$!
+  wait "$tpid"
   rc=$?
+  pkill -P "$dumper" 2>/dev/null; kill "$dumper" 2>/dev/null; wait "$dumper" 2>/dev/null
   local why="" took=$(( $(date +%s) - t ))
   # 124 is also a stuck job's own code (the watchdog's verdict): told apart by the time it took.
   if [ $rc -eq 124 ] && [ "$took" -ge "$limit" ]; then why=" (timed out after $limit s)"
@@ -169,7 +202,9 @@ if [ $cpu_only = 0 ]; then
         acc=$(echo "$line" | sed -n 's/.*test_acc=\([0-9.]*\).*/\1/p')
         awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.85) }' || { say "FAIL fashion_mnist_$mp accuracy ${acc:-?} < 0.85"; failed=$((failed + 1)); passed=$((passed - 1)); }
         if [ "$mp" = fp16 ]; then
-          scale=$(sed -n 's/^scaler scale //p' "$WORK/fm_fp16/metadata.txt" 2>/dev/null | head -1)
+          # The example saves named checkpoints (project_dir/checkpoints/checkpoint_<step>): the newest.
+          ck=$(ls -d "$WORK"/fm_fp16/checkpoints/checkpoint_* 2>/dev/null | sort -V | tail -1)
+          scale=$(sed -n 's/^scaler scale //p' "${ck:-$WORK/fm_fp16}/metadata.txt" 2>/dev/null | head -1)
           if [ -z "$scale" ]; then
             say "FAIL fashion_mnist_fp16: no GradScaler state in its checkpoint"; failed=$((failed + 1)); passed=$((passed - 1))
           else
@@ -206,26 +241,33 @@ if [ $cpu_only = 0 ]; then
     }
     part checkpoint_gpu_fp16 150 ckpt_gpu && grep -E '^PASS' "$LOGS/checkpoint_gpu_fp16.log" | sed 's/^/  /' | tee -a "$SUMMARY"
 
-    # Preemption on the GPU: SIGUSR1 (what `xlaunch run` sends on a preemption) once the job is at
-    # step 5. The ranks agree through the control element of their last gradient bucket, which on
-    # a device is read one synced step late (a pinned copy behind an event), save a named
-    # checkpoint and exit 75; the job resumed from it ends bitwise equal to one never interrupted.
+    # Preemption on the GPU, as a cluster does it: SIGTERM to `xlaunch run` once the job is at
+    # step 5. xlaunch passes it on as SIGUSR1; the ranks agree through the control element of
+    # their last gradient bucket, which on a device is read one synced step late (a pinned copy
+    # behind an event), save a named checkpoint and exit 75; `xlaunch run --resume` continues, and
+    # the result is bitwise that of a job never interrupted. On the first GPU machine mpirun never
+    # passed SIGUSR1 on (signalled directly, and from xlaunch): xlaunch now also gives it straight
+    # to the training processes of its machine, and keeps the signals it relies on unblocked.
     preempt_gpu() {
       local p=$WORK/preempt pid rc
       rm -rf "$p" && mkdir -p "$p"
-      "${MPIRUN[@]}" -np "$W" "$B/bin/checkpoint_train_job" --project "$p/straight" --epochs 6 --out "$p/straight.bin" ||
-        { echo "FAIL the straight job"; return 1; }
-      "${MPIRUN[@]}" -np "$W" "$B/bin/checkpoint_train_job" --project "$p/job" --epochs 6 --wait_at_step 5 \
+      { cat "$WORK/gpu.yaml"; echo "project_dir: $p/job"; } >"$p/job.yaml"
+      echo "$(date +%T) the straight job"
+      xlaunch run --config_file "$WORK/gpu.yaml" "$B/bin/checkpoint_train_job" --project "$p/straight" --epochs 6 \
+        --out "$p/straight.bin" || { echo "FAIL the straight job"; return 1; }
+      echo "$(date +%T) the job to preempt"
+      xlaunch run --config_file "$p/job.yaml" "$B/bin/checkpoint_train_job" --epochs 6 --wait_at_step 5 \
         --marker "$p/marker" --out "$p/preempted.bin" &
       pid=$!
       for _ in $(seq 600); do [ -f "$p/marker" ] && break; sleep 0.1; done
-      kill -USR1 "$pid"
+      echo "$(date +%T) SIGTERM to xlaunch run (marker: $(cat "$p/marker" 2>/dev/null))"
+      kill -TERM "$pid"
       wait "$pid"
       rc=$?
       [ "$rc" = 75 ] && echo "PASS the preempted job exits 75" || { echo "FAIL the preempted job exited $rc, not 75"; return 1; }
       ls "$p/job/checkpoints"
-      XLAUNCH_RESUME=latest "${MPIRUN[@]}" -np "$W" "$B/bin/checkpoint_train_job" --project "$p/job" --epochs 6 \
-        --out "$p/resumed.bin" || { echo "FAIL the resumed job"; return 1; }
+      xlaunch run --config_file "$p/job.yaml" --resume "$B/bin/checkpoint_train_job" --epochs 6 --out "$p/resumed.bin" ||
+        { echo "FAIL the resumed job"; return 1; }
       cmp "$p/straight.bin" "$p/resumed.bin" && echo "PASS preempted at a step and resumed = never interrupted, bitwise" ||
         { echo "FAIL the resumed job differs from the straight one"; return 1; }
     }
