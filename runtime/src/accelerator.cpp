@@ -32,6 +32,8 @@
 #include "comm/hierarchical_communicator.h"
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
+#include "comm/object_exchange.h"
+#include "comm/ragged.h"
 #include "xlaunch/process_state.h"
 #include "comm/shm_communicator.h"
 #include "watch/preemption.h"
@@ -141,6 +143,9 @@ Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicato
     throw UsageError("checkpoint.total_limit and checkpoint.every_n_steps must be >= 0 (got " +
                      std::to_string(options_.checkpoint_total_limit) + " and " +
                      std::to_string(options_.checkpoint_every_n_steps) + "); 0 turns them off");
+  if (options_.max_object_bytes < 1)
+    throw UsageError("max_object_bytes must be at least 1 (got " + std::to_string(options_.max_object_bytes) +
+                     "); it is the largest value gather_object / broadcast_object send");
   if ((options_.checkpoint_every_n_steps > 0 || options_.checkpoint_every_epoch) && options_.project_dir.empty())
     throw UsageError("checkpoint.every_n_steps / checkpoint.every_epoch save named checkpoints under project_dir, "
                      "which is not set: set project_dir in the config (XLAUNCH_PROJECT_DIR)");
@@ -390,11 +395,25 @@ double Accelerator::clip_grad_norm_(double max_norm, double norm_type) {
 }
 
 at::Tensor Accelerator::gather(const at::Tensor& t) {
-  at::Tensor src = t.dim() == 0 ? t.reshape({1}) : t;
-  at::Tensor all = communicator(src.device())->allgather(src.contiguous());
-  std::vector<int64_t> shape{src.size(0) * world_};
-  shape.insert(shape.end(), src.sizes().begin() + 1, src.sizes().end());
-  return all.reshape(shape);
+  const at::Tensor src = t.defined() && t.dim() == 0 ? t.reshape({1}) : t;
+  // The shapes go through the CPU communicator whatever the device, and before communicator() may
+  // create the NCCL one (a collective of its own): a rank whose tensor is on another device is
+  // named, instead of the ranks waiting in different collectives.
+  const std::vector<int64_t> rows = agree_on_rows(*cpu_comm_, src, "gather");
+  return gather_agreed_rows(*communicator(src.device()), src, rows);
+}
+
+at::Tensor Accelerator::pad_across_processes(const at::Tensor& t, int64_t dim, const at::Scalar& pad_index,
+                                             bool pad_first) {
+  return pad_across(*cpu_comm_, t, dim, pad_index, pad_first);
+}
+
+std::vector<std::string> Accelerator::gather_object_bytes(const std::string& mine) {
+  return gather_bytes(*cpu_comm_, mine, options_.max_object_bytes);
+}
+
+std::string Accelerator::broadcast_object_bytes(const std::string& mine, int from) {
+  return broadcast_bytes(*cpu_comm_, mine, from, options_.max_object_bytes);
 }
 
 at::Tensor Accelerator::reduce(const at::Tensor& t, ReduceOp op) {

@@ -39,7 +39,9 @@
 #include "xlaunch/loader.h"
 #include "xlaunch/lr_scheduler.h"
 #include "xlaunch/mixed_precision.h"
+#include "xlaunch/object_codec.h"
 #include "xlaunch/reducer.h"
+#include "xlaunch/split.h"
 
 namespace xlaunch {
 
@@ -73,6 +75,10 @@ struct AcceleratorOptions {
   bool checkpoint_every_epoch = env::default_bool(env::kCheckpointEveryEpoch);
   // What maybe_load_state() loads: "latest", a checkpoint directory, or "" (nothing).
   std::string resume = env::default_string(env::kResume);
+  // The largest value gather_object / broadcast_object send, in bytes once encoded
+  // (object_codec.h); a larger one is refused on every rank. The MPI transport carries at most
+  // 128 MiB per rank in one collective.
+  int64_t max_object_bytes = int64_t{64} << 20;
 
   // From the XLAUNCH_* variables (see env_vars.h). Throws UsageError on malformed values.
   static AcceleratorOptions from_env();
@@ -291,6 +297,7 @@ class Accelerator {
   // Per-sample results of the batch the prepared loader handed over last (dim 0 = samples),
   // gathered from every rank with the padding that evened out the shards dropped: exactly one
   // row per real sample, as one process would compute. Uses the loader prepared last, or `loader`.
+  // Ranks may pass different row counts (a shard that ended early); see metrics.h.
   at::Tensor gather_for_metrics(const at::Tensor& t);
   at::Tensor gather_for_metrics(const at::Tensor& t, const Loader& loader);
 
@@ -340,8 +347,60 @@ class Accelerator {
   }
   void save_module(const torch::nn::Module& module, const std::string& dir, const std::string& max_shard_size = "10GB");
 
-  // Every rank's tensor concatenated along dim 0 (0-dim tensors are stacked), in rank order.
+  // Every rank's tensor concatenated along dim 0 (0-dim tensors are stacked), in rank order. Dim 0
+  // may differ between ranks (0 rows included: ragged results such as detections); every other
+  // size, the dtype and the device type must agree, and are checked first: a mismatch throws
+  // UsageError on every rank, naming each rank's shape. Cost: one allgather of 12 int64 per rank
+  // on the CPU communicator before the data; then equal row counts take the one allgather of the
+  // rows, different ones one allgather of every rank padded to the largest count (world * max rows
+  // travel), cut back after.
   at::Tensor gather(const at::Tensor& t);
+  // `t` padded along `dim` (negative counts from the end) to the largest size of that dim over the
+  // ranks, with `pad_index`: at the end, or at the start with pad_first; `t` itself on the ranks
+  // that have the largest. As Accelerate's pad_across_processes, for gathering outputs of
+  // different lengths (generated sequences). The ranks' tensors must have the same number of dims;
+  // a mismatch, or a dim they do not have, throws UsageError on every rank (where Accelerate
+  // returns the tensor unchanged). Collective: one allgather of 12 int64 per rank.
+  at::Tensor pad_across_processes(const at::Tensor& t, int64_t dim = 0, const at::Scalar& pad_index = 0,
+                                  bool pad_first = false);
+
+  // Values that are not tensors: bool, integers, float, double, std::string, and std::vector or
+  // std::map<std::string, ...> of them, nested (object_codec.h has the format). Collective, with
+  // the same T on every rank. A value above options().max_object_bytes once encoded throws
+  // UsageError on every rank, naming the rank, its size and the limit.
+  //
+  // Every rank's value, in rank order. Cost: an allgather of the sizes, then one of every value
+  // padded to the largest (world * largest bytes), on the CPU communicator.
+  template <typename T>
+  std::vector<T> gather_object(const T& value) {
+    const std::vector<std::string> all = gather_object_bytes(object_codec::encode(value));
+    std::vector<T> out;
+    out.reserve(all.size());
+    for (size_t r = 0; r < all.size(); ++r)
+      out.push_back(object_codec::decode<T>(all[r], "gather_object: rank " + std::to_string(r) + "'s value"));
+    return out;
+  }
+  // Rank `from`'s value on every rank (the others' `value` is not sent). Cost: two broadcasts
+  // (the size, then the bytes) on the CPU communicator.
+  template <typename T>
+  T broadcast_object(const T& value, int from = 0) {
+    return object_codec::decode<T>(broadcast_object_bytes(object_codec::encode(value), from),
+                                   "broadcast_object: rank " + std::to_string(from) + "'s value");
+  }
+  // The encoded values themselves (what the two calls above send).
+  std::vector<std::string> gather_object_bytes(const std::string& mine);
+  std::string broadcast_object_bytes(const std::string& mine, int from = 0);
+
+  // This rank's contiguous share of `items` (split.h: the first ranks take one more when the
+  // count does not divide; apply_padding repeats a short share's last item so every rank has
+  // ceil(n / world)). No communication: every rank must pass the same list.
+  template <typename T>
+  std::vector<T> split_between_processes(const std::vector<T>& items, bool apply_padding = false) const {
+    std::vector<T> mine;
+    for (int64_t i : split_indices(static_cast<int64_t>(items.size()), rank_, world_, apply_padding))
+      mine.push_back(items[static_cast<size_t>(i)]);
+    return mine;
+  }
   // Sum or mean over ranks (a new tensor; the input is untouched).
   at::Tensor reduce(const at::Tensor& t, ReduceOp op = ReduceOp::Sum);
   // In place: every rank receives `from`'s values.

@@ -3,47 +3,33 @@
 #include <ATen/ops/tensor.h>
 
 #include <algorithm>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "check.h"
+#include "comm/ragged.h"
 #include "xlaunch/error.h"
 
 namespace xlaunch {
 namespace {
 
-std::string describe(const int64_t* d) {
-  std::ostringstream os;
-  os << d[0] << " rows of shape [";
-  for (int64_t i = 0; i < d[2]; ++i) os << (i ? "," : "") << d[4 + i];
-  os << "] dtype " << c10::toString(static_cast<at::ScalarType>(d[3])) << " at shard position " << d[1];
-  return os.str();
-}
-
-// Agree before the real collective: every rank must pass the same rows, shape, dtype and span.
-void check_agreement(Communicator& comm, const at::Tensor& local, const ShardSpan& span) {
-  constexpr int64_t kMaxDims = 8;
-  if (local.dim() < 1 || local.dim() > kMaxDims)
-    throw UsageError("gather_for_metrics: expected a tensor with 1 to 8 dims whose dim 0 indexes "
-                     "samples, got " + std::to_string(local.dim()) + " dims");
-  std::vector<int64_t> desc(4 + kMaxDims, 0);
-  desc[0] = local.size(0);
-  desc[1] = span.first_position;
-  desc[2] = local.dim() - 1;
-  desc[3] = static_cast<int64_t>(local.scalar_type());
-  for (int64_t i = 1; i < local.dim(); ++i) desc[3 + i] = local.size(i);
+// Agree before the real collective: every rank must pass the same trailing shape, dtype and
+// span; the row counts may differ. Returns every rank's row count.
+std::vector<int64_t> check_agreement(Communicator& comm, const at::Tensor& local, const ShardSpan& span) {
   // On local's device: an NCCL communicator gathers CUDA tensors only.
-  const at::Tensor all =
-      comm.allgather(at::tensor(at::ArrayRef<int64_t>(desc)).to(local.device())).cpu().contiguous();
-  const int64_t* a = all.data_ptr<int64_t>();
-  const auto width = static_cast<int64_t>(desc.size());
-  for (int r = 1; r < comm.size(); ++r) {
-    if (!std::equal(a, a + width, a + r * width))
-      throw UsageError("gather_for_metrics: rank " + std::to_string(r) + " passed " +
-                       describe(a + r * width) + ", rank 0 passed " + describe(a) +
-                       "; every rank must pass its results for the same batch number");
-  }
+  const std::vector<RankShape> all = allgather_shapes(comm, local, span.first_position, local.device());
+  std::string problem = shape_problem(all, ShapeRule{});
+  for (size_t r = 1; r < all.size() && problem.empty(); ++r)
+    if (all[r].tag != all[0].tag)
+      problem = "rank " + std::to_string(r) + "'s rows start at shard position " + std::to_string(all[r].tag) +
+                ", rank 0's at " + std::to_string(all[0].tag);
+  if (!problem.empty())
+    throw UsageError("gather_for_metrics: " + problem + "; every rank must pass its results for the same batch "
+                     "number, one row per sample (dim 0), with the same other sizes and dtype (pad outputs of "
+                     "different lengths to one first: acc.pad_across_processes(t, dim))");
+  std::vector<int64_t> rows;
+  for (const auto& s : all) rows.push_back(s.sizes[0]);
+  return rows;
 }
 
 }  // namespace
@@ -62,13 +48,34 @@ at::Tensor drop_padding(const at::Tensor& gathered, const ShardSpan& span) {
   return ordered.narrow(0, 0, keep);
 }
 
+std::vector<int64_t> ragged_sample_rows(const std::vector<int64_t>& rows, int64_t max_rows, const ShardSpan& span) {
+  const auto world = static_cast<int64_t>(rows.size());
+  XLAUNCH_ASSERT(world == span.world_size, "row counts and span disagree on the world size");
+  // Row by row, rank by rank: the positions in increasing order (as drop_padding), skipping the
+  // rows a rank did not have.
+  std::vector<int64_t> keep;
+  for (int64_t i = 0; i < max_rows; ++i)
+    for (int64_t r = 0; r < world; ++r)
+      if (i < rows[r] && span.offset + (span.first_position + i) * world + r < span.real_positions)
+        keep.push_back(r * max_rows + i);
+  return keep;
+}
+
 at::Tensor gather_for_metrics(Communicator& comm, const at::Tensor& local, const ShardSpan& span) {
   if (span.world_size != comm.size())
     throw UsageError("gather_for_metrics: the span is for a world of " +
                      std::to_string(span.world_size) + " ranks but the communicator has " +
                      std::to_string(comm.size()) + "; pass the span of a loader built for this world");
-  check_agreement(comm, local, span);
-  return drop_padding(comm.allgather(local.contiguous()), span);
+  const std::vector<int64_t> rows = check_agreement(comm, local, span);
+  const int64_t most = *std::max_element(rows.begin(), rows.end());
+  const at::Tensor src = local.contiguous();
+  if (std::all_of(rows.begin(), rows.end(), [&](int64_t n) { return n == most; }))
+    return drop_padding(comm.allgather(src), span);
+  const at::Tensor gathered = comm.allgather(pad_dim(src, 0, most, 0, false));
+  std::vector<int64_t> flat_shape{comm.size() * most};
+  flat_shape.insert(flat_shape.end(), src.sizes().begin() + 1, src.sizes().end());
+  const std::vector<int64_t> keep = ragged_sample_rows(rows, most, span);
+  return gathered.reshape(flat_shape).index_select(0, at::tensor(keep, at::kLong).to(src.device()));
 }
 
 }  // namespace xlaunch
