@@ -9,6 +9,7 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
+#include <torch/cuda.h>
 
 #include <map>
 #include <string>
@@ -125,6 +126,26 @@ TEST_F(RaggedMpi, GatherForMetricsOfShardsThatEndAtDifferentBatches) {
     for (int64_t i = 0; i < g.size(0); ++i) gathered.push_back(g[i].item<int64_t>());
   }
   EXPECT_EQ(gathered, (std::vector<int64_t>{0, 10, 20, 30, 40, 50, 60, 70, 80, 90}));
+}
+
+// The CUDA path: the shapes through MPI, the padded rows through NCCL. Needs a GPU per rank.
+TEST_F(RaggedMpi, OnCudaTheRaggedGatherAndGatherForMetricsGoThroughNccl) {
+  if (torch::cuda::device_count() < 3) GTEST_SKIP() << "needs 3 GPUs (one per rank); this machine has "
+                                                    << torch::cuda::device_count();
+  AcceleratorOptions o = cpu_options();
+  o.cpu = false;
+  Accelerator gpu(o);
+  ASSERT_TRUE(gpu.device().is_cuda());
+  const std::vector<int64_t> sizes{0, 5, 17};
+  const at::Tensor got = gpu.gather(rows_of(rank, sizes[rank]).to(gpu.device()));
+  EXPECT_TRUE(got.is_cuda());
+  EXPECT_TRUE(got.cpu().equal(at::cat({rows_of(0, 0), rows_of(1, 5), rows_of(2, 17)})));
+  // Rows 2, 1, 1 of the last batch (positions 6, 9 | 7 | 8), as in the CPU test below.
+  std::vector<int64_t> last;
+  for (int64_t p = rank + 6; p < 10; p += 3) last.push_back(p);
+  const at::Tensor g = xlaunch::gather_for_metrics(*gpu.communicator(gpu.device()),
+                                                   at::tensor(last, at::kLong).to(gpu.device()), xlaunch::ShardSpan{2, 10, 3});
+  EXPECT_TRUE(g.cpu().equal(at::tensor({6, 7, 8, 9}, at::kLong)));
 }
 
 }  // namespace
