@@ -401,6 +401,7 @@ class Accelerator {
       mine.push_back(items[static_cast<size_t>(i)]);
     return mine;
   }
+
   // Sum or mean over ranks (a new tensor; the input is untouched).
   at::Tensor reduce(const at::Tensor& t, ReduceOp op = ReduceOp::Sum);
   // In place: every rank receives `from`'s values.
