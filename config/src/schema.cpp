@@ -221,6 +221,7 @@ std::vector<Field> build_fields() {
                         [](LaunchConfig& c) -> int& { return c.gradient_accumulation_steps; }));
   f.push_back(bool_field("use_cpu", [](LaunchConfig& c) -> bool& { return c.use_cpu; }));
   f.push_back(bool_field("debug", [](LaunchConfig& c) -> bool& { return c.debug; }));
+  f.push_back(bool_field("sync_batchnorm", [](LaunchConfig& c) -> bool& { return c.sync_batchnorm; }));
   f.push_back(int_field("num_cpu_threads_per_process",
                         [](LaunchConfig& c) -> int& { return c.num_cpu_threads_per_process; }));
 

@@ -36,6 +36,7 @@
 #include "comm/ragged.h"
 #include "xlaunch/process_state.h"
 #include "comm/shm_communicator.h"
+#include "nn/prepare_sync_batchnorm.h"
 #include "watch/preemption.h"
 #include "watch/watchdog.h"
 
@@ -123,6 +124,7 @@ AcceleratorOptions AcceleratorOptions::from_env() {
   o.ddp.powersgd_rank = static_cast<int>(env::get_int(env::kPowerSgdRank));
   o.ddp.powersgd_start_step = env::get_int(env::kPowerSgdStartStep);
   o.broadcast_buffers = env::get_bool(env::kBroadcastBuffers);
+  o.sync_batchnorm = env::get_bool(env::kSyncBatchnorm);
   o.project_dir = env::get_string(env::kProjectDir);
   o.checkpoint_total_limit = env::get_int(env::kCheckpointTotalLimit);
   o.checkpoint_every_n_steps = env::get_int(env::kCheckpointEveryNSteps);
@@ -239,6 +241,7 @@ void Accelerator::check_same_everywhere(const std::string& what, const std::stri
 
 size_t Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
   if (!module) throw UsageError("acc.prepare: the model is null");
+  prepare_sync_batchnorm(*module, options_.sync_batchnorm, rank_, [this] { return communicator(device_); });
   module->to(device_);
   std::vector<at::Tensor> params, state;
   std::vector<std::string> names;
@@ -256,6 +259,7 @@ size_t Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
   settings << "mixed_precision " << options_.mixed_precision << "\ngradient_accumulation_steps "
            << options_.gradient_accumulation_steps << "\nfind_unused_parameters "
            << options_.ddp.find_unused_parameters << "\nbroadcast_buffers " << options_.broadcast_buffers
+           << "\nsync_batchnorm " << options_.sync_batchnorm
            << "\nbucket_cap_mb " << options_.ddp.bucket_cap_mb << "\nfirst_bucket_bytes "
            << options_.ddp.first_bucket_bytes << "\ncpu_allreduce " << options_.cpu_allreduce << "\ncomm_hook "
            << options_.ddp.comm_hook << "\npowersgd_rank " << options_.ddp.powersgd_rank << "\npowersgd_start_step "

@@ -52,6 +52,7 @@ TEST(Defaults, RuntimeOptionsStartFromTheDeclaredDefaults) {
   EXPECT_EQ(built.cpu, read.cpu);
   EXPECT_EQ(built.gpu_ids, read.gpu_ids);
   EXPECT_EQ(built.broadcast_buffers, read.broadcast_buffers);
+  EXPECT_EQ(built.sync_batchnorm, read.sync_batchnorm);
   EXPECT_EQ(built.ddp.bucket_cap_mb, read.ddp.bucket_cap_mb);
   EXPECT_EQ(built.ddp.find_unused_parameters, read.ddp.find_unused_parameters);
   EXPECT_EQ(built.ddp.comm_hook, read.ddp.comm_hook);

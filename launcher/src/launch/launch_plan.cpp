@@ -33,6 +33,7 @@ std::string value_of(const env::Var& v, const LaunchConfig& c, const Environment
   if (name == env::kPowerSgdRank.name) return std::to_string(c.ddp.powersgd_rank);
   if (name == env::kPowerSgdStartStep.name) return std::to_string(c.ddp.powersgd_start_step);
   if (name == env::kBroadcastBuffers.name) return flag(c.ddp.broadcast_buffers);
+  if (name == env::kSyncBatchnorm.name) return flag(c.sync_batchnorm);
   if (name == env::kNumWorkers.name)
     return c.loader.num_workers == config::LoaderSection::kAutoWorkers ? "auto" : std::to_string(c.loader.num_workers);
   if (name == env::kPinMemory.name) return flag(c.loader.pin_memory);

@@ -58,6 +58,8 @@ struct AcceleratorOptions {
   ReducerOptions ddp;  // buckets, unused parameters, communication hook (reducer.h)
   // Rank 0's buffers before each training forward.
   bool broadcast_buffers = env::default_bool(env::kBroadcastBuffers);
+  // prepare(model) converts the model's BatchNorm1d/2d/3d to SyncBatchNorm (sync_batchnorm.h).
+  bool sync_batchnorm = env::default_bool(env::kSyncBatchnorm);
   // CPU gradient allreduce: "auto" uses shared memory when every rank is on this machine (see
   // shm_communicator.h), shared memory inside machines and MPI between them when the job spans
   // several machines of several ranks each (hierarchical_communicator.h), else MPI; "mpi" always

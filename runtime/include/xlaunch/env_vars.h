@@ -39,6 +39,7 @@ inline constexpr Var kCommHook               {"XLAUNCH_COMM_HOOK", Type::String,
 inline constexpr Var kPowerSgdRank           {"XLAUNCH_POWERSGD_RANK", Type::Int, "1", "rank of PowerSGD's approximation of each weight matrix"};
 inline constexpr Var kPowerSgdStartStep      {"XLAUNCH_POWERSGD_START_STEP", Type::Int, "1000", "synced backward passes reduced exactly before PowerSGD starts"};
 inline constexpr Var kBroadcastBuffers       {"XLAUNCH_BROADCAST_BUFFERS", Type::Bool, "1", "1: broadcast rank 0's buffers (BatchNorm statistics) before each forward"};
+inline constexpr Var kSyncBatchnorm          {"XLAUNCH_SYNC_BATCHNORM", Type::Bool, "0", "1: acc.prepare converts the model's BatchNorm1d/2d/3d to SyncBatchNorm (statistics over every rank's batch)"};
 inline constexpr Var kNumWorkers             {"XLAUNCH_NUM_WORKERS", Type::String, "2", "loader worker threads per rank: a count, or 'auto'"};
 inline constexpr Var kPinMemory              {"XLAUNCH_PIN_MEMORY", Type::Bool, "1", "1: collate into pinned host memory and copy to the GPU asynchronously"};
 inline constexpr Var kPrefetchFactor         {"XLAUNCH_PREFETCH_FACTOR", Type::Int, "2", "batches in flight per loader worker"};
@@ -64,7 +65,7 @@ inline constexpr Var kConfigFile             {"XLAUNCH_CONFIG_FILE", Type::Strin
 inline constexpr const Var* kAll[] = {
     &kUseCpu,          &kGpuIds,       &kMixedPrecision, &kGradAccumSteps,
     &kBucketCapMb,     &kFindUnusedParameters,       &kCommHook,   &kPowerSgdRank,   &kPowerSgdStartStep,
-    &kBroadcastBuffers, &kNumWorkers,
+    &kBroadcastBuffers, &kSyncBatchnorm, &kNumWorkers,
     &kPinMemory,       &kPrefetchFactor, &kNumCpuThreads, &kDebug,    &kTimeoutS,
     &kReport,          &kTraceDir,     &kTraceSteps, &kProjectDir,
     &kCheckpointTotalLimit, &kCheckpointEveryNSteps, &kCheckpointEveryEpoch, &kResume, &kLogDir,

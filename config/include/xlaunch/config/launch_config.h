@@ -84,6 +84,8 @@ struct LaunchConfig {
   int gradient_accumulation_steps = static_cast<int>(env::default_int(env::kGradAccumSteps));
   bool use_cpu = env::default_bool(env::kUseCpu);
   bool debug = env::default_bool(env::kDebug);
+  // acc.prepare converts BatchNorm1d/2d/3d to SyncBatchNorm: batch statistics over every rank.
+  bool sync_batchnorm = env::default_bool(env::kSyncBatchnorm);
   // Intra-op threads of each rank; 0: the runtime decides.
   int num_cpu_threads_per_process = static_cast<int>(env::default_int(env::kNumCpuThreads));
   MpiSection mpi;
