@@ -37,6 +37,7 @@
 #include "xlaunch/process_state.h"
 #include "comm/shm_communicator.h"
 #include "nn/prepare_sync_batchnorm.h"
+#include "ddp/accumulation.h"
 #include "watch/preemption.h"
 #include "watch/watchdog.h"
 
@@ -155,6 +156,8 @@ Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicato
   if (!cpu_comm_) cpu_comm_ = MpiCommunicator::world();
   rank_ = cpu_comm_->rank();
   world_ = cpu_comm_->size();
+  window_length_ = options_.gradient_accumulation_steps;
+  items_ = std::make_unique<ItemWindow>(world_);
   local_rank_ = cpu_comm_ == MpiCommunicator::world() ? place.local_rank : 0;
   local_world_ = cpu_comm_ == MpiCommunicator::world() ? place.local_world_size : 1;
   if (!options_.cpu && torch::cuda::is_available()) {
@@ -257,7 +260,8 @@ size_t Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
   // be collective (shared memory).
   std::ostringstream settings;
   settings << "mixed_precision " << options_.mixed_precision << "\ngradient_accumulation_steps "
-           << options_.gradient_accumulation_steps << "\nfind_unused_parameters "
+           << options_.gradient_accumulation_steps << "\nsync_with_dataloader " << options_.sync_with_dataloader
+           << "\nfind_unused_parameters "
            << options_.ddp.find_unused_parameters << "\nbroadcast_buffers " << options_.broadcast_buffers
            << "\nsync_batchnorm " << options_.sync_batchnorm
            << "\nbucket_cap_mb " << options_.ddp.bucket_cap_mb << "\nfirst_bucket_bytes "
@@ -296,7 +300,19 @@ ForwardScope::ForwardScope(Accelerator& acc, size_t model_id)
 
 ForwardScope::~ForwardScope() = default;
 
-void Accelerator::backward(const at::Tensor& loss) {
+void Accelerator::backward(const at::Tensor& loss) { run_backward(loss, false); }
+
+void Accelerator::backward(const at::Tensor& loss_sum, double num_items) {
+  items_->add_items(num_items);
+  run_backward(loss_sum, true);
+}
+
+void Accelerator::backward(const at::Tensor& loss_sum, const at::Tensor& num_items) {
+  items_->add_items(num_items);
+  run_backward(loss_sum, true);
+}
+
+void Accelerator::run_backward(const at::Tensor& loss, bool by_items) {
   if (loaders_.empty()) at_step_boundary();  // a loop without a prepared loader: the boundary is here
   const profile::PhaseScope phase(profile::kBackward);
   // A preemption asked of this rank travels on the next gradient allreduce (preemption.h).
@@ -304,7 +320,14 @@ void Accelerator::backward(const at::Tensor& loss) {
     for (auto& m : models_) m.reducer->set_control_bit(true);
   const bool sync = sync_gradients();
   at::Tensor scaled = loss;
-  if (options_.gradient_accumulation_steps > 1) scaled = scaled / options_.gradient_accumulation_steps;
+  double factor = 1;  // what the reduced gradients are multiplied by (ddp/accumulation.h, step 3)
+  if (by_items) {
+    if (items_->divisor() != 1) scaled = scaled / items_->divisor();
+    if (sync) factor = items_->close(*cpu_comm_);  // before backward: a window of no items fails here
+  } else {
+    items_->add_mean(sync);
+    if (window_length_ > 1) scaled = scaled / window_length_;
+  }
   if (scaler_) scaled = scaler_->scale(scaled);
   for (auto& m : models_) m.reducer->prepare_for_backward(sync);
   try {
@@ -317,11 +340,21 @@ void Accelerator::backward(const at::Tensor& loss) {
     throw;
   }
   for (auto& m : models_) m.reducer->finalize_backward();
+  if (factor != 1) {
+    std::vector<at::Tensor> grads;
+    for (auto& m : models_)
+      for (const auto& p : m.module->parameters())
+        if (p.requires_grad()) grads.push_back(p.grad());
+    scale_gradients(grads, factor);
+  }
 }
 
 void Accelerator::accumulate() {
-  ++micro_step_;
-  sync_gradients_ = micro_step_ % options_.gradient_accumulation_steps == 0;
+  const int64_t left = options_.sync_with_dataloader && !loaders_.empty() ? loaders_.front()->batches_left() : -1;
+  const MicroStep s = plan_micro_step(micro_step_, options_.gradient_accumulation_steps, left);
+  sync_gradients_ = s.sync;
+  window_length_ = s.window_length;
+  micro_step_ = s.next_done;
 }
 
 Accelerator::NoSyncGuard::NoSyncGuard(Accelerator& acc) : acc_(acc), saved_(acc.no_sync_) { acc_.no_sync_ = true; }

@@ -51,6 +51,10 @@ struct AcceleratorOptions {
   std::string mixed_precision = env::default_string(env::kMixedPrecision);
   GradScalerOptions scaler;  // used with fp16
   int gradient_accumulation_steps = static_cast<int>(env::default_int(env::kGradAccumSteps));
+  // Accelerate's GradientAccumulationPlugin name: the optimizer also steps on the last batch of
+  // the first prepared loader's epoch, however many micro-steps its window had, and the next
+  // epoch starts a new window (see accumulate()).
+  bool sync_with_dataloader = true;
   bool cpu = env::default_bool(env::kUseCpu);  // train on the CPU even where GPUs exist
   // GPUs of this machine; local rank i takes the i-th. The constructor makes it the calling
   // thread's current CUDA device, so torch::kCUDA without an index means this rank's GPU.
@@ -87,6 +91,7 @@ struct AcceleratorOptions {
 };
 
 class Accelerator;
+class ItemWindow;  // the accumulation window of backward(loss_sum, num_items) (runtime/src/ddp/accumulation.h)
 
 // While alive: rank 0's buffers have been broadcast (training mode, more than one rank) and
 // autocast is on when mixed precision is. Made by PreparedModel::operator().
@@ -266,14 +271,35 @@ class Accelerator {
   void register_checkpoint_object(std::unique_ptr<CheckpointObject> obj);
 
   // Backward through the loss, with the gradients of every prepared model averaged across ranks
-  // on sync steps (overlapped with backward). Divides the loss by gradient_accumulation_steps and
-  // scales it under fp16. Use instead of loss.backward().
+  // on sync steps (overlapped with backward). Divides the loss by the accumulation window's length
+  // (gradient_accumulation_steps, or fewer at the end of an epoch: see accumulate()) and scales it
+  // under fp16. Use instead of loss.backward().
   void backward(const at::Tensor& loss);
+  // Backward for a loss that is a sum over items (tokens, valid labels) whose count differs
+  // between micro-batches: `loss_sum` sums this rank's per-item losses of the micro-batch,
+  // `num_items` counts the items it sums over (an integer, or a 0-dim tensor on any device, e.g.
+  // (labels != ignore_index).sum()). At the sync step the gradients are those of
+  //   (every rank's loss_sums of the window) / (every rank's num_items of the window),
+  // the mean over every item of the window on every rank: accumulation over micro-batches of any
+  // sizes equals one large batch, whatever the world size. Costs one allreduce of two numbers per
+  // optimizer step (at its sync backward) and at most one pass over the gradients; num_items
+  // tensors are read on the host once per optimizer step, not per micro-step. Works under fp16,
+  // no_sync(), several prepared models (trained by the same loss) and the communication hooks.
+  // Every backward of a window must be of this form, on every rank; a rank whose micro-batch has
+  // no item passes 0. A window whose num_items are 0 on every rank throws UsageError on every rank.
+  // (How: runtime/src/ddp/accumulation.h.)
+  void backward(const at::Tensor& loss_sum, double num_items);
+  void backward(const at::Tensor& loss_sum, const at::Tensor& num_items);
 
   // Gradient accumulation. `acc.accumulate();` at the top of each micro-step starts it: the k-th
   // (k = gradient_accumulation_steps) is a sync step; the others accumulate locally with no
-  // communication, and the prepared optimizer does not step. (Unlike Accelerate's context
-  // manager, nothing happens at the end of the micro-step, so there is no guard to keep alive.)
+  // communication, and the prepared optimizer does not step. With sync_with_dataloader (the
+  // default) the micro-step on the last batch of the first prepared loader's epoch is a sync step
+  // too, and the next epoch's first micro-step starts a new window: 10 batches with k = 4 step
+  // after batches 4, 8 and 10, and backward(loss) divides the last two by 2, so that step takes
+  // the mean over its own batches. (Accelerate divides them by k, shrinking that step; the window's
+  // length assumes one accumulate() per batch.) (Unlike Accelerate's context manager, nothing
+  // happens at the end of the micro-step, so there is no guard to keep alive.)
   void accumulate();
   // While alive, backward accumulates locally with no communication.
   class NoSyncGuard {
@@ -457,6 +483,7 @@ class Accelerator {
   void check_same_everywhere(const std::string& what, const std::string& mine);
   void broadcast_buffers(size_t model_id);
   void optimizer_step(PreparedOptimizer& opt, torch::optim::Optimizer& inner, bool& skipped);
+  void run_backward(const at::Tensor& loss, bool by_items);
   PreparedScheduler& prepare_scheduler(Scheduler* s, std::unique_ptr<Scheduler> owned, PreparedOptimizer* opt);
   PreparedOptimizer& only_optimizer(const char* what);
   // The step boundary (docs/checkpointing.md): the first prepared loader's next batch, or the next
@@ -497,7 +524,9 @@ class Accelerator {
   double load_seconds_ = -1;       // how long the last load_state took, until the next step says so
   MixedPrecision mixed_precision_ = MixedPrecision::No;
   std::unique_ptr<GradScaler> scaler_;
-  int64_t micro_step_ = 0;
+  int64_t micro_step_ = 0;         // micro-steps of the accumulation window done
+  int64_t window_length_ = 1;      // micro-steps of the window in progress (backward(loss) divides by it)
+  std::unique_ptr<ItemWindow> items_;  // the window's kind of backward and items
   int64_t step_ = 0;
   bool sync_gradients_ = true;
   bool no_sync_ = false;

@@ -176,6 +176,10 @@ class Loader {
 
   // Per whole epoch on this rank, the same on every rank (an epoch resumed at an offset has fewer).
   int64_t num_batches() const;
+  // Batches of the epoch in progress still to come after the one handed over last: 0 from the
+  // hand-over of its last batch until the next begin(); -1 when no epoch has begun (at first, and
+  // after set_position). What the Accelerator's sync_with_dataloader reads.
+  int64_t batches_left() const;
   int64_t dataset_size() const;
   // The worker count in use: options().num_workers, or after the first auto epoch, its choice.
   int num_workers() const;

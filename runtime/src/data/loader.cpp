@@ -165,6 +165,10 @@ void Loader::set_epoch_end_callback(std::function<void(int64_t epoch)> fn) {
 
 void Loader::set_next_batch_callback(std::function<void()> fn) { state_->tracking->on_next_batch = std::move(fn); }
 int64_t Loader::num_batches() const { return state_->batches_from(0); }
+int64_t Loader::batches_left() const {
+  const detail::Progress& p = state_->tracking->progress;
+  return p.epoch < 0 ? -1 : p.batches - p.handed;
+}
 int64_t Loader::dataset_size() const { return state_->source->size; }
 int Loader::num_workers() const { return state_->workers; }
 const LoaderOptions& Loader::options() const { return state_->options; }

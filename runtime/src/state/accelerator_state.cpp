@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "comm/agree.h"
+#include "ddp/accumulation.h"
 #include "state/checkpoint_dir.h"
 #include "state/loader_state.h"
 #include "state/log_main.h"
@@ -210,6 +211,8 @@ Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string
   for (size_t i = 0; i < a.custom_.size(); ++i)
     files["rank0/custom_" + std::to_string(i) + ".pt"] = archive_bytes([&](auto& ar) { a.custom_[i]->save(ar); });
   checkpoint::save_loader_positions(a.loaders_, a.world_, state, meta);
+  // What backward(loss_sum, num_items) divides by next (ddp/accumulation.h): a resume divides alike.
+  state["accumulation.items_reference"] = exact(a.items_->reference());
   if (a.scaler_) {
     const GradScalerState s = a.scaler_->state_dict();
     state["scaler.scale"] = exact(s.scale);
@@ -360,6 +363,8 @@ void CheckpointIO::restore(Accelerator& a, const Files& files) {
   a.step_ = get_int(state, "step");
   watch::set_step(a.step_);
   a.micro_step_ = get_int(state, "micro_step");
+  if (state.count("accumulation.items_reference"))  // older checkpoints lack it: the first window divides by 1
+    a.items_->set_reference(std::stod(state.at("accumulation.items_reference")));
   restore_scaler(a, state);
   checkpoint::restore_loader_positions(a.loaders_, a.world_, saved_world, state,
                                        [&](const std::string& line) { log_main(a.rank_, line); });
