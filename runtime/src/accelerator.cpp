@@ -393,7 +393,10 @@ Loader& Accelerator::prepare(const Loader& loader) {
     });
     loaders_.back()->set_epoch_end_callback([this](int64_t) { at_epoch_end(); });
     // Ranks may run out of batches at different steps: they join at the epoch's end (join()).
-    if (!loader.options().even_batches || loader.options().already_sharded) expect_uneven_inputs();
+    if (!loader.options().even_batches || loader.options().already_sharded) {
+      loader_joins_ = true;
+      expect_uneven_inputs();
+    }
   }
   return *loaders_.back();
 }

@@ -8,7 +8,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 ROUNDS="${1:-3}"
 SKEW="${SKEW:-0.3}"
-ARGS=(--mean_batches "${MEAN_BATCHES:-40}" --batch "${BATCH:-32}" --hidden "${HIDDEN:-256}" --epochs "${EPOCHS:-4}")
+ARGS=(--mean_batches "${MEAN_BATCHES:-100}" --batch "${BATCH:-32}" --hidden "${HIDDEN:-512}" --epochs "${EPOCHS:-4}")
 need_bin scripts/bench/bench_uneven
 BIN="$BUILD_DIR/scripts/bench/bench_uneven"
 

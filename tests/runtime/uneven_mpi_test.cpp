@@ -195,6 +195,7 @@ TEST_P(Uneven, OwnShardsOf10And7And3BatchesTrainAsOneProcess) {
   Loader& loader = acc.prepare(Loader(std::make_shared<Rows>(ids[rank].front(), sizes[rank]), lo));
   constexpr int64_t kEpochs = 2;
   const auto seen = train(acc, model, loader, kEpochs);
+  acc.join();  // the loader joined already: a no-op, not a lone shadow step
   for (const auto& epoch : seen) EXPECT_EQ(epoch, ids[rank]);
   train_reference(reference, plan_of(ids, kBatch, kEpochs), kBatch);
   expect_replicas_equal_and_like(acc, model.module(), reference, 1e-9);
@@ -226,6 +227,34 @@ TEST_P(Uneven, EvenBatchesFalseReadsEverySampleOnceAndTrainsAsOneProcess) {
     for (int64_t i : epoch) counts[i] += 1;
   EXPECT_TRUE(acc.reduce(at::tensor(counts, at::kDouble)).eq(kEpochs).all().item<bool>());
   train_reference(reference, plan_of(ids, lo.batch_size, kEpochs), lo.batch_size);
+  expect_replicas_equal_and_like(acc, model.module(), reference, 1e-9);
+}
+
+// A loop without a prepared loader: each rank steps through its own batches and calls acc.join()
+// when they end.
+TEST_P(Uneven, ExplicitJoinWithoutALoaderTrainsAsOneProcess) {
+  const int world = xlaunch::ProcessState::get().world_size(), rank = xlaunch::ProcessState::get().rank();
+  const std::vector<int64_t> sizes = shard_sizes(world);
+  std::vector<std::vector<int64_t>> ids(world);
+  int64_t next = 0;
+  for (int r = 0; r < world; ++r)
+    for (int64_t i = 0; i < sizes[r]; ++i) ids[r].push_back(next++);
+  Accelerator acc(options(GetParam()));
+  torch::manual_seed(13);
+  auto model = acc.prepare(Net());
+  Net reference = reference_like(model);
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(kLr).momentum(0.9));
+  auto& opt = acc.prepare(sgd);
+  const Plan plan = plan_of(ids, kBatch, 1);
+  for (const auto& batch : plan[0][rank]) {
+    const auto [x, y] = rows_of(batch);
+    acc.backward((model(x) - y).pow(2).sum() / static_cast<double>(kBatch));
+    acc.clip_grad_norm_(kClip);
+    opt.step();
+    opt.zero_grad();
+  }
+  acc.join();
+  train_reference(reference, plan, kBatch);
   expect_replicas_equal_and_like(acc, model.module(), reference, 1e-9);
 }
 

@@ -304,8 +304,9 @@ class Accelerator {
   // rank accumulated without sync (gradient accumulation) go into the first such step. Returns once
   // a step had no contributor: every rank has joined, and they leave together, with the buffers of
   // the rank that trained last and a fresh accumulation cycle. Collective, and a world of one
-  // returns at once. The first prepared loader calls it by itself at the end of each epoch when its
-  // options have even_batches false or already_sharded; call it yourself in a loop without one.
+  // returns at once. The first prepared loader joins by itself at the end of each epoch when its
+  // options have even_batches false or already_sharded (join() is then a no-op); call it yourself
+  // in a loop without one.
   // A training step may then issue no collective of its own (acc.gather, acc.reduce,
   // wait_for_everyone, a metric scheduler's step): a joined rank cannot know of it (the watchdog's
   // verdict says so). Supported: one forward per prepared model per micro-step.
@@ -423,6 +424,7 @@ class Accelerator {
   void at_step_boundary();
   void at_epoch_end();
   void check_uneven_supported();
+  void join_now();
   [[noreturn]] void stop_for_preemption();
   void save_named(const char* why);
   void announce_first_step_after_load();
@@ -464,6 +466,7 @@ class Accelerator {
   // Uneven inputs (join): the reducers read their contributors; gradients accumulated without
   // sync since the last synced backward; clip_grad_norm_'s arguments in the last synced step.
   bool uneven_ = false;
+  bool loader_joins_ = false;  // the first prepared loader joins at each epoch's end
   bool pending_accumulation_ = false;
   std::vector<double> step_clip_;  // {max_norm, norm_type}, or empty
 };

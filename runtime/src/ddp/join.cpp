@@ -41,6 +41,10 @@ void Accelerator::check_uneven_supported() {
 }
 
 void Accelerator::join() {
+  if (!loader_joins_) join_now();  // else the loader has joined at its epoch's end already
+}
+
+void Accelerator::join_now() {
   micro_step_ = 0;  // every rank starts the next epoch's accumulation cycle afresh
   if (world_ == 1 || models_.empty()) {
     pending_accumulation_ = false;

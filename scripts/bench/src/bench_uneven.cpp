@@ -37,7 +37,7 @@ struct RandomRows : xlaunch::RowDataset {
 
 int main(int argc, char** argv) {
   double skew = 0.3;
-  int mean_batches = 40, batch = 32, hidden = 256, epochs = 4;
+  int mean_batches = 100, batch = 32, hidden = 512, epochs = 4;
   xlaunch::AcceleratorOptions options = xlaunch::AcceleratorOptions::from_env();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
