@@ -270,6 +270,7 @@ std::vector<Field> build_fields() {
         else out << c.loader.num_workers;
       }));
   f.push_back(bool_field("loader.pin_memory", [](LaunchConfig& c) -> bool& { return c.loader.pin_memory; }));
+  f.push_back(bool_field("loader.even_batches", [](LaunchConfig& c) -> bool& { return c.loader.even_batches; }));
   f.push_back(int_field("loader.prefetch_factor", [](LaunchConfig& c) -> int& { return c.loader.prefetch_factor; }));
 
   f.push_back(string_field("log_dir", [](LaunchConfig& c) -> std::string& { return c.log_dir; }));

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <fstream>
@@ -98,17 +99,32 @@ std::vector<std::string> lines(const std::string& s) {
   return out;
 }
 
-// Flattens same-dtype tensors into one buffer per dtype, broadcasts it, and copies back.
-void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tensors) {
+// Flattens same-dtype tensors into one buffer per dtype, broadcasts it from `root`, and copies back.
+void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root = 0) {
   std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
   for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
   for (auto& [dtype, group] : by_dtype) {
     std::vector<at::Tensor> flat;
     for (const auto& t : group) flat.push_back(t.detach().reshape({-1}));
     at::Tensor buffer = at::cat(flat);
-    comm.broadcast(buffer, 0);
+    comm.broadcast(buffer, root);
     unflatten_into(buffer, group);
   }
+}
+
+// A dataset already sharded per rank, with even batches: every rank must run the same number of
+// batches, or the ranks' collectives would not match. Collective; every rank reaches the same verdict.
+void check_shards_even(Communicator& comm, const Loader& loader) {
+  if (!loader.options().already_sharded || !loader.options().even_batches || comm.size() == 1) return;
+  const std::vector<std::string> counts = comm.allgather_strings(std::to_string(loader.num_batches()));
+  if (std::all_of(counts.begin(), counts.end(), [&](const std::string& c) { return c == counts.front(); })) return;
+  std::string each;
+  for (size_t r = 0; r < counts.size(); ++r) each += (r ? ", rank " : "rank ") + std::to_string(r) + ": " + counts[r];
+  throw UsageError("acc.prepare(loader): the loader's dataset is already_sharded and the ranks' shards make "
+                   "different numbers of batches (" + each + "), but even_batches is true, so the ranks would wait "
+                   "for each other's missing steps. Set even_batches false (loader.even_batches: false in the "
+                   "config, or LoaderOptions::even_batches) so that ranks whose data ends first join the others, "
+                   "or give every rank the same number of batches");
 }
 
 }  // namespace
@@ -274,7 +290,9 @@ size_t Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
       params, names, [this](const at::Device& d) { return bucket_communicator(d); }, options_.ddp);
   check_same_everywhere("gradient buckets", reducer->layout());
   broadcast_coalesced(*communicator(device_), state);
+  reducer->set_uneven(uneven_);
   models_.push_back({std::move(module), std::move(reducer)});
+  check_uneven_supported();
   return models_.size() - 1;
 }
 
@@ -288,11 +306,15 @@ void Accelerator::broadcast_buffers(size_t model_id) {
   if (world_ == 1 || !options_.broadcast_buffers || !module.is_training()) return;
   std::vector<at::Tensor> buffers;
   for (const auto& b : module.buffers()) buffers.push_back(b);
-  if (!buffers.empty()) broadcast_coalesced(*communicator(device_), buffers);
+  // Rank 0's, or with uneven inputs the lowest rank still training (a joined rank's buffers stop
+  // changing): the same choice on every rank, from the last synced backward's contributors.
+  if (!buffers.empty())
+    broadcast_coalesced(*communicator(device_), buffers, models_.at(model_id).reducer->first_contributor());
 }
 
 ForwardScope::ForwardScope(Accelerator& acc, size_t model_id)
     : phase_(std::make_shared<profile::PhaseScope>(profile::kForward)) {
+  watch::mark_alive();
   acc.broadcast_buffers(model_id);
   if (acc.mixed_precision_ != MixedPrecision::No)
     autocast_ = std::make_shared<AutocastGuard>(acc.device_.type(), acc.mixed_precision_);
@@ -315,6 +337,7 @@ void Accelerator::backward(const at::Tensor& loss_sum, const at::Tensor& num_ite
 void Accelerator::run_backward(const at::Tensor& loss, bool by_items) {
   if (loaders_.empty()) at_step_boundary();  // a loop without a prepared loader: the boundary is here
   const profile::PhaseScope phase(profile::kBackward);
+  watch::mark_alive();
   // A preemption asked of this rank travels on the next gradient allreduce (preemption.h).
   if (preempt::requested())
     for (auto& m : models_) m.reducer->set_control_bit(true);
@@ -347,6 +370,8 @@ void Accelerator::run_backward(const at::Tensor& loss, bool by_items) {
         if (p.requires_grad()) grads.push_back(p.grad());
     scale_gradients(grads, factor);
   }
+  pending_accumulation_ = !sync;
+  if (sync) step_clip_.clear();
 }
 
 void Accelerator::accumulate() {
@@ -402,9 +427,18 @@ bool Accelerator::optimizer_step_was_skipped() const {
 
 Loader& Accelerator::prepare(const Loader& loader) {
   loaders_.push_back(std::make_unique<Loader>(loader.with_place(rank_, world_, device_)));
+  check_shards_even(*cpu_comm_, *loaders_.back());
   if (loaders_.size() == 1) {  // the training loader: its batches mark the step boundary
-    loaders_.back()->set_next_batch_callback([this] { at_step_boundary(); });
+    loaders_.back()->set_next_batch_callback([this] {
+      watch::mark_alive();
+      at_step_boundary();
+    });
     loaders_.back()->set_epoch_end_callback([this](int64_t) { at_epoch_end(); });
+    // Ranks may run out of batches at different steps: they join at the epoch's end (join()).
+    if (!loader.options().even_batches || loader.options().already_sharded) {
+      loader_joins_ = true;
+      expect_uneven_inputs();
+    }
   }
   return *loaders_.back();
 }
@@ -424,6 +458,7 @@ double Accelerator::clip_grad_norm_(double max_norm, double norm_type) {
   if (scaler_ && sync_gradients())
     for (auto& o : optimizers_)
       if (!scaler_->is_unscaled(o->inner())) scaler_->unscale_(o->inner());
+  if (sync_gradients()) step_clip_ = {max_norm, norm_type};  // what a joined rank repeats (join)
   std::vector<at::Tensor> params;
   for (auto& m : models_)
     for (const auto& p : m.module->parameters())

@@ -64,6 +64,7 @@ TEST(Defaults, RuntimeOptionsStartFromTheDeclaredDefaults) {
   EXPECT_EQ(lb.num_workers, lr.num_workers);
   EXPECT_EQ(lb.prefetch_factor, lr.prefetch_factor);
   EXPECT_EQ(lb.pin_memory, lr.pin_memory);
+  EXPECT_EQ(lb.even_batches, lr.even_batches);
 
   const xlaunch::watch::Settings ws;
   EXPECT_EQ(ws.timeout_s, env::get_float(env::kTimeoutS));

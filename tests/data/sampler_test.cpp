@@ -241,3 +241,54 @@ TEST(Sampler, RejectsBadPlaces) {
 }
 
 }  // namespace
+
+namespace {
+
+Shards uneven_shards(int64_t n, int world, bool shuffle, int64_t offset = 0) {
+  Shards out;
+  for (int r = 0; r < world; ++r) {
+    SamplerOptions o{n, r, world, 42, shuffle, false};
+    o.even_batches = false;
+    out.push_back(xlaunch::shard_indices(o, 0, offset));
+  }
+  return out;
+}
+
+// even_batches false (Accelerate's even_batches=False): the same strided positions as PyTorch's
+// layout, without the padding: the first n mod world ranks hold one sample more.
+TEST(Sampler, EvenBatchesFalsePadsNothing) {
+  EXPECT_EQ(uneven_shards(10, 3, false), (Shards{{0, 3, 6, 9}, {1, 4, 7}, {2, 5, 8}}));
+  // The shuffled order is PyTorch's (above: {2,8,0,7},{6,4,9,2},{1,5,3,6} with padding 2 and 6).
+  EXPECT_EQ(uneven_shards(10, 3, true), (Shards{{2, 8, 0, 7}, {6, 4, 9}, {1, 5, 3}}));
+  EXPECT_EQ(uneven_shards(2, 3, false), (Shards{{0}, {1}, {}}));
+  EXPECT_EQ(uneven_shards(10, 3, false, 4), (Shards{{4, 7}, {5, 8}, {6, 9}}));
+  EXPECT_EQ(uneven_shards(10, 3, false, 5), (Shards{{5, 8}, {6, 9}, {7}}));
+  SamplerOptions o{10, 2, 3, 0, false, false};
+  o.even_batches = false;
+  xlaunch::DistributedSampler s(o);
+  EXPECT_EQ(s.shard_size(), 3);
+  EXPECT_EQ(s.padding(), 0);
+  EXPECT_EQ(s.real_positions(), 10);
+  o.drop_last = true;  // already even: the cut wins
+  EXPECT_EQ(xlaunch::shard_indices(o, 0), (std::vector<int64_t>{2, 5, 8}));
+}
+
+// Every sample exactly once over the ranks, for a grid of sizes, worlds and offsets.
+TEST(Sampler, EvenBatchesFalseReadsEachRemainingSampleOnce) {
+  for (int64_t n : {0, 1, 7, 64, 1001})
+    for (int world : {1, 2, 3, 8})
+      for (int64_t offset : {int64_t{0}, n / 3, n}) {
+        std::vector<int> seen(static_cast<size_t>(n), 0);
+        for (const auto& shard : uneven_shards(n, world, true, offset)) {
+          for (int64_t i : shard) ++seen[static_cast<size_t>(i)];
+        }
+        int64_t total = 0;
+        for (int c : seen) {
+          EXPECT_LE(c, 1);
+          total += c;
+        }
+        EXPECT_EQ(total, n - offset) << "n " << n << " world " << world << " offset " << offset;
+      }
+}
+
+}  // namespace

@@ -79,6 +79,25 @@ TEST(Verdict, StuckWithEveryRankInsideAndRanksNotVisible) {
             "progress board visible from this machine (other machines need a shared log_dir)");
 }
 
+// Uneven inputs: a joined rank (data ended, shadowing the others' steps) is never the one blamed,
+// and when it waits in another collective of that number, the verdict says what to move.
+TEST(Verdict, AJoinedRankIsNotBlamedAndAForeignCollectiveIsNamed) {
+  Boards b(3);
+  const CollectiveRecord& open = b.log(0, 40, "allreduce", 4, -1, 990, 0);  // rank 0: acc.reduce of a loss
+  b.log(2, 40, "allreduce", 262144, 0, 990, 0);                             // rank 2: a gradient bucket
+  b.log(1, 39, "allreduce", 4, -1, 989, 1);
+  b.owned[2]->joined = 1;
+  b.owned[1]->step = 7;
+  const Verdict v = stuck_verdict(open, b.view, 10 * kS, kNow);
+  EXPECT_EQ(v.rank, 1);
+  EXPECT_EQ(v.message,
+            "job stuck: allreduce #40 (16 B float32) waited 10 s: rank 0 entered, rank 1 never did (its last: allreduce "
+            "#39 at step 7, 10 s ago); rank 2 joined (data ended; taking part in the others' steps with nothing of its "
+            "own), and rank 2 is in allreduce #40 (bucket 0, 1.0 MiB float32) instead: with uneven inputs a training "
+            "step may issue no collective besides the Accelerator's own (acc.gather, acc.reduce, wait_for_everyone): "
+            "move those after the epoch (docs/data-loading.md#uneven-inputs)");
+}
+
 TEST(Verdict, StuckWithEveryRankInsideOnSeveralMachinesPointsAtTheNetwork) {
   Boards b(2);
   std::strcpy(b.owned[0]->host, "sim0");

@@ -37,6 +37,7 @@ std::string value_of(const env::Var& v, const LaunchConfig& c, const Environment
   if (name == env::kNumWorkers.name)
     return c.loader.num_workers == config::LoaderSection::kAutoWorkers ? "auto" : std::to_string(c.loader.num_workers);
   if (name == env::kPinMemory.name) return flag(c.loader.pin_memory);
+  if (name == env::kEvenBatches.name) return flag(c.loader.even_batches);
   if (name == env::kPrefetchFactor.name) return std::to_string(c.loader.prefetch_factor);
   if (name == env::kNumCpuThreads.name) return std::to_string(c.num_cpu_threads_per_process);
   if (name == env::kDebug.name) return flag(c.debug);

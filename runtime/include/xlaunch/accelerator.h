@@ -329,6 +329,28 @@ class Accelerator {
   at::Tensor gather_for_metrics(const at::Tensor& t);
   at::Tensor gather_for_metrics(const at::Tensor& t, const Loader& loader);
 
+  // Uneven inputs (docs/data-loading.md#uneven-inputs; PyTorch's Join): call on a rank whose data
+  // has ended while other ranks may still have batches. Until every rank has called it, this rank
+  // takes part in the others' training steps with nothing of its own: per step it issues what an
+  // active rank's step issues (each prepared model's buffer broadcast, its gradient buckets with
+  // zeros, the fp16 scaler's agreement) and applies the same averaged update (clip_grad_norm_ as
+  // its own last step called it, every prepared optimizer, every prepared scheduler), so replicas
+  // stay bitwise equal; the gradient average divides by the ranks that contributed. Gradients this
+  // rank accumulated without sync (gradient accumulation) go into the first such step. Returns once
+  // a step had no contributor: every rank has joined, and they leave together, with the buffers of
+  // the rank that trained last and a fresh accumulation cycle. Collective, and a world of one
+  // returns at once. The first prepared loader joins by itself at the end of each epoch when its
+  // options have even_batches false or already_sharded (join() is then a no-op); call it yourself
+  // in a loop without one.
+  // A training step may then issue no collective of its own (acc.gather, acc.reduce,
+  // wait_for_everyone, a metric scheduler's step): a joined rank cannot know of it (the watchdog's
+  // verdict says so). Supported: one forward per prepared model per micro-step.
+  void join();
+  // For loops that call join() themselves, on a GPU: call on every rank before training, so the
+  // reducer reads on the host which ranks contributed to each synced backward (a host wait for the
+  // last bucket per step). A prepared uneven loader does it, and the CPU needs nothing.
+  void expect_uneven_inputs();
+
   // Mixed precision in use, and (fp16 only) the gradient scaler; null otherwise.
   MixedPrecision mixed_precision() const { return mixed_precision_; }
   GradScaler* scaler() { return scaler_.get(); }
@@ -490,6 +512,8 @@ class Accelerator {
   // backward without one, after an optimizer step. Preemption and every_n_steps act here.
   void at_step_boundary();
   void at_epoch_end();
+  void check_uneven_supported();
+  void join_now();
   [[noreturn]] void stop_for_preemption();
   void save_named(const char* why);
   void announce_first_step_after_load();
@@ -530,6 +554,12 @@ class Accelerator {
   int64_t step_ = 0;
   bool sync_gradients_ = true;
   bool no_sync_ = false;
+  // Uneven inputs (join): the reducers read their contributors; gradients accumulated without
+  // sync since the last synced backward; clip_grad_norm_'s arguments in the last synced step.
+  bool uneven_ = false;
+  bool loader_joins_ = false;  // the first prepared loader joins at each epoch's end
+  bool pending_accumulation_ = false;
+  std::vector<double> step_clip_;  // {max_norm, norm_type}, or empty
 };
 
 }  // namespace xlaunch

@@ -42,6 +42,7 @@ inline constexpr Var kBroadcastBuffers       {"XLAUNCH_BROADCAST_BUFFERS", Type:
 inline constexpr Var kSyncBatchnorm          {"XLAUNCH_SYNC_BATCHNORM", Type::Bool, "0", "1: acc.prepare converts the model's BatchNorm1d/2d/3d to SyncBatchNorm (statistics over every rank's batch)"};
 inline constexpr Var kNumWorkers             {"XLAUNCH_NUM_WORKERS", Type::String, "2", "loader worker threads per rank: a count, or 'auto'"};
 inline constexpr Var kPinMemory              {"XLAUNCH_PIN_MEMORY", Type::Bool, "1", "1: collate into pinned host memory and copy to the GPU asynchronously"};
+inline constexpr Var kEvenBatches            {"XLAUNCH_EVEN_BATCHES", Type::Bool, "1", "1: pad every rank's shard to the same number of batches; 0: read each sample once, and ranks whose data ends first join the others' gradient averaging"};
 inline constexpr Var kPrefetchFactor         {"XLAUNCH_PREFETCH_FACTOR", Type::Int, "2", "batches in flight per loader worker"};
 inline constexpr Var kNumCpuThreads          {"XLAUNCH_NUM_CPU_THREADS", Type::Int, "0", "intra-op threads per rank, handed to the program as OMP_NUM_THREADS; 0: the runtime's default (cores / local ranks)"};
 inline constexpr Var kDebug                  {"XLAUNCH_DEBUG", Type::Bool, "0", "1: before each collective, every rank checks that the others issue the same one"};
@@ -66,7 +67,7 @@ inline constexpr const Var* kAll[] = {
     &kUseCpu,          &kGpuIds,       &kMixedPrecision, &kGradAccumSteps,
     &kBucketCapMb,     &kFindUnusedParameters,       &kCommHook,   &kPowerSgdRank,   &kPowerSgdStartStep,
     &kBroadcastBuffers, &kSyncBatchnorm, &kNumWorkers,
-    &kPinMemory,       &kPrefetchFactor, &kNumCpuThreads, &kDebug,    &kTimeoutS,
+    &kPinMemory,       &kEvenBatches,  &kPrefetchFactor, &kNumCpuThreads, &kDebug,    &kTimeoutS,
     &kReport,          &kTraceDir,     &kTraceSteps, &kProjectDir,
     &kCheckpointTotalLimit, &kCheckpointEveryNSteps, &kCheckpointEveryEpoch, &kResume, &kLogDir,
     &kRunId,           &kRestartCount, &kStatusDir,    &kConfigFile,

@@ -54,7 +54,18 @@ struct LoaderOptions {
   // wrapping around; the last batch may be short (the same on every rank). true: the tail that
   // does not fill a whole batch on every rank is not read.
   bool drop_last = false;
-  // The three settings the launcher controls (loader.* in the config). These defaults are the
+  // false (Accelerate's even_batches=False; loader.even_batches, XLAUNCH_EVEN_BATCHES): no padding,
+  // every sample read exactly once (sampler.h), so ranks may run different numbers of batches. A
+  // prepared loader then joins its ranks at the end of each epoch: a rank whose data ended keeps
+  // taking part in the others' gradient averaging with nothing of its own, until every rank's data
+  // has ended (Accelerator::join, docs/data-loading.md). No effect with drop_last.
+  bool even_batches = env::default_bool(env::kEvenBatches);
+  // true: the dataset is already this rank's own shard (one file per rank, say): the loader reads
+  // all of it on this rank, not sharding it again, so each rank may have a different size. Needs
+  // even_batches false when the ranks' batch counts differ (Accelerator::prepare checks it).
+  // gather_for_metrics knows nothing of such shards: gather results with Accelerator::gather.
+  bool already_sharded = false;
+  // The settings the launcher controls (loader.* in the config). These defaults are the
   // XLAUNCH_* variables' own; from_env() takes the launched job's values instead.
   // num_workers 0: load in the training thread; kAutoWorkers: measure, keep the best.
   int num_workers = static_cast<int>(env::default_int(env::kNumWorkers));
@@ -64,9 +75,9 @@ struct LoaderOptions {
   int rank = 0;  // this process's place: the caller's (the Accelerator passes its own)
   int world_size = 1;
 
-  // The defaults, with num_workers, prefetch_factor and pin_memory from XLAUNCH_NUM_WORKERS
-  // (a count or "auto"), XLAUNCH_PREFETCH_FACTOR and XLAUNCH_PIN_MEMORY (env_vars.h), as `xlaunch
-  // run` sets them from the config. Throws UsageError naming the variable on a malformed value.
+  // The defaults, with num_workers, prefetch_factor, pin_memory and even_batches from
+  // XLAUNCH_NUM_WORKERS (a count or "auto"), XLAUNCH_PREFETCH_FACTOR, XLAUNCH_PIN_MEMORY and
+  // XLAUNCH_EVEN_BATCHES (env_vars.h), as `xlaunch run` sets them from the config. Throws UsageError naming the variable on a malformed value.
   static LoaderOptions from_env();
 };
 
@@ -174,7 +185,8 @@ class Loader {
   // batch the caller is evaluating.
   const ShardSpan& last_span() const;
 
-  // Per whole epoch on this rank, the same on every rank (an epoch resumed at an offset has fewer).
+  // Per whole epoch on this rank: the same on every rank unless even_batches is false or the
+  // dataset is already_sharded (an epoch resumed at an offset has fewer).
   int64_t num_batches() const;
   // Batches of the epoch in progress still to come after the one handed over last: 0 from the
   // hand-over of its last batch until the next begin(); -1 when no epoch has begun (at first, and

@@ -38,6 +38,14 @@
 // and the hook averages it with the gradients: the average is > 0 iff some rank's bit was set. It
 // changes no gradient, bit for bit, and is no parameter anywhere (unused parameters, pending counts);
 // layout() names it, the same on every rank.
+//
+// Uneven inputs (Accelerator::join, docs/data-loading.md): after the control element the last bucket
+// holds one element per rank, written 1 at its own index by a rank that contributes gradients to
+// the synced backward and 0 by a rank that has joined (its data ended). Averaged with the gradients,
+// they say which ranks contributed (ddp/contributors.h). When fewer than all did, finalize_backward
+// multiplies the averaged gradients by world / contributors: the average is over the ranks that
+// contributed, as with PyTorch's Join. Only then: a backward every rank contributed to is unchanged.
+// A joined rank runs join_backward() instead of a backward: the same collectives, with zeros.
 #pragma once
 
 #include <functional>
@@ -60,6 +68,7 @@ namespace xlaunch {
 class CommHook;       // xlaunch/extend/comm_hook.h
 class Communicator;   // xlaunch/extend/communicator.h
 class ControlWord;
+class Contributors;
 class GradCapture;
 class SharedPool;
 
@@ -134,6 +143,22 @@ class Reducer {
   // 16-bit number: at most 2^14 processes (the reducer refuses more for a 16-bit last bucket).
   int64_t control_raised_at() const;
 
+  // Uneven inputs (see above). The contributors are read on the host after every synced backward on
+  // the CPU (free); on a device only while set_uneven(true) (a host wait for the last bucket per
+  // synced backward), else every rank is taken to have contributed. Set it on every rank alike.
+  void set_uneven(bool on) { uneven_ = on; }
+  // A joined rank's synced backward, with no autograd: every bucket's collective is issued as an
+  // active rank's backward issues them, carrying zeros and contributor 0, or, with contribute, the
+  // gradients this rank accumulated without sync since its last synced backward (contributor 1).
+  // Then as finalize_backward: the gradients hold the average over the contributing ranks.
+  void join_backward(bool contribute);
+  // Of the last synced backward: how many ranks contributed (the world size while nothing was read),
+  // and the lowest of them in the last one any rank contributed to (0 at first).
+  int contributors() const;
+  int first_contributor() const;
+  // Every rank contributes again (a new epoch): contributors() is the world size, first 0.
+  void reset_contributors();
+
   // Tests and profiling: called (under the reducer's lock) as each bucket's allreduce is started.
   void set_launch_observer(std::function<void(size_t bucket)> fn) { on_launch_ = std::move(fn); }
 
@@ -145,6 +170,10 @@ class Reducer {
   void reserve_pools();
   // Whether the bucket's communicator can reduce `grad` (of the member at `pos`) where it lies.
   bool in_place_ok(const Bucket& bucket, size_t pos, const at::Tensor& grad) const;
+  // Makes parameter i's gradient reducible where it is, or moves it into its bucket slot.
+  void place_grad(size_t i);
+  // Starts what is left, waits for every bucket, reads the agreements; `unused` for the message.
+  void complete_sync(const std::vector<size_t>& unused);
 
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;
@@ -167,6 +196,9 @@ class Reducer {
   std::unique_ptr<CommHook> hook_;
   int64_t sync_steps_ = 0;
   std::unique_ptr<ControlWord> control_;  // over the last bucket's control element; null: no buckets
+  std::unique_ptr<Contributors> contributors_;  // over the elements after it; null: no buckets
+  bool contributing_ = true;  // what this rank writes into the contributors of a synced backward
+  bool uneven_ = false;
 };
 
 }  // namespace xlaunch

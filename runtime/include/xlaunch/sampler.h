@@ -35,6 +35,11 @@ struct SamplerOptions {
   // false (even batches): every rank gets ceil(n / world) samples, the list padded by repeating
   // its first entries. true: every rank gets floor(n / world) samples, the tail is not read.
   bool drop_last = false;
+  // false (Accelerate's even_batches=False): no padding; rank r gets the positions r, r + world, ...
+  // below n, so shards differ by at most one sample and every sample is read exactly once. Ranks
+  // may then run different numbers of batches (the Accelerator joins them: docs/data-loading.md).
+  // Without effect with drop_last, whose shards are already even.
+  bool even_batches = true;
 };
 
 // Where a run of consecutive shard positions of one rank sits in the epoch's global list; what
@@ -67,14 +72,14 @@ class DistributedSampler {
   // This rank's dataset indices for the current epoch, in the order they are to be read.
   std::vector<int64_t> indices() const;
 
-  // Samples per rank this epoch, with m = n - offset() remaining: ceil(m / world), or
-  // floor(m / world) with drop_last.
+  // Samples on this rank this epoch, with m = n - offset() remaining: ceil(m / world), or
+  // floor(m / world) with drop_last, or ceil((m - rank) / world) with even_batches false.
   int64_t shard_size() const;
   // Global positions below this hold real samples: n, or offset() + shard_size() * world with
   // drop_last.
   int64_t real_positions() const;
-  // Padded duplicates over all ranks this epoch (0 with drop_last, always < world).
-  int64_t padding() const { return offset_ + shard_size() * options_.world_size - real_positions(); }
+  // Padded duplicates over all ranks this epoch (0 with drop_last or even_batches false, always < world).
+  int64_t padding() const;
   // The span of this rank's shard positions starting at first_position.
   ShardSpan span(int64_t first_position) const {
     return ShardSpan{first_position, real_positions(), options_.world_size, offset_};

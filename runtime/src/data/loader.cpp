@@ -36,7 +36,7 @@ struct Loader::State {
     p.span = sampler.span(0);
     return p;
   }
-  int64_t global_batch() const { return options.batch_size * options.world_size; }
+  int64_t global_batch() const { return options.batch_size * sampler.options().world_size; }
   // This rank's batches of an epoch started at global position `offset`.
   int64_t batches_from(int64_t offset) const {
     const int64_t shard = shard_size(sampler.options(), offset), b = options.batch_size;
@@ -62,11 +62,13 @@ SamplerOptions sampler_options(int64_t size, const LoaderOptions& o) {
                      "; use a count >= 0 or xlaunch::kAutoWorkers");
   SamplerOptions s;
   s.dataset_size = size;
-  s.rank = o.rank;
-  s.world_size = o.world_size;
+  // A dataset that is already this rank's shard is read whole, as in a world of one.
+  s.rank = o.already_sharded ? 0 : o.rank;
+  s.world_size = o.already_sharded ? 1 : o.world_size;
   s.seed = o.seed;
   s.shuffle = o.shuffle;
   s.drop_last = o.drop_last;
+  s.even_batches = o.even_batches;
   return s;
 }
 

@@ -32,6 +32,7 @@ LoaderOptions LoaderOptions::from_env() {
   o.num_workers = num_workers_from_env();
   o.prefetch_factor = prefetch_factor_from_env();
   o.pin_memory = pin_memory_from_env();
+  o.even_batches = env::get_bool(env::kEvenBatches);
   return o;
 }
 

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/randperm.h>
 
+#include <algorithm>
 #include <string>
 
 #include "xlaunch/error.h"
@@ -48,7 +49,9 @@ int64_t shard_size(const SamplerOptions& o, int64_t offset) {
   check_options(o);
   check_offset(o, offset);
   const int64_t w = o.world_size, remaining = o.dataset_size - offset;
-  return o.drop_last ? remaining / w : (remaining + w - 1) / w;
+  if (o.drop_last) return remaining / w;
+  if (!o.even_batches) return std::max<int64_t>(0, remaining - o.rank + w - 1) / w;  // positions < n only
+  return (remaining + w - 1) / w;
 }
 
 std::vector<int64_t> shard_indices(const SamplerOptions& o, int64_t epoch, int64_t offset) {
@@ -77,6 +80,11 @@ void DistributedSampler::set_offset(int64_t offset) {
 std::vector<int64_t> DistributedSampler::indices() const { return shard_indices(options_, epoch_, offset_); }
 
 int64_t DistributedSampler::shard_size() const { return xlaunch::shard_size(options_, offset_); }
+
+int64_t DistributedSampler::padding() const {
+  if (options_.drop_last || !options_.even_batches) return 0;
+  return offset_ + shard_size() * options_.world_size - real_positions();
+}
 
 int64_t DistributedSampler::real_positions() const {
   return options_.drop_last ? offset_ + shard_size() * options_.world_size : options_.dataset_size;

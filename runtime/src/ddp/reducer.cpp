@@ -15,6 +15,7 @@
 #include "check.h"
 #include "comm/shared_memory.h"
 #include "ddp/bucket_plan.h"
+#include "ddp/contributors.h"
 #include "ddp/control_word.h"
 #include "watch/watchdog.h"
 #include "xlaunch/error.h"
@@ -57,7 +58,7 @@ std::unique_ptr<ControlWord> make_control(const GradBucket& bucket) {
                      std::to_string(bucket.comm->size()) + " processes: the reducer's agreement across ranks " +
                      "needs 1/processes to be a normal 16-bit number (at most 16384 processes); train with " +
                      "float32 parameters (mixed_precision keeps 16-bit compute) or fewer processes");
-  return std::make_unique<ControlWord>(bucket.views.back(), /*deferred=*/!bucket.buffer.is_cpu());
+  return std::make_unique<ControlWord>(bucket.views.back().narrow(0, 0, 1), /*deferred=*/!bucket.buffer.is_cpu());
 }
 }  // namespace
 
@@ -87,7 +88,9 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     int64_t total = 0;
     for (size_t i : plan_[b]) total += params_[i].numel();
     bucket.comm = comm_for(first.device());
-    bucket.buffer = bucket.comm->allocate(total + (last ? 1 : 0), first.options().requires_grad(false));
+    // The last bucket's tail: the control element, then one contributor element per rank.
+    const int64_t tail = last ? 1 + bucket.comm->size() : 0;
+    bucket.buffer = bucket.comm->allocate(total + tail, first.options().requires_grad(false));
     int64_t offset = 0;
     for (size_t pos = 0; pos < plan_[b].size(); ++pos) {
       const size_t i = plan_[b][pos];
@@ -96,9 +99,11 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
       slot_of_[i] = {b, pos};
     }
     if (last) {
-      // The control element: after every gradient, so the members' offsets are as without it.
-      bucket.views.push_back(bucket_alias(bucket.buffer, total, {1}));
+      // The tail after every gradient, so the members' offsets are as without it: one entry of
+      // `views` for the hooks, over the control element and the contributors.
+      bucket.views.push_back(bucket_alias(bucket.buffer, total, {tail}));
       control_ = make_control(bucket);
+      contributors_ = std::make_unique<Contributors>(bucket.views.back().narrow(0, 1, tail - 1), bucket.comm->rank());
     }
     // Gradients live in the bucket from the start; an existing gradient is kept.
     for (size_t pos = 0; pos < plan_[b].size(); ++pos) {
@@ -161,6 +166,12 @@ void Reducer::set_control_bit(bool on) {
 
 int64_t Reducer::control_raised_at() const { return control_ ? control_->raised_at() : -1; }
 
+int Reducer::contributors() const { return contributors_ ? contributors_->count() : 0; }
+int Reducer::first_contributor() const { return contributors_ ? contributors_->first() : 0; }
+void Reducer::reset_contributors() {
+  if (contributors_) contributors_->reset();
+}
+
 Reducer::~Reducer() {
   for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
 }
@@ -189,6 +200,7 @@ void Reducer::prepare_for_backward(bool sync) {
   if (sync_) {
     hook_->begin_step(sync_steps_);
     if (control_) control_->write();
+    if (contributors_) contributors_->write(contributing_);
   }
   std::fill(ready_.begin(), ready_.end(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].pending = plan_[b].size();
@@ -209,6 +221,14 @@ void Reducer::on_grad_ready(size_t i) {
     throw UsageError("parameter '" + names_[i] + "' received its gradient twice in one backward " +
                      "(backward through the same graph twice, or a reentrant backward); " +
                      "run one backward per step through acc.backward(loss)");
+  place_grad(i);
+  ready_[i] = 1;
+  if (--bucket.pending == 0) launch_ready_buckets();
+}
+
+void Reducer::place_grad(size_t i) {
+  const auto [b, pos] = slot_of_[i];
+  Bucket& bucket = buckets_[b];
   at::Tensor& grad = params_[i].mutable_grad();
   if (!in_place_ok(bucket, pos, grad)) {
     // A gradient the communicator cannot reach where it is (autograd made it outside the shared
@@ -216,8 +236,6 @@ void Reducer::on_grad_ready(size_t i) {
     bucket.views[pos].copy_(grad);
     grad = bucket.views[pos];
   }
-  ready_[i] = 1;
-  if (--bucket.pending == 0) launch_ready_buckets();
 }
 
 void Reducer::launch_ready_buckets() {
@@ -254,6 +272,40 @@ void Reducer::finalize_backward() {
       ready_[i] = 1;
       --buckets_[b].pending;
     }
+  }
+  complete_sync(unused);
+}
+
+void Reducer::join_backward(bool contribute) {
+  contributing_ = contribute;
+  prepare_for_backward(/*sync=*/true);
+  contributing_ = true;
+  std::vector<size_t> none;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    armed_ = false;
+    // No autograd: every parameter is ready with what it holds, or with zeros, and the buckets
+    // start in order as in any synced backward.
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const auto [b, pos] = slot_of_[i];
+      at::Tensor& grad = params_[i].mutable_grad();
+      if (contribute && grad.defined()) {
+        place_grad(i);
+      } else {
+        buckets_[b].views[pos].zero_();
+        grad = buckets_[b].views[pos];
+      }
+      ready_[i] = 1;
+      --buckets_[b].pending;
+    }
+  }
+  capture_.reset();
+  complete_sync(none);
+}
+
+void Reducer::complete_sync(const std::vector<size_t>& unused) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
     launch_ready_buckets();
     XLAUNCH_ASSERT(next_launch_ == buckets_.size(), "every bucket started");
   }
@@ -267,6 +319,15 @@ void Reducer::finalize_backward() {
   }
   ++sync_steps_;
   if (control_) control_->read(sync_steps_);
+  if (contributors_ && (uneven_ || buckets_.back().buffer.is_cpu())) {
+    contributors_->read();
+    const int c = contributors_->count(), w = contributors_->world();
+    // The hook divided the sum by every rank; only c of them put anything in it.
+    if (c > 0 && c < w) {
+      at::NoGradGuard no_grad;
+      for (auto& p : params_) p.mutable_grad().mul_(static_cast<double>(w) / c);
+    }
+  }
   if (unused.empty() || options_.find_unused_parameters) return;
   std::ostringstream os;
   os << "on " << where_am_i() << ", " << unused.size() << " parameter(s) of the prepared model did not "
@@ -320,7 +381,7 @@ void Reducer::load_hook_state(const NamedTensors& saved) {
 std::string Reducer::layout() const {
   std::ostringstream os;
   for (size_t b = 0; b < plan_.size(); ++b) {
-    os << "bucket " << b << ": " << plan_[b].size() << " params" << (b + 1 == plan_.size() ? " + control" : "")
+    os << "bucket " << b << ": " << plan_[b].size() << " params" << (b + 1 == plan_.size() ? " + control, contributors" : "")
        << ", " << buckets_[b].buffer.numel() << " elements, " << group_of(buckets_[b].buffer) << "\n";
   }
   return os.str();

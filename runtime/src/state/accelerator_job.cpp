@@ -151,6 +151,7 @@ void Accelerator::at_step_boundary() {
 
 void Accelerator::at_epoch_end() {
   at_step_boundary();
+  if (loader_joins_) join_now();  // the ranks whose data ended first wait here, taking part, for the others
   if (options_.checkpoint_every_epoch && step_ != last_saved_step_) save_named("every_epoch");
 }
 

@@ -3,8 +3,8 @@
 // into memory: the rank writes it with plain stores (no system calls on the training path), the
 // others map it read-only.
 //
-// It holds the rank's identity (pid, host), how it ended (when it did), its optimizer step, its
-// collective counters and a ring of its last kRing collectives: sequence number, op, dtype, element
+// It holds the rank's identity (pid, host), how it ended (when it did), its optimizer step, whether
+// it has joined (uneven inputs) and its last sign of work, its collective counters and a ring of its last kRing collectives: sequence number, op, dtype, element
 // count, bucket, and when it was issued, started and finished. Sequence numbers count every
 // collective a rank issues, on any communicator, in program order: ranks that run the same program
 // give the same collective the same number, so rank A's #457 and rank B's #457 are meant to be the
@@ -47,6 +47,10 @@ struct Board {
   std::atomic<int64_t> exit_ns;
   std::atomic<int64_t> step;            // optimizer steps taken
   std::atomic<int64_t> step_ns;         // when the last one was taken
+  // Uneven inputs (Accelerator::join): 1 while this rank's data has ended and it only takes part in
+  // the others' steps; it then waits for them, and is not stuck while they work.
+  std::atomic<int32_t> joined;
+  std::atomic<int64_t> alive_ns;        // the training loop's last sign of work (batch, forward, backward)
   std::atomic<uint64_t> issued;         // collectives issued: the next one gets this number
   std::atomic<uint64_t> completed;      // collectives finished
   std::atomic<int64_t> last_done_ns;    // when the last one finished

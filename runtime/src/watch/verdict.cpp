@@ -55,19 +55,25 @@ std::string describe(const CollectiveRecord& r) {
 Verdict stuck_verdict(const CollectiveRecord& open, const std::vector<const Board*>& boards, int64_t waited_ns,
                       int64_t now_ns) {
   const uint64_t seq = open.seq.load();
-  std::vector<int> entered, missing, unseen;
+  std::vector<int> entered, missing, unseen, joined;
+  std::string other_collective;  // a joined rank in another collective of this number
   for (int r = 0; r < static_cast<int>(boards.size()); ++r) {
     if (!boards[r]) unseen.push_back(r);
+    else if (boards[r]->joined.load()) joined.push_back(r);
     else if (boards[r]->issued.load() > seq) entered.push_back(r);
     else missing.push_back(r);
+    const CollectiveRecord* theirs = boards[r] && boards[r]->joined.load() ? boards[r]->find(seq) : nullptr;
+    if (theirs && other_collective.empty() && !same_collective(open, *theirs))
+      other_collective = "rank " + std::to_string(r) + " is in " + describe(*theirs);
   }
   Verdict v;
   v.exit_code = 124;
   v.message = "job stuck: " + describe(open) + " waited " + seconds(waited_ns) + ": ";
   if (missing.empty()) {
     v.rank = entered.empty() ? -1 : entered.front();
-    v.message += (unseen.empty() ? "every rank entered it and none finished it"
-                                 : "ranks " + rank_list(entered) + " entered it and none finished it");
+    v.message += entered.empty() ? "no rank that has not joined is in it, and none finished it"
+                 : unseen.empty() && joined.empty() ? "every rank entered it and none finished it"
+                                                    : "ranks " + rank_list(entered) + " entered it and none finished it";
     std::vector<std::string> hosts;
     for (int r : entered)
       if (std::find(hosts.begin(), hosts.end(), boards[r]->host) == hosts.end()) hosts.push_back(boards[r]->host);
@@ -80,6 +86,16 @@ Verdict stuck_verdict(const CollectiveRecord& open, const std::vector<const Boar
     for (size_t i = 0; i < missing.size(); ++i)
       v.message += (i ? "; " : "") + std::string("rank ") + std::to_string(missing[i]) + " never did (" +
                    last_of(*boards[missing[i]], now_ns) + ")";
+  }
+  if (!joined.empty()) {
+    // Not at fault: a joined rank issues the collectives of the others' steps as they come.
+    v.message += (joined.size() == 1 ? "; rank " : "; ranks ") + rank_list(joined) +
+                 " joined (data ended; taking part in the others' steps with nothing of its own)";
+    if (!other_collective.empty())
+      v.message += ", and " + other_collective + " instead: with uneven inputs a training step may issue no "
+                   "collective besides the Accelerator's own (acc.gather, acc.reduce, wait_for_everyone): move "
+                   "those after the epoch (docs/data-loading.md#uneven-inputs)";
+    if (missing.empty() && entered.empty()) v.rank = joined.front();
   }
   if (!unseen.empty())
     v.message += (unseen.size() == 1 ? "; rank " : "; ranks ") + rank_list(unseen) +

@@ -67,6 +67,23 @@ const CollectiveRecord* oldest_open(const Board& b) {
   return nullptr;
 }
 
+// For a joined rank: the newest sign of work of the ranks that have not joined (their training loop,
+// or a collective issued or finished), or -1 when one of them has no visible board. No such rank
+// (every rank has joined: they are all in the last rounds together): 0, nothing to add.
+int64_t last_work_of_active(Watch& w) {
+  int64_t newest = 0;
+  for (int r = 0; r < w.settings.world; ++r) {
+    if (r == w.settings.rank) continue;
+    const Board* b = peer(w, r);
+    if (!b) return -1;
+    if (b->joined.load()) continue;
+    newest = std::max({newest, b->alive_ns.load(), b->last_done_ns.load()});
+    const uint64_t n = b->issued.load(std::memory_order_acquire);
+    if (const CollectiveRecord* last = n ? b->find(n - 1) : nullptr) newest = std::max(newest, last->issued_ns.load());
+  }
+  return newest;
+}
+
 // A peer on this machine (its board's host is ours) whose process no longer exists.
 bool process_gone(const Board& mine, const Board& b) {
   return std::strncmp(mine.host, b.host, sizeof b.host) == 0 && kill(b.pid, 0) != 0 && errno == ESRCH;
@@ -142,7 +159,12 @@ void check(Watch& w) {
     }
   }
   const int64_t start = open->start_ns.load() ? open->start_ns.load() : open->issued_ns.load();
-  const int64_t since = std::max(start, w.mine->last_done_ns.load());
+  int64_t since = std::max(start, w.mine->last_done_ns.load());
+  if (w.mine->joined.load()) {
+    const int64_t work = last_work_of_active(w);
+    if (work < 0) return;  // they cannot be seen from here: their own watchdogs judge
+    since = std::max(since, work);
+  }
   if (now - since > static_cast<int64_t>(w.settings.timeout_s * kSecond)) {
     std::vector<const Board*> boards(w.settings.world);
     for (int r = 0; r < w.settings.world; ++r) boards[r] = peer(w, r);
@@ -274,6 +296,16 @@ void finished(uint64_t seq, bool ok) {
   r.state.store(int32_t(ok ? CollState::Done : CollState::Failed), std::memory_order_release);
   b.last_done_ns.store(t, std::memory_order_relaxed);
   b.completed.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void set_joined(bool joined) {
+  if (!g_logging.load(std::memory_order_relaxed)) return;
+  watch().mine->joined.store(joined ? 1 : 0, std::memory_order_release);
+}
+
+void mark_alive() {
+  if (!g_logging.load(std::memory_order_relaxed)) return;
+  watch().mine->alive_ns.store(now_ns(), std::memory_order_relaxed);
 }
 
 void set_step(int64_t step) {

@@ -10,7 +10,12 @@
 //  2. A communicator's poller (add_poller) reports an error: the verdict is that error.
 //  3. This rank's oldest unfinished collective has made no progress for timeout_s (measured from
 //     when it started, or from the last collective this rank finished, whichever is later): the job
-//     is stuck. The verdict names the collective (sequence number, op, bucket, size), the ranks that
+//     is stuck. A joined rank (uneven inputs: its data ended, and it waits in the collectives of the
+//     others' steps, set_joined) waits for their work, not for a collective: its clock also restarts
+//     with the last sign of work of every rank that has not joined (a batch, a forward, a backward,
+//     a collective: mark_alive), so it is stuck only when they all show none for timeout_s; when it
+//     cannot see their boards, it leaves the judgement to them. A verdict never names a joined rank
+//     as the one that never came. The verdict names the collective (sequence number, op, bucket, size), the ranks that
 //     entered it and those that never did, each with its last finished collective and training
 //     step; this rank exits with 124.
 // The first rank to reach a verdict writes it to `verdict` in the status directory (O_EXCL: one
@@ -89,5 +94,9 @@ void started(uint64_t seq);
 void finished(uint64_t seq, bool ok);
 // Optimizer steps taken (for the verdict's "at step S").
 void set_step(int64_t step);
+// Whether this rank has joined (Accelerator::join), on its board.
+void set_joined(bool joined);
+// The training loop's sign of work (a batch handed over, a forward, a backward): one store.
+void mark_alive();
 
 }  // namespace xlaunch::watch

@@ -51,6 +51,9 @@ struct LoaderSection {
   static constexpr int kAutoWorkers = -1;  // "auto" in the file: the runtime picks
   int num_workers = static_cast<int>(env::default_int(env::kNumWorkers));
   bool pin_memory = env::default_bool(env::kPinMemory);
+  // false: no padding, each sample once; ranks whose data ends first join the others (Accelerate's
+  // DataLoaderConfiguration.even_batches).
+  bool even_batches = env::default_bool(env::kEvenBatches);
   int prefetch_factor = static_cast<int>(env::default_int(env::kPrefetchFactor));
 };
 

@@ -30,8 +30,9 @@ struct GradBucket {
   size_t index = 0;               // its place in the bucket plan
   at::Tensor buffer;              // flat and contiguous, one dtype and device: the members in order
   // Per member, over `buffer`, shaped like its parameter. The last bucket ends with the reducer's
-  // control element (xlaunch/reducer.h): one more 1-element entry, belonging to no parameter, last
-  // in `buffer` too; hooks average it like any gradient.
+  // control element and one contributor element per rank (xlaunch/reducer.h): one more 1-dimensional
+  // entry of 1 + world elements, belonging to no parameter, last in `buffer` too; hooks average it
+  // like any gradient.
   std::vector<at::Tensor> views;
   std::shared_ptr<Communicator> comm;
   // Empty unless the reducer left this step's gradients where autograd put them (only for a hook

@@ -1,0 +1,82 @@
+// Uneven inputs: Accelerator::join (xlaunch/accelerator.h), the semantics of PyTorch's Join.
+//
+// Why it needs no collective of its own: every synced backward already reduces the last gradient
+// bucket, whose tail says which ranks contributed to it (ddp/contributors.h). A joined rank runs
+// shadow steps that issue exactly the collectives an active rank's step issues, in the same order:
+//  1. the step boundary (a preemption or a named checkpoint agreed there is every rank's), before
+//     the forward with a prepared loader, after it without one (backward has it there);
+//  2. each prepared model's buffer broadcast (what its forward issues), from the lowest rank that
+//     contributed last (the newest buffers; the same choice everywhere);
+//  3. each model's gradient buckets, with zeros and contributor 0 (Reducer::join_backward); the
+//     average then divides by the ranks that contributed;
+//  4. if anyone contributed: the optimizer step, the same as the others' on the same averaged
+//     gradients (clip_grad_norm_ as this rank's last step had it, the fp16 scaler's agreement, every
+//     prepared optimizer and scheduler), so every replica makes the same update.
+// A step with no contributor means every rank is in here: all leave after that same step.
+#include "watch/preemption.h"
+#include "watch/watchdog.h"
+#include "xlaunch/accelerator.h"
+#include "xlaunch/error.h"
+
+namespace xlaunch {
+
+void Accelerator::expect_uneven_inputs() {
+  uneven_ = true;
+  for (auto& m : models_) m.reducer->set_uneven(true);
+  check_uneven_supported();
+}
+
+void Accelerator::check_uneven_supported() {
+  if (!uneven_ || world_ == 1 || options_.gradient_accumulation_steps == 1 || !options_.broadcast_buffers) return;
+  for (const auto& m : models_) {
+    if (m.module->buffers().empty()) continue;
+    // A joined rank cannot know how many forwards (buffer broadcasts) the others' accumulation
+    // cycle still holds.
+    throw UsageError("uneven inputs (even_batches false, already_sharded, or acc.expect_uneven_inputs) with "
+                     "gradient_accumulation_steps " + std::to_string(options_.gradient_accumulation_steps) +
+                     " and a model with buffers broadcast before each forward: a rank whose data ended cannot "
+                     "follow the others' forwards. Set ddp.broadcast_buffers false, or gradient_accumulation_steps "
+                     "1, or keep even_batches true");
+  }
+}
+
+void Accelerator::join() {
+  if (!loader_joins_) join_now();  // else the loader has joined at its epoch's end already
+}
+
+void Accelerator::join_now() {
+  micro_step_ = 0;  // every rank starts the next epoch's accumulation cycle afresh
+  if (world_ == 1 || models_.empty()) {
+    pending_accumulation_ = false;
+    return;
+  }
+  if (!uneven_ && !device_.is_cpu())
+    throw UsageError("acc.join() on " + device_.str() + " needs acc.expect_uneven_inputs() on every rank before "
+                     "training (the ranks still training must read who contributed); or prepare a loader with "
+                     "even_batches false, which does it");
+  watch::set_joined(true);
+  bool contribute = pending_accumulation_;
+  sync_gradients_ = true;
+  for (;;) {
+    // Where the others meet their step boundary: at the loader's next batch, before the forward;
+    // without a prepared loader, in backward, after it.
+    if (!loaders_.empty()) at_step_boundary();
+    for (size_t id = 0; id < models_.size(); ++id) broadcast_buffers(id);
+    if (loaders_.empty()) at_step_boundary();
+    if (preempt::requested())  // as backward does: the bit travels on the gradient allreduce
+      for (auto& m : models_) m.reducer->set_control_bit(true);
+    for (auto& m : models_) m.reducer->join_backward(contribute);
+    contribute = false;
+    if (models_.front().reducer->contributors() == 0) break;
+    if (!step_clip_.empty()) clip_grad_norm_(step_clip_[0], step_clip_[1]);
+    for (auto& o : optimizers_) o->step();
+    for (auto& s : schedulers_) s->catch_up();
+  }
+  pending_accumulation_ = false;
+  // Every rank holds the buffers of the rank that trained last, and the next epoch starts from rank 0.
+  for (size_t id = 0; id < models_.size(); ++id) broadcast_buffers(id);
+  for (auto& m : models_) m.reducer->reset_contributors();
+  watch::set_joined(false);
+}
+
+}  // namespace xlaunch
