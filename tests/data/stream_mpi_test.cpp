@@ -45,6 +45,11 @@ Batches batches_of(const std::string& text) {
   return out;
 }
 
+std::vector<int64_t> ids_of(const xlaunch::Batch& b) {
+  const at::Tensor t = b.target.contiguous();
+  return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+}
+
 // Every record once over all ranks' batches (gathered from every rank).
 void expect_once_each(xlaunch::Communicator& comm, const Batches& mine, const std::string& what) {
   std::map<int64_t, int> seen;
@@ -78,9 +83,15 @@ TEST(StreamMpi, EveryRecordOncePerPassAndAnExactResume) {
   // Epoch 1: 37 batches, save, the rest (what the uninterrupted run reads), back to the save.
   std::string dir = rank == 0 ? xlaunch::test::make_scratch_dir("StreamMpi") : "";
   dir = xlaunch::broadcast_string(*comm, dir);
-  const Batches before = batch_targets(loader, 37);
-  acc.save_state(dir + "/ckpt");
-  const Batches rest = batch_targets(loader);
+  Batches before, rest;
+  for (auto& b : loader) {  // saved in the body of batch 36, as a training loop does after its step
+    if (before.size() == 37) {
+      rest.push_back(ids_of(b));
+      continue;
+    }
+    before.push_back(ids_of(b));
+    if (before.size() == 37) acc.save_state(dir + "/ckpt");
+  }
   EXPECT_EQ(loader.epoch(), 2);
   acc.load_state(dir + "/ckpt");
   EXPECT_EQ(loader.position().epoch, 1);

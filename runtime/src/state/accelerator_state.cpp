@@ -217,7 +217,7 @@ Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string
   }
   for (size_t i = 0; i < a.custom_.size(); ++i)
     files["rank0/custom_" + std::to_string(i) + ".pt"] = archive_bytes([&](auto& ar) { a.custom_[i]->save(ar); });
-  checkpoint::save_loader_positions(a.loaders_, a.world_, stream_states, state, meta);
+  checkpoint::save_loader_positions(a.loaders_, a.world_, state, meta, stream_states);
   if (a.scaler_) {
     const GradScalerState s = a.scaler_->state_dict();
     state["scaler.scale"] = exact(s.scale);

@@ -50,8 +50,8 @@ std::string stream_positions_text(const std::vector<std::unique_ptr<Loader>>& lo
   return key_values_text(kv);
 }
 
-void save_loader_positions(const std::vector<std::unique_ptr<Loader>>& loaders, int world,
-                           const std::vector<std::string>& stream_texts, KeyValues& state, std::ostream& meta) {
+void save_loader_positions(const std::vector<std::unique_ptr<Loader>>& loaders, int world, KeyValues& state,
+                           std::ostream& meta, const std::vector<std::string>& stream_texts) {
   for (const std::string& text : stream_texts)
     for (auto& [key, value] : parse_key_values(text)) state[key] = value;
   for (size_t i = 0; i < loaders.size(); ++i) {

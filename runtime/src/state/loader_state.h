@@ -23,8 +23,8 @@ std::string stream_positions_text(const std::vector<std::unique_ptr<Loader>>& lo
 
 // Adds every loader's position to `state`, and a line per loader to `meta` (for people).
 // `stream_texts`: every rank's stream_positions_text, in rank order (empty when no loader streams).
-void save_loader_positions(const std::vector<std::unique_ptr<Loader>>& loaders, int world,
-                           const std::vector<std::string>& stream_texts, KeyValues& state, std::ostream& meta);
+void save_loader_positions(const std::vector<std::unique_ptr<Loader>>& loaders, int world, KeyValues& state,
+                           std::ostream& meta, const std::vector<std::string>& stream_texts = {});
 
 // Throws UsageError when a saved position cannot be restored into this job's loaders: a streaming
 // loader saved as a sized one or the other way round, or a streaming loader saved with another
