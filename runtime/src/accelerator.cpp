@@ -428,6 +428,8 @@ bool Accelerator::optimizer_step_was_skipped() const {
 Loader& Accelerator::prepare(const Loader& loader) {
   loaders_.push_back(std::make_unique<Loader>(loader.with_place(rank_, world_, device_)));
   check_shards_even(*cpu_comm_, *loaders_.back());
+  // Ranks whose streams end at different batches fail together instead of hanging (loader.h).
+  if (loaders_.back()->is_stream() && world_ > 1) loaders_.back()->set_stream_agreement(cpu_comm_);
   if (loaders_.size() == 1) {  // the training loader: its batches mark the step boundary
     loaders_.back()->set_next_batch_callback([this] {
       watch::mark_alive();

@@ -27,6 +27,22 @@
 //    order reaches it, as SampleError (index() == i) naming the batch and the epoch.
 //  - Shutdown: leaving a range-for early (break, exception) or destroying the loader stops and
 //    joins the workers; it never waits for more than the batches already being collated.
+//
+// Streaming datasets (no size: stream_dataset.h) go through the same workers, prefetch window,
+// pinning, device copy and data-wait measurement. What differs:
+//  - Order: the batches are dealt from the rank's parts in turn (stream_dataset.h), the same for any
+//    num_workers with a fixed parts_per_rank. A worker reads one part at a time; parts_per_rank >=
+//    num_workers lets every worker read.
+//  - The pass (epoch) ends on a rank when all its parts have ended, so ranks may run out at
+//    different batches. Prepared by an Accelerator on several ranks, the ranks agree at every batch
+//    that each has one (one allgather of a byte per rank): when all have run out the epoch ends
+//    everywhere; when only some have, every rank throws the same UsageError naming them (instead
+//    of the others waiting for them in the gradient allreduce), or, with drop_last, the epoch ends
+//    on every rank and the records left on the others are not read in it. Balance the parts.
+//  - num_workers kAutoWorkers: one worker per part (up to 8): nothing can be measured without
+//    reading the stream. skip_first_batches is refused (a stream resumes from set_position).
+//  - num_batches() and dataset_size() are -1; Batch::span holds no padding (gather_for_metrics
+//    keeps every row).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -36,12 +52,16 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "xlaunch/dataset.h"
 #include "xlaunch/env_vars.h"
 #include "xlaunch/sampler.h"
+#include "xlaunch/stream_dataset.h"
 
 namespace xlaunch {
+
+class Communicator;
 
 // num_workers value meaning: measure a few worker counts on the first batches, keep the best.
 inline constexpr int kAutoWorkers = -1;
@@ -74,6 +94,9 @@ struct LoaderOptions {
   c10::Device device = c10::Device(c10::kCPU);  // where batches are handed over
   int rank = 0;  // this process's place: the caller's (the Accelerator passes its own)
   int world_size = 1;
+  // Streaming datasets only: each rank reads this many parts (of world_size x parts_per_rank).
+  // The batches depend on it, not on num_workers; a resume needs the same total number of parts.
+  int64_t parts_per_rank = 4;
 
   // The defaults, with num_workers, prefetch_factor, pin_memory and even_batches from
   // XLAUNCH_NUM_WORKERS (a count or "auto"), XLAUNCH_PREFETCH_FACTOR, XLAUNCH_PIN_MEMORY and
@@ -93,6 +116,11 @@ struct LoaderPosition {
   int64_t epoch = 0;
   int64_t batch = 0;     // batches of the epoch handed over on this rank (see above)
   int64_t consumed = 0;  // global positions of the epoch read by all ranks together (<= dataset size)
+  // Streaming loaders only (empty otherwise): the records of each of this rank's parts handed over
+  // in the epoch (entry j: part j * world_size + rank, stream_dataset.h), and the j of the part
+  // the next batch comes from. `consumed` is then their sum, this rank's alone.
+  std::vector<int64_t> part_records;
+  int64_t next_part = 0;
 };
 
 namespace detail {
@@ -103,11 +131,15 @@ struct Tracking;
 class Loader {
  public:
   // Any LibTorch dataset (see dataset.h), taken by value and shared by the worker threads.
-  template <typename Dataset, typename = std::enable_if_t<!std::is_convertible_v<
-                                  Dataset, std::shared_ptr<const RowDataset>>>>
+  template <typename Dataset,
+            typename = std::enable_if_t<!std::is_convertible_v<Dataset, std::shared_ptr<const RowDataset>> &&
+                                        !std::is_convertible_v<Dataset, std::shared_ptr<const StreamDataset>>>>
   Loader(Dataset dataset, LoaderOptions options)
       : Loader(detail::torch_source(std::make_shared<Dataset>(std::move(dataset))), options) {}
   Loader(std::shared_ptr<const RowDataset> dataset, LoaderOptions options);
+  // A dataset with no size, read as parts (stream_dataset.h). Throws UsageError for a null
+  // dataset or parts_per_rank < 1.
+  Loader(std::shared_ptr<const StreamDataset> dataset, LoaderOptions options);
   ~Loader();
   Loader(Loader&&) noexcept;
   Loader& operator=(Loader&&) noexcept;
@@ -159,6 +191,10 @@ class Loader {
   // the uninterrupted run). A position with consumed 0 and batch > 0 (written by hand) skips
   // pos.batch batches. Throws UsageError for a negative epoch or batch, or consumed outside
   // [0, dataset_size()].
+  // A streaming loader resumes from pos.part_records and pos.next_part (a position() of a loader
+  // with the same world_size and parts_per_rank: exactly the uninterrupted run), numbering its
+  // batches from pos.batch; empty part_records: the start of epoch pos.epoch. Throws UsageError
+  // when part_records does not have parts_per_rank entries >= 0, or next_part is not one of them.
   void set_position(const LoaderPosition& pos);
 
   // fn(epoch) runs on the training thread when an iterator of this loader reaches the end of
@@ -174,6 +210,11 @@ class Loader {
   // for that batch is done, and position() counts it. Not before an epoch's first batch. What the
   // Accelerator marks a step boundary with (docs/checkpointing.md). Same rules as above otherwise.
   void set_next_batch_callback(std::function<void()> fn);
+  // Streaming loaders on several ranks: the communicator (over the CPU) on which the ranks agree
+  // at each batch that every rank has one (see the top of this file). Accelerator::prepare sets
+  // it; nullptr (the default) agrees on nothing, each rank ending its pass on its own.
+  void set_stream_agreement(std::shared_ptr<Communicator> comm);
+  bool is_stream() const;
 
   // The same dataset (shared, not copied) and options, for another place in the job: what
   // Accelerator::prepare(loader) returns for its rank, world size and device. The new loader
@@ -186,7 +227,8 @@ class Loader {
   const ShardSpan& last_span() const;
 
   // Per whole epoch on this rank: the same on every rank unless even_batches is false or the
-  // dataset is already_sharded (an epoch resumed at an offset has fewer).
+  // dataset is already_sharded (an epoch resumed at an offset has fewer). Both -1 for a streaming
+  // loader.
   int64_t num_batches() const;
   // Batches of the epoch in progress still to come after the one handed over last: 0 from the
   // hand-over of its last batch until the next begin(); -1 when no epoch has begun (at first, and
@@ -201,7 +243,8 @@ class Loader {
 
  private:
   Loader(detail::Source source, LoaderOptions options);
-  Loader(std::shared_ptr<const detail::Source> source, LoaderOptions options);
+  Loader(std::shared_ptr<const detail::Source> source, std::shared_ptr<const StreamDataset> stream,
+         LoaderOptions options);
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -10,43 +10,89 @@
 
 namespace xlaunch::detail {
 
-EpochRun::EpochRun(std::shared_ptr<const Source> source, std::shared_ptr<const DeviceStage> stage, EpochPlan plan,
-                   int workers, int prefetch_factor)
-    : source_(std::move(source)),
+namespace {
+
+class IndexBatches final : public BatchMaker {
+ public:
+  IndexBatches(std::shared_ptr<const Source> source, EpochPlan plan) : source_(std::move(source)), plan_(std::move(plan)) {}
+  bool make(int64_t k, const HostAllocator& alloc, Batch& out) override {
+    const int64_t begin = k * plan_.batch_size;
+    const int64_t end = std::min<int64_t>(begin + plan_.batch_size, plan_.shard.size());
+    out.span = plan_.span;
+    out.span.first_position = begin;
+    try {
+      source_->collate(c10::ArrayRef<int64_t>(plan_.shard.data() + begin, end - begin), alloc, out);
+    } catch (const SampleError& e) {
+      throw SampleError(e.index(), std::string(e.what()) + " (batch " + std::to_string(k) + " of epoch " +
+                                       std::to_string(plan_.epoch) + " on rank " + std::to_string(plan_.rank) + ")");
+    }
+    return true;
+  }
+  int64_t end() const override { return plan_.end_batch; }
+
+ private:
+  const std::shared_ptr<const Source> source_;
+  const EpochPlan plan_;
+};
+
+}  // namespace
+
+std::shared_ptr<BatchMaker> index_batches(std::shared_ptr<const Source> source, EpochPlan plan) {
+  return std::make_shared<IndexBatches>(std::move(source), std::move(plan));
+}
+
+EpochRun::EpochRun(std::shared_ptr<BatchMaker> maker, std::shared_ptr<const DeviceStage> stage, int64_t first_key,
+                   int64_t first_index, int64_t epoch, int workers, int prefetch_factor)
+    : maker_(std::move(maker)),
       stage_(std::move(stage)),
-      plan_(std::move(plan)),
+      epoch_(epoch),
       window_(static_cast<int64_t>(workers) * prefetch_factor),
-      next_start_(plan_.first_batch),
-      next_take_(plan_.first_batch) {
+      next_index_(first_index),
+      next_start_(first_key),
+      next_take_(first_key) {
   alloc_ = [stage = stage_](at::IntArrayRef sizes, at::ScalarType dtype) {
     return stage->host_empty(sizes, dtype);
   };
   for (int w = 0; w < workers; ++w) threads_.emplace_back([this] { worker_loop(); });
 }
 
-bool EpochRun::next(Batch& out) {
-  if (next_take_ >= plan_.end_batch) return false;
+EpochRun::EpochRun(std::shared_ptr<const Source> source, std::shared_ptr<const DeviceStage> stage, EpochPlan plan,
+                   int workers, int prefetch_factor)
+    : EpochRun(index_batches(std::move(source), plan), std::move(stage), plan.first_batch, plan.first_batch, plan.epoch,
+               workers, prefetch_factor) {}
+
+bool EpochRun::next(Batch& out, int64_t* key) {
   Slot slot;
-  if (threads_.empty()) {
-    slot = produce(next_take_);
-    ++next_take_;
-  } else {
-    std::unique_lock<std::mutex> lk(mu_);
-    ready_cv_.wait(lk, [&] { return ready_.count(next_take_) > 0; });
-    auto it = ready_.find(next_take_);
-    slot = std::move(it->second);
-    ready_.erase(it);
-    ++next_take_;
-    lk.unlock();
-    work_cv_.notify_all();
-  }
-  if (slot.error) {
-    next_take_ = plan_.end_batch;
-    stop();
-    std::rethrow_exception(slot.error);
-  }
+  int64_t k = 0;
+  do {  // keys that hold no batch (ended stream parts) are passed over
+    if (past_end(next_take_)) return false;
+    k = next_take_;
+    if (threads_.empty()) {
+      slot = produce(next_take_);
+      ++next_take_;
+    } else {
+      std::unique_lock<std::mutex> lk(mu_);
+      // A stream's end may become known while waiting: the worker that finds it posts its slot
+      // after setting it, under mu_, so the predicate sees either the slot or the end.
+      ready_cv_.wait(lk, [&] { return ready_.count(next_take_) > 0 || past_end(next_take_); });
+      auto it = ready_.find(next_take_);
+      if (it == ready_.end()) return false;
+      slot = std::move(it->second);
+      ready_.erase(it);
+      ++next_take_;
+      lk.unlock();
+      work_cv_.notify_all();
+    }
+    if (slot.error) {
+      next_take_ = BatchMaker::kNoEnd;
+      stop();
+      std::rethrow_exception(slot.error);
+    }
+  } while (!slot.has_batch);
   stage_->hand_over(slot.batch, slot.fence);
+  slot.batch.index = next_index_++;
   out = std::move(slot.batch);
+  if (key) *key = k;
   return true;
 }
 
@@ -63,18 +109,8 @@ void EpochRun::stop() {
 EpochRun::Slot EpochRun::produce(int64_t k) const {
   Slot slot;
   try {
-    const int64_t begin = k * plan_.batch_size;
-    const int64_t end = std::min<int64_t>(begin + plan_.batch_size, plan_.shard.size());
-    slot.batch.index = k;
-    slot.batch.span = plan_.span;
-    slot.batch.span.first_position = begin;
-    source_->collate(c10::ArrayRef<int64_t>(plan_.shard.data() + begin, end - begin), alloc_,
-                     slot.batch);
-    slot.fence = stage_->start_copy(slot.batch);
-  } catch (const SampleError& e) {
-    slot.error = std::make_exception_ptr(
-        SampleError(e.index(), std::string(e.what()) + " (batch " + std::to_string(k) + " of epoch " +
-                                   std::to_string(plan_.epoch) + " on rank " + std::to_string(plan_.rank) + ")"));
+    slot.has_batch = maker_->make(k, alloc_, slot.batch);
+    if (slot.has_batch) slot.fence = stage_->start_copy(slot.batch);
   } catch (...) {
     slot.error = std::current_exception();
   }
@@ -87,9 +123,9 @@ void EpochRun::worker_loop() {
     {
       std::unique_lock<std::mutex> lk(mu_);
       work_cv_.wait(lk, [&] {
-        return stopping_ || next_start_ >= plan_.end_batch || next_start_ < next_take_ + window_;
+        return stopping_ || past_end(next_start_) || next_start_ < next_take_ + window_;
       });
-      if (stopping_ || next_start_ >= plan_.end_batch) return;
+      if (stopping_ || past_end(next_start_)) return;
       k = next_start_++;
     }
     const bool traced = profile::trace::active();
@@ -97,11 +133,12 @@ void EpochRun::worker_loop() {
     Slot slot = produce(k);
     if (traced)
       profile::trace::span(profile::trace::loader_thread_id(), "batch", t0, profile::monotonic_ns() - t0,
-                           {{"batch", static_cast<int64_t>(k)}, {"epoch", plan_.epoch}});
+                           {{"batch", static_cast<int64_t>(k)}, {"epoch", epoch_}});
     {
       std::lock_guard<std::mutex> lk(mu_);
       ready_.emplace(k, std::move(slot));
     }
+    // Workers waiting for room see a stream's end at the training thread's next take, or stop().
     ready_cv_.notify_one();
   }
 }

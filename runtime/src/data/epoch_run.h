@@ -1,5 +1,5 @@
-// One epoch of the loader: which batches to load (EpochPlan), and the worker pool that loads them
-// ahead of the training thread (EpochRun). Private to the loader.
+// One epoch of the loader: which batches to load (EpochPlan, or a stream's parts: BatchMaker), and
+// the worker pool that loads them ahead of the training thread (EpochRun). Private to the loader.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,7 @@
 
 #include "data/loader_stage.h"
 #include "xlaunch/dataset.h"
+#include "xlaunch/extend/communicator.h"
 #include "xlaunch/sampler.h"
 
 namespace xlaunch::detail {
@@ -30,36 +32,61 @@ struct EpochPlan {
   ShardSpan span;  // real_positions, world_size and offset; first_position set per batch
 };
 
-// Threads: `workers` threads take batch numbers in increasing order from next_start_ and post
-// the result in ready_; the training thread takes them out in order (next_take_). A worker may
-// start batch k only while k < next_take_ + window_, which bounds the batches in flight. With no
-// workers, the training thread loads each batch itself inside next().
+// How an epoch's batches are made, by key: batch k of a shard (EpochPlan), or the next records of
+// one of a stream's parts (stream_batches.h).
+class BatchMaker {
+ public:
+  static constexpr int64_t kNoEnd = std::numeric_limits<int64_t>::max();
+  virtual ~BatchMaker() = default;
+  // Collates key k into `out` (data, target, span); false when k holds no batch (a stream part
+  // that has ended), which the training thread passes over. Called from the workers, concurrently
+  // for distinct keys; a SampleError it throws names the sample and where it belongs.
+  virtual bool make(int64_t k, const HostAllocator& alloc, Batch& out) = 0;
+  // One past the last key. A stream's is kNoEnd until every part has ended; it is set (once)
+  // inside the make() that finds the last part's end, before that make() returns.
+  virtual int64_t end() const = 0;
+};
+
+// Batches [first_batch, end_batch) of `plan`, by the shard's positions; key k is batch k.
+std::shared_ptr<BatchMaker> index_batches(std::shared_ptr<const Source> source, EpochPlan plan);
+
+// Threads: `workers` threads take keys in increasing order from next_start_ and post the result
+// in ready_; the training thread takes them out in order (next_take_), passing over keys that hold
+// no batch. A worker may start key k only while k < next_take_ + window_, which bounds the batches
+// in flight. With no workers, the training thread loads each batch itself inside next().
 class EpochRun {
  public:
+  // Keys from first_key on; the batches handed over are numbered (Batch::index) from first_index.
+  EpochRun(std::shared_ptr<BatchMaker> maker, std::shared_ptr<const DeviceStage> stage, int64_t first_key,
+           int64_t first_index, int64_t epoch, int workers, int prefetch_factor);
+  // The batches of `plan` (key = index = batch number).
   EpochRun(std::shared_ptr<const Source> source, std::shared_ptr<const DeviceStage> stage, EpochPlan plan,
            int workers, int prefetch_factor);
   ~EpochRun() { stop(); }
 
   // The next batch in order; false at the end of the epoch. Rethrows a loading error (after
-  // which the epoch is over).
-  bool next(Batch& out);
+  // which the epoch is over). `key`, when given, receives the batch's key.
+  bool next(Batch& out, int64_t* key = nullptr);
   // Workers finish the batch they are collating, start no other, and are joined.
   void stop();
-  int64_t epoch() const { return plan_.epoch; }
+  int64_t epoch() const { return epoch_; }
 
  private:
   struct Slot {
+    bool has_batch = false;
     Batch batch;
     std::shared_ptr<void> fence;
     std::exception_ptr error;
   };
   Slot produce(int64_t k) const;
   void worker_loop();
+  bool past_end(int64_t k) const { return k >= maker_->end(); }
 
-  const std::shared_ptr<const Source> source_;
+  const std::shared_ptr<BatchMaker> maker_;
   const std::shared_ptr<const DeviceStage> stage_;
-  const EpochPlan plan_;
+  const int64_t epoch_;
   const int64_t window_;
+  int64_t next_index_;
   HostAllocator alloc_;
   std::mutex mu_;
   std::condition_variable work_cv_;
@@ -75,9 +102,12 @@ class EpochRun {
 struct Progress {
   int64_t epoch = -1;  // -1: no epoch begun since the last set_position
   int64_t handed = 0;  // batch index of the next batch
-  int64_t batches = 0;  // the epoch's end batch on this rank (fewer when it began at an offset)
+  int64_t batches = 0;  // the epoch's end batch on this rank (fewer when it began at an offset);
+                        // a stream's: kNoEnd until its last batch, then `handed`
   int64_t offset = 0;  // the global position the epoch began at
   int64_t real_positions = 0;  // the sampler's, for the epoch
+  std::vector<int64_t> part_records;  // a stream's: records handed over per part of this rank
+  int64_t next_part = 0;              // a stream's: the part the next batch comes from
 };
 
 // What a loader shares with its iterators (which may outlive a move of the loader).
@@ -86,6 +116,8 @@ struct Tracking {
   Progress progress;
   std::function<void(int64_t)> on_epoch_end;
   std::function<void()> on_next_batch;
+  std::shared_ptr<Communicator> stream_agreement;  // Loader::set_stream_agreement
+  bool drop_last = false;
 };
 
 // Loads every remaining batch of `run`, throwing them away; returns the seconds it took.

@@ -111,8 +111,10 @@ std::string changed_settings(const Files& files) {
 // What a checkpoint holds of an Accelerator, and putting it back (the Accelerator's friend).
 struct CheckpointIO {
   // hook_states[i][r]: rank r's communication-hook state of model i, pickled (empty: none).
+  // stream_states[r]: rank r's streaming loaders' positions (empty: no loader streams).
   static Files files_of(const Accelerator& a, const std::vector<std::string>& rng_states,
-                        const std::vector<std::vector<std::string>>& hook_states);
+                        const std::vector<std::vector<std::string>>& hook_states,
+                        const std::vector<std::string>& stream_states);
   // Every rank's hook state of every model, on rank 0 (collective).
   static std::vector<std::vector<std::string>> gather_hook_states(Accelerator& a);
   // The saved hook state each model takes on this rank; throws UsageError when one does not fit.
@@ -140,10 +142,15 @@ void Accelerator::save_state(const std::string& dir) {
   // Every rank's generators differ (dropout masks, device_specific seeds): rank 0 writes them all.
   const std::vector<std::string> rng = cpu_comm_->allgather_strings(rng_bytes(device_));
   const auto hook_states = CheckpointIO::gather_hook_states(*this);
+  // Streaming loaders stand differently on every rank (loader_state.h).
+  const std::vector<std::string> streams =
+      checkpoint::any_stream(loaders_)
+          ? cpu_comm_->allgather_strings(checkpoint::stream_positions_text(loaders_, rank_, world_))
+          : std::vector<std::string>{};
   std::string error;
   if (rank_ == 0) {
     try {
-      checkpoint::write_atomically(dir, CheckpointIO::files_of(*this, rng, hook_states));
+      checkpoint::write_atomically(dir, CheckpointIO::files_of(*this, rng, hook_states, streams));
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -170,7 +177,8 @@ std::vector<std::vector<std::string>> CheckpointIO::gather_hook_states(Accelerat
 }
 
 Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string>& rng,
-                             const std::vector<std::vector<std::string>>& hook_states) {
+                             const std::vector<std::vector<std::string>>& hook_states,
+                             const std::vector<std::string>& stream_states) {
   Files files;
   KeyValues state{{"format_version", std::to_string(checkpoint::kFormatVersion)},
                   {"world_size", std::to_string(a.world_)},
@@ -210,7 +218,7 @@ Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string
   }
   for (size_t i = 0; i < a.custom_.size(); ++i)
     files["rank0/custom_" + std::to_string(i) + ".pt"] = archive_bytes([&](auto& ar) { a.custom_[i]->save(ar); });
-  checkpoint::save_loader_positions(a.loaders_, a.world_, state, meta);
+  checkpoint::save_loader_positions(a.loaders_, a.world_, state, meta, stream_states);
   // What backward(loss_sum, num_items) divides by next (ddp/accumulation.h): a resume divides alike.
   state["accumulation.items_reference"] = exact(a.items_->reference());
   if (a.scaler_) {
@@ -299,6 +307,7 @@ void CheckpointIO::restore(Accelerator& a, const Files& files) {
   check_count(state, "models", a.models_.size());
   check_count(state, "optimizers", a.optimizers_.size());
   check_count(state, "loaders", a.loaders_.size());
+  checkpoint::check_loader_positions(a.loaders_, a.world_, state);
   std::vector<Named> saved_models;
   for (size_t i = 0; i < a.models_.size(); ++i) {
     saved_models.push_back(unpickle(files, "rank0/model_" + std::to_string(i) + ".pt"));
