@@ -168,9 +168,11 @@ int train(Options o) {
   auto& opt = acc.prepare(adam);
   auto& train_loader = acc.prepare(make_loader(FashionMnist::Split::Train, o, true));
   auto& test_loader = acc.prepare(make_loader(FashionMnist::Split::Test, o, false));
-  // The schedule counts optimizer steps: batches / gradient_accumulation_steps.
+  // The schedule counts optimizer steps: ceil(batches / gradient_accumulation_steps) per epoch,
+  // since the last window of an epoch steps too (sync_with_dataloader).
   xlaunch::ScheduleOptions schedule;
-  schedule.total_steps = o.epochs * train_loader.num_batches() / acc.options().gradient_accumulation_steps;
+  const int64_t k = acc.options().gradient_accumulation_steps;
+  schedule.total_steps = o.epochs * ((train_loader.num_batches() + k - 1) / k);
   schedule.warmup_steps = schedule.total_steps / 20;
   auto cosine = xlaunch::get_scheduler("cosine", adam, schedule);
   auto& sched = acc.prepare(*cosine);

@@ -113,7 +113,7 @@ int run(const std::map<std::string, std::string>& args) {
   const int64_t epochs = std::stoll(get(args, "--epochs", "3"));
   const int64_t accum = acc.options().gradient_accumulation_steps;
   xlaunch::ScheduleOptions so;
-  so.total_steps = epochs * loader.num_batches() / accum;
+  so.total_steps = epochs * ((loader.num_batches() + accum - 1) / accum);
   so.warmup_steps = so.total_steps / 5;
   auto schedule = xlaunch::get_scheduler("cosine", sgd, so);
   auto& sched = acc.prepare(*schedule);
