@@ -12,39 +12,13 @@
 #include <thread>
 
 #include "comm/inprocess_communicator.h"
+#include "metrics_ranks.h"
 #include "comm/ragged.h"
 #include "xlaunch/metrics.h"
 
 namespace {
 
-std::vector<int64_t> to_vector(const at::Tensor& t) {
-  const at::Tensor c = t.to(at::kLong).contiguous();
-  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
-}
-
-// Runs fn(comm) on `world` threads; returns each rank's result or error text.
-std::vector<std::string> on_ranks(int world, const std::function<std::string(xlaunch::Communicator&)>& fn) {
-  auto group = std::make_shared<xlaunch::InProcessGroup>(world);
-  std::vector<std::string> out(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      xlaunch::InProcessCommunicator comm(group, r);
-      try {
-        out[r] = fn(comm);
-      } catch (const std::exception& e) {
-        out[r] = std::string("error: ") + e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return out;
-}
-
-std::string text(const std::vector<int64_t>& v) {
-  std::string s;
-  for (int64_t x : v) s += std::to_string(x) + " ";
-  return s;
-}
+using namespace xlaunch::test;
 
 // Rank r's shard positions of a dataset of n on `world` ranks, strided and without padding (a
 // shard ends where the data does): r, r + world, ... < n.

@@ -11,40 +11,12 @@
 
 #include "test_datasets.h"
 #include "comm/inprocess_communicator.h"
+#include "metrics_ranks.h"
 #include "xlaunch/metrics.h"
 
 namespace {
 
 using namespace xlaunch::test;
-
-std::vector<int64_t> to_vector(const at::Tensor& t) {
-  const at::Tensor c = t.to(at::kLong).contiguous();
-  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
-}
-
-// Runs fn(comm) on `world` threads; returns each rank's result or error text.
-std::vector<std::string> on_ranks(int world, const std::function<std::string(xlaunch::Communicator&)>& fn) {
-  auto group = std::make_shared<xlaunch::InProcessGroup>(world);
-  std::vector<std::string> out(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      xlaunch::InProcessCommunicator comm(group, r);
-      try {
-        out[r] = fn(comm);
-      } catch (const std::exception& e) {
-        out[r] = std::string("error: ") + e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return out;
-}
-
-std::string text(const std::vector<int64_t>& v) {
-  std::string s;
-  for (int64_t x : v) s += std::to_string(x) + " ";
-  return s;
-}
 
 TEST(Metrics, DropPaddingKeepsRealPositionsInOrder) {
   // world 3, n = 10: shards of 4, global position p = j * 3 + r, positions 10 and 11 padding.
