@@ -14,6 +14,7 @@
 #include "profile/step_clock.h"
 #include "check.h"
 #include "comm/shared_memory.h"
+#include "ddp/accumulation.h"
 #include "ddp/bucket_plan.h"
 #include "ddp/contributors.h"
 #include "ddp/control_word.h"
@@ -325,7 +326,9 @@ void Reducer::complete_sync(const std::vector<size_t>& unused) {
     // The hook divided the sum by every rank; only c of them put anything in it.
     if (c > 0 && c < w) {
       at::NoGradGuard no_grad;
-      for (auto& p : params_) p.mutable_grad().mul_(static_cast<double>(w) / c);
+      std::vector<at::Tensor> grads;
+      for (auto& p : params_) grads.push_back(p.grad());
+      scale_gradients(grads, static_cast<double>(w) / c);
     }
   }
   if (unused.empty() || options_.find_unused_parameters) return;
