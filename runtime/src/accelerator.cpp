@@ -324,12 +324,26 @@ ForwardScope::~ForwardScope() = default;
 
 void Accelerator::backward(const at::Tensor& loss) { run_backward(loss, false); }
 
+void Accelerator::refuse_items_with_uneven_inputs() const {
+  // A joined rank's shadow steps (ddp/join.cpp) do not take part in the window's count of items
+  // (one allreduce at the sync step): the ranks still training would wait for it. Every rank is
+  // uneven or none, and every rank calls this form: all refuse at the first call, before any
+  // collective.
+  if (uneven_ && world_ > 1)
+    throw UsageError("acc.backward(loss_sum, num_items) is not supported with uneven inputs (even_batches false, "
+                     "already_sharded, or acc.expect_uneven_inputs): a rank whose data ended cannot take part in "
+                     "the count of items. Use acc.backward(loss) with a loss normalised per nominal batch "
+                     "(docs/data-loading.md#uneven-inputs), or keep even_batches true");
+}
+
 void Accelerator::backward(const at::Tensor& loss_sum, double num_items) {
+  refuse_items_with_uneven_inputs();
   items_->add_items(num_items);
   run_backward(loss_sum, true);
 }
 
 void Accelerator::backward(const at::Tensor& loss_sum, const at::Tensor& num_items) {
+  refuse_items_with_uneven_inputs();
   items_->add_items(num_items);
   run_backward(loss_sum, true);
 }

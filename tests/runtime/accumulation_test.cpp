@@ -251,6 +251,25 @@ TEST(Accumulation, ZeroItemsOnSomeRanksIsFineButANegativeCountFailsEverywhere) {
   EXPECT_NE(errors[2].find("this rank: num_items -1"), std::string::npos) << errors[2];
 }
 
+// Uneven inputs: a joined rank cannot take part in the window's count of items, so every rank
+// refuses backward(loss_sum, num_items) at its first call, before any collective (no hang).
+TEST(Accumulation, NumItemsWithUnevenInputsIsRefusedOnEveryRank) {
+  std::vector<std::string> errors(2);
+  run_ranks(2, [&](std::shared_ptr<InProcessCommunicator> c) {
+    xlaunch::Accelerator acc(options(1), c);
+    Mlp mlp;
+    auto model = acc.prepare(mlp);
+    acc.expect_uneven_inputs();
+    const Masked b = masked_batch(80, 6, 1);
+    try {
+      acc.backward(loss_sum_of(model(b.x), b), b.mask.sum());
+    } catch (const xlaunch::UsageError& e) {
+      errors[c->rank()] = e.what();
+    }
+  });
+  for (const auto& e : errors) EXPECT_NE(e.find("not supported with uneven inputs"), std::string::npos) << e;
+}
+
 TEST(Accumulation, ANumItemsTensorThatIsNotACountOrAMixedWindowIsRefused) {
   run_ranks(1, [](std::shared_ptr<InProcessCommunicator> c) {
     xlaunch::Accelerator acc(options(2), c);

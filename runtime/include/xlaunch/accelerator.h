@@ -505,6 +505,7 @@ class Accelerator {
   void check_same_everywhere(const std::string& what, const std::string& mine);
   void broadcast_buffers(size_t model_id);
   void optimizer_step(PreparedOptimizer& opt, torch::optim::Optimizer& inner, bool& skipped);
+  void refuse_items_with_uneven_inputs() const;
   void run_backward(const at::Tensor& loss, bool by_items);
   PreparedScheduler& prepare_scheduler(Scheduler* s, std::unique_ptr<Scheduler> owned, PreparedOptimizer* opt);
   PreparedOptimizer& only_optimizer(const char* what);
