@@ -270,6 +270,23 @@ TEST(Accumulation, NumItemsWithUnevenInputsIsRefusedOnEveryRank) {
   for (const auto& e : errors) EXPECT_NE(e.find("not supported with uneven inputs"), std::string::npos) << e;
 }
 
+// Uneven inputs with accumulation and sync_with_dataloader: each rank would close its last window
+// at its own last batch, where the others do not sync; refused on every rank.
+TEST(Accumulation, UnevenInputsWithSyncWithDataloaderAreRefusedOnEveryRank) {
+  std::vector<std::string> errors(2);
+  run_ranks(2, [&](std::shared_ptr<InProcessCommunicator> c) {
+    xlaunch::Accelerator acc(options(2), c);
+    Mlp mlp;
+    auto model = acc.prepare(mlp);
+    try {
+      acc.expect_uneven_inputs();
+    } catch (const xlaunch::UsageError& e) {
+      errors[c->rank()] = e.what();
+    }
+  });
+  for (const auto& e : errors) EXPECT_NE(e.find("sync_with_dataloader false"), std::string::npos) << e;
+}
+
 TEST(Accumulation, ANumItemsTensorThatIsNotACountOrAMixedWindowIsRefused) {
   run_ranks(1, [](std::shared_ptr<InProcessCommunicator> c) {
     xlaunch::Accelerator acc(options(2), c);

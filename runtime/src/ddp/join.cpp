@@ -27,7 +27,16 @@ void Accelerator::expect_uneven_inputs() {
 }
 
 void Accelerator::check_uneven_supported() {
-  if (!uneven_ || world_ == 1 || options_.gradient_accumulation_steps == 1 || !options_.broadcast_buffers) return;
+  if (!uneven_ || world_ == 1 || options_.gradient_accumulation_steps == 1) return;
+  // With sync_with_dataloader every rank closes its window at its own last batch: ranks with
+  // different batch counts would sync at different micro-steps, and their buckets not match.
+  if (options_.sync_with_dataloader)
+    throw UsageError("uneven inputs (even_batches false, already_sharded, or acc.expect_uneven_inputs) with "
+                     "gradient_accumulation_steps " + std::to_string(options_.gradient_accumulation_steps) +
+                     " and sync_with_dataloader: each rank would end its last accumulation window at its own last "
+                     "batch, where the others do not sync. Set AcceleratorOptions::sync_with_dataloader false, or "
+                     "gradient_accumulation_steps 1, or keep even_batches true");
+  if (!options_.broadcast_buffers) return;
   for (const auto& m : models_) {
     if (m.module->buffers().empty()) continue;
     // A joined rank cannot know how many forwards (buffer broadcasts) the others' accumulation
