@@ -17,7 +17,8 @@ done
 TORCH_VERSION="${XLAUNCH_TORCH_VERSION:-2.11.0}"
 PY="${XLAUNCH_PYTHON:-python3}"
 APT_PACKAGES=(cmake g++ make ccache pkg-config libopenmpi-dev openmpi-bin libyaml-cpp-dev libcli11-dev
-              nlohmann-json3-dev libgtest-dev zlib1g-dev dataset-fashion-mnist python3 python3-pip iproute2)
+              nlohmann-json3-dev libgtest-dev zlib1g-dev dataset-fashion-mnist python3 python3-pip iproute2
+              protobuf-compiler libprotobuf-dev libboost-dev)
 
 say() { echo "[install-deps] $*"; }
 SUDO=""
@@ -58,9 +59,11 @@ say "torch cmake prefix: $("$PY" -c 'import torch; print(torch.utils.cmake_prefi
 # "name==version module" (one row each; a row whose pinned version imports is skipped).
 #   safetensors: tests/checkpoint/safetensors_oracle_test.py; safetensors.torch imports packaging,
 #   and its save_file numpy (its "torch" extra, pinned here)
+#   tensorboard: tests/track, reading xlaunch's event files back with TensorBoard's EventAccumulator
 TEST_PEERS=("packaging==25.0 packaging"
             "numpy==2.2.6 numpy"
-            "safetensors==0.7.0 safetensors.torch")
+            "safetensors==0.7.0 safetensors.torch"
+            "tensorboard==2.21.0 tensorboard.backend.event_processing.event_accumulator")
 if [ "$WITH_TEST_PEERS" = 1 ]; then
   for row in "${TEST_PEERS[@]}"; do
     read -r spec module <<<"$row"
