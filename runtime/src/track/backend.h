@@ -59,7 +59,13 @@ class Backend {
   virtual std::string name() const = 0;
   // The file or directory it writes, for messages.
   virtual std::string where() const = 0;
+  // Before this process's first record, and again when the process resumes from a checkpoint after
+  // it wrote records (start.first_step then says which of them are orphans).
   virtual void begin(const RunStart& start) = 0;
+  // On the training thread, before a record is queued: throws UsageError for a record this
+  // backend refuses (CSV: a name that is not one of its columns), so that the mistake surfaces at
+  // the acc.log call that made it. Must be safe against the writer thread's calls.
+  virtual void admit(const std::vector<Scalar>& values) { (void)values; }
   // One acc.log call (or one utilization report): its values, all at `step`.
   virtual void scalars(int64_t step, double wall_time, const std::vector<Scalar>& values) = 0;
   // A backend without histograms (JSONL, CSV) ignores them.
