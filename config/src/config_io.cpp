@@ -169,6 +169,12 @@ void read_map(const YAML::Node& map, const std::string& section, LoadedConfig& o
   }
 }
 
+std::string join_names(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
 std::string show(double v) {
   std::ostringstream s;
   s << v;
@@ -251,6 +257,16 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
           std::to_string(c.mpi.hosts.size()) + " hosts",
           "exactly num_machines (" + std::to_string(c.num_machines) + ") hosts");
 
+  check(c.report_interval >= 1 && c.report_interval <= 1000000, "report_interval", q(c.report_interval),
+        "an integer from 1 to 1000000");
+  check(c.log_histograms_every_n_steps >= 0, "log_histograms_every_n_steps", q(c.log_histograms_every_n_steps),
+        "0 (none) or a number of optimizer steps");
+  check(c.log_with.empty() || !c.project_dir.empty(), "log_with", "'" + join_names(c.log_with) + "'",
+        "none without a project_dir", "set project_dir (or --project_dir): the trackers write to <project_dir>/<project_name>");
+  check(c.log_histograms_every_n_steps == 0 ||
+            std::find(c.log_with.begin(), c.log_with.end(), "tensorboard") != c.log_with.end(),
+        "log_histograms_every_n_steps", q(c.log_histograms_every_n_steps), "0 unless log_with has tensorboard",
+        "histograms are written to TensorBoard only");
   // Named checkpoints are saved under project_dir: without one the runtime could not save them.
   const std::string needs_dir = "set project_dir (or --project_dir): named checkpoints go to <project_dir>/checkpoints";
   check(c.checkpoint.every_n_steps == 0 || !c.project_dir.empty(), "checkpoint.every_n_steps",

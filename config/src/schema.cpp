@@ -117,6 +117,23 @@ std::vector<int> read_gpu_ids(const YAML::Node& n, const FieldCtx& ctx) {
   return ids;
 }
 
+// log_with: a tracker name, "all", or a list (or comma list) of them; "all" expands to every
+// tracker, and a name given twice counts once.
+std::vector<std::string> read_log_with(const YAML::Node& n, const FieldCtx& ctx) {
+  std::vector<std::string> out;
+  const std::string allowed = "tensorboard, jsonl, csv or all, or a list of them (e.g. [tensorboard, csv])";
+  for (const std::string& s : read_list(n, ctx, ", ")) {
+    if (s == "all" || s == "none") {
+      if (s == "all") out = kLogWith;
+      continue;
+    }
+    if (std::find(kLogWith.begin(), kLogWith.end(), s) == kLogWith.end())
+      fail(ctx, "'" + s + "'", allowed, "Accelerate's other trackers (wandb, mlflow, comet_ml...) are Python services");
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  }
+  return out;
+}
+
 template <class T>
 using Get = T& (*)(LaunchConfig&);
 
@@ -281,6 +298,13 @@ std::vector<Field> build_fields() {
   f.push_back(string_field("trace_dir", [](LaunchConfig& c) -> std::string& { return c.trace_dir; }));
   f.push_back(int_field("trace_steps", [](LaunchConfig& c) -> int& { return c.trace_steps; }));
 
+  f.push_back(make(
+      "log_with",
+      [](const YAML::Node& n, LaunchConfig& c, const FieldCtx& ctx) { c.log_with = read_log_with(n, ctx); },
+      [](YAML::Emitter& out, const LaunchConfig& c) { out << YAML::Flow << c.log_with; }));
+  f.push_back(int_field("report_interval", [](LaunchConfig& c) -> int& { return c.report_interval; }));
+  f.push_back(int_field("log_histograms_every_n_steps",
+                        [](LaunchConfig& c) -> int& { return c.log_histograms_every_n_steps; }));
   f.push_back(string_field("project_dir", [](LaunchConfig& c) -> std::string& { return c.project_dir; }));
   f.push_back(int_field("checkpoint.total_limit", [](LaunchConfig& c) -> int& { return c.checkpoint.total_limit; }));
   f.push_back(int_field("checkpoint.every_n_steps", [](LaunchConfig& c) -> int& { return c.checkpoint.every_n_steps; }));

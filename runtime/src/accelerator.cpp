@@ -39,6 +39,7 @@
 #include "comm/shm_communicator.h"
 #include "nn/prepare_sync_batchnorm.h"
 #include "ddp/accumulation.h"
+#include "track/tracking_state.h"  // ~Accelerator ends the trackers
 #include "watch/preemption.h"
 #include "watch/watchdog.h"
 
@@ -147,6 +148,9 @@ AcceleratorOptions AcceleratorOptions::from_env() {
   o.checkpoint_every_n_steps = env::get_int(env::kCheckpointEveryNSteps);
   o.checkpoint_every_epoch = env::get_bool(env::kCheckpointEveryEpoch);
   o.resume = env::get_string(env::kResume);
+  o.log_with = split_log_with(env::get_string(env::kLogWith));
+  o.report_interval = env::get_int(env::kReportInterval);
+  o.log_histograms_every_n_steps = env::get_int(env::kLogHistogramsEvery);
   return o;
 }
 
@@ -410,6 +414,7 @@ void PreparedOptimizer::step() {
     ++steps_;
     watch::set_step(++acc_->step_);
     if (acc_->load_seconds_ >= 0) acc_->announce_first_step_after_load();
+    if (acc_->optimizers_.front().get() == this) acc_->track_optimizer_step();
   }
   acc_->boundary_pending_ = true;
   // With several optimizers, the first one prepared ends the report's step.

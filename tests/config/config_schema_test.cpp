@@ -82,6 +82,9 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   c.checkpoint.every_epoch = true;
   c.preempt_signal = "SIGUSR1";
   c.preempt_timeout_s = 300;
+  c.log_with = {"tensorboard", "csv"};
+  c.report_interval = 20;
+  c.log_histograms_every_n_steps = 100;
 
   const xlaunch::test::ScratchDir scratch;
   const std::string dir = scratch.path;
@@ -109,6 +112,37 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   EXPECT_TRUE(l.config.checkpoint.every_epoch);
   EXPECT_EQ(l.config.preempt_signal, "SIGUSR1");
   EXPECT_EQ(l.config.preempt_timeout_s, 300);
+  EXPECT_EQ(l.config.log_with, (std::vector<std::string>{"tensorboard", "csv"}));
+  EXPECT_EQ(l.config.report_interval, 20);
+  EXPECT_EQ(l.config.log_histograms_every_n_steps, 100);
+}
+
+TEST(ConfigTracking, DefaultsAndTheSpellingsOfLogWith) {
+  const LaunchConfig d;
+  EXPECT_TRUE(d.log_with.empty());
+  EXPECT_EQ(d.report_interval, 50);
+  EXPECT_EQ(d.log_histograms_every_n_steps, 0);
+  using V = std::vector<std::string>;
+  EXPECT_EQ(parse_config("project_dir: p\nlog_with: tensorboard\n", "t").config.log_with, V{"tensorboard"});
+  EXPECT_EQ(parse_config("project_dir: p\nlog_with: all\n", "t").config.log_with, (V{"tensorboard", "jsonl", "csv"}));
+  EXPECT_EQ(parse_config("project_dir: p\nlog_with: [csv, jsonl, csv]\n", "t").config.log_with, (V{"csv", "jsonl"}));
+  EXPECT_EQ(parse_config("project_dir: p\nlog_with: jsonl,tensorboard\n", "t").config.log_with, (V{"jsonl", "tensorboard"}));
+  EXPECT_TRUE(parse_config("log_with: none\n", "t").config.log_with.empty());
+}
+
+TEST(ConfigTracking, BadValuesAndMissingProjectDirAreNamed) {
+  auto e = error_of("project_dir: p\nlog_with: wandb\n");
+  EXPECT_EQ(e.key, "log_with");
+  EXPECT_EQ(e.found, "'wandb'");
+  EXPECT_TRUE(contains(e.allowed, "tensorboard, jsonl, csv or all")) << e.allowed;
+  e = error_of("log_with: tensorboard\n");
+  EXPECT_EQ(e.key, "log_with");
+  EXPECT_TRUE(contains(e.hint, "set project_dir")) << e.hint;
+  e = error_of("project_dir: p\nlog_with: tensorboard\nreport_interval: 0\n");
+  EXPECT_EQ(e.key, "report_interval");
+  e = error_of("project_dir: p\nlog_with: csv\nlog_histograms_every_n_steps: 10\n");
+  EXPECT_EQ(e.key, "log_histograms_every_n_steps");
+  EXPECT_TRUE(contains(e.hint, "TensorBoard")) << e.hint;
 }
 
 TEST(ConfigProject, DefaultsAndTheFileSpelling) {

@@ -126,17 +126,24 @@ const CLI::App& chosen_subcommand(const CLI::App& app, const std::vector<std::st
   return *current;
 }
 
-// gpu_ids as the config file reads it, so both accept and refuse the same values.
-std::vector<int> parse_gpu_ids(const std::string& value) {
+// A key's value as the config file reads it, so both accept and refuse the same values. `context`:
+// other keys the check of this one needs (set to harmless values).
+config::LaunchConfig parse_as_file(const std::string& key, const std::string& value, const std::string& context = "") {
   std::string quoted = "'";
   for (char ch : value) quoted += ch == '\'' ? std::string("''") : std::string(1, ch);
   try {
-    return config::parse_config("gpu_ids: " + quoted + "'\n", "command line").config.gpu_ids;
+    return config::parse_config(key + ": " + quoted + "'\n" + context, "command line").config;
   } catch (const config::ConfigError& e) {
     config::ConfigErrorInfo info = e.info();
     info.line = 0;
     throw config::ConfigError(info);
   }
+}
+
+std::vector<int> parse_gpu_ids(const std::string& value) { return parse_as_file("gpu_ids", value).gpu_ids; }
+// (project_dir is checked against the merged config afterwards.)
+std::vector<std::string> parse_log_with(const std::string& value) {
+  return parse_as_file("log_with", value, "project_dir: x\n").log_with;
 }
 
 }  // namespace
@@ -164,6 +171,10 @@ void add_override_options(CLI::App* app, Overrides& o) {
   app->add_option("--trace", o.trace_dir, "Write a timeline of every rank (DIR/trace.json) and DIR/report.html");
   app->add_option("--project_dir", o.project_dir,
                   "Project directory: named checkpoints go to DIR/checkpoints, --resume continues from them");
+  app->add_option("--log_with", o.log_with,
+                  "Trackers acc.log writes to, in project_dir: tensorboard, jsonl, csv, all, or a comma list");
+  app->add_option("--report_interval", o.report_interval,
+                  "With a tracker on: log the ranks' utilization every N optimizer steps");
   app->add_option("--checkpoint_total_limit", o.checkpoint_total_limit,
                   "Named checkpoints kept in project_dir (the newest); 0: all");
   app->add_option("--checkpoint_every_n_steps", o.checkpoint_every_n_steps,
@@ -241,6 +252,11 @@ std::vector<std::string> apply_overrides(LaunchConfig& c, const Overrides& o, in
   take(o.log_dir, c.log_dir, "log_dir");
   take(o.trace_dir, c.trace_dir, "trace_dir");
   take(o.project_dir, c.project_dir, "project_dir");
+  take(o.report_interval, c.report_interval, "report_interval");
+  if (o.log_with) {
+    c.log_with = parse_log_with(*o.log_with);
+    set.push_back("log_with");
+  }
   take(o.checkpoint_total_limit, c.checkpoint.total_limit, "checkpoint.total_limit");
   take(o.checkpoint_every_n_steps, c.checkpoint.every_n_steps, "checkpoint.every_n_steps");
   take(o.preempt_signal, c.preempt_signal, "preempt_signal");

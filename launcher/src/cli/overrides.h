@@ -16,9 +16,9 @@ namespace xlaunch::launcher {
 struct Overrides {
   std::optional<int> num_processes, machine_rank, main_process_port, gradient_accumulation_steps,
       num_cpu_threads_per_process, max_restarts, max_machine_failures, checkpoint_total_limit,
-      checkpoint_every_n_steps, preempt_timeout_s;
+      checkpoint_every_n_steps, preempt_timeout_s, report_interval;
   std::optional<std::string> num_machines, main_process_ip, mixed_precision, hostfile, log_dir, gpu_ids, trace_dir,
-      project_dir, preempt_signal;
+      project_dir, preempt_signal, log_with;
   bool cpu = false, multi_gpu = false, debug = false, checkpoint_every_epoch = false;
   std::vector<std::string> ignored;  // Accelerate options given that mean nothing here, by name
 };
@@ -27,7 +27,7 @@ struct Overrides {
 // --num_processes, --num_machines (N, or MIN:MAX as torchrun's --nnodes), --machine_rank, --main_process_ip, --main_process_port,
 // --gpu_ids, --mixed_precision, --gradient_accumulation_steps, --num_cpu_threads_per_process,
 // --max_restarts, --debug, --multi_gpu, --cpu/--use_cpu, --hostfile/--mpirun_hostfile, --log_dir;
-// and --trace DIR (trace_dir), --max_machine_failures, --project_dir, --checkpoint_total_limit,
+// and --trace DIR (trace_dir), --max_machine_failures, --project_dir, --log_with, --report_interval, --checkpoint_total_limit,
 // --checkpoint_every_n_steps, --checkpoint_every_epoch (checkpoint.*), --preempt_signal,
 // --preempt_timeout_s.
 void add_override_options(CLI::App* app, Overrides& o);

@@ -45,6 +45,13 @@ std::string value_of(const env::Var& v, const LaunchConfig& c, const Environment
   if (name == env::kReport.name) return flag(c.report);
   if (name == env::kTraceDir.name) return c.trace_dir;
   if (name == env::kTraceSteps.name) return std::to_string(c.trace_steps);
+  if (name == env::kLogWith.name) {
+    std::string s;
+    for (const auto& t : c.log_with) s += (s.empty() ? "" : ",") + t;
+    return s;
+  }
+  if (name == env::kReportInterval.name) return std::to_string(c.report_interval);
+  if (name == env::kLogHistogramsEvery.name) return std::to_string(c.log_histograms_every_n_steps);
   if (name == env::kProjectDir.name) return c.project_dir;
   if (name == env::kCheckpointTotalLimit.name) return std::to_string(c.checkpoint.total_limit);
   if (name == env::kCheckpointEveryNSteps.name) return std::to_string(c.checkpoint.every_n_steps);

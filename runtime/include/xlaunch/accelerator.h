@@ -42,6 +42,7 @@
 #include "xlaunch/object_codec.h"
 #include "xlaunch/reducer.h"
 #include "xlaunch/split.h"
+#include "xlaunch/tracking.h"
 
 namespace xlaunch {
 
@@ -85,13 +86,23 @@ struct AcceleratorOptions {
   // (object_codec.h); a larger one is refused on every rank. The MPI transport carries at most
   // 128 MiB per rank in one collective.
   int64_t max_object_bytes = int64_t{64} << 20;
+  // Experiment tracking (docs/tracking.md): the trackers acc.log writes to, in
+  // <project_dir>/<project_name>: any of "tensorboard", "jsonl", "csv"; empty: none. With one on,
+  // the ranks' utilization goes to it every report_interval optimizer steps, and with TensorBoard
+  // the prepared models' weight and gradient histograms every log_histograms_every_n_steps (0: none).
+  std::vector<std::string> log_with = split_log_with(env::default_string(env::kLogWith));
+  int64_t report_interval = env::default_int(env::kReportInterval);
+  int64_t log_histograms_every_n_steps = env::default_int(env::kLogHistogramsEvery);
 
   // From the XLAUNCH_* variables (see env_vars.h). Throws UsageError on malformed values.
   static AcceleratorOptions from_env();
+  // XLAUNCH_LOG_WITH's comma list as names (checked by the Accelerator).
+  static std::vector<std::string> split_log_with(const std::string& list);
 };
 
 class Accelerator;
-class ItemWindow;  // the accumulation window of backward(loss_sum, num_items) (runtime/src/ddp/accumulation.h)
+class ItemWindow;
+struct TrackingState;  // the trackers of init_trackers (runtime/src/track/tracking_state.h)  // the accumulation window of backward(loss_sum, num_items) (runtime/src/ddp/accumulation.h)
 
 // While alive: rank 0's buffers have been broadcast (training mode, more than one rank) and
 // autocast is on when mixed precision is. Made by PreparedModel::operator().
@@ -458,6 +469,29 @@ class Accelerator {
   void broadcast(at::Tensor& t, int from = 0);
   void wait_for_everyone();
 
+  // Experiment tracking (docs/tracking.md), with Accelerate's names. Trackers are chosen by
+  // options().log_with and write to <project_dir>/<project_name>, on the main process only, on a
+  // thread of their own: log never waits for the disk.
+  //
+  // Starts the trackers and records the run's hyperparameters (TensorBoard: as text and for its
+  // HPARAMS tab). Collective: call it on every rank, before training. A project_dir that cannot be
+  // written is refused here, on every rank, naming the path and the reason. Without log_with it
+  // only says (once, on the main process) that acc.log will write nothing. From here on, the
+  // ranks' utilization goes to the trackers every options().report_interval optimizer steps
+  // (xlaunch/steps_per_s, xlaunch/data_wait...: one small allgather at that step's boundary).
+  void init_trackers(const std::string& project_name, const HParams& config = {});
+  // Logs `values` at `step` (default: step(), the optimizer steps so far). LogReduce::None writes
+  // the main process's values and costs nothing elsewhere; Mean, Sum and Max write the values
+  // reduced over every rank: one allgather of at most 256 numbers per rank, so every rank must
+  // call it with the same names (a mismatch throws UsageError on every rank). Non-finite values
+  // are written as TensorBoard writes them, with a warning.
+  void log(const LogValues& values, int64_t step = -1, LogReduce reduce = LogReduce::None);
+  // Writes what the trackers still hold and closes them (bounded: at most a minute, then says
+  // what it gave up). Also done by the destructor and before a preempted job stops.
+  void end_training();
+  // Whether init_trackers started at least one tracker.
+  bool trackers_active() const;
+
   // Prints on the main process only (a line, flushed).
   template <typename... Args>
   void print(const Args&... args) const {
@@ -518,6 +552,11 @@ class Accelerator {
   [[noreturn]] void stop_for_preemption();
   void save_named(const char* why);
   void announce_first_step_after_load();
+  // Tracking's hooks (runtime/src/track/accelerator_tracking.cpp): the utilization at the step
+  // boundary, histograms after an optimizer step, the resumption after load_state.
+  void track_step_boundary();
+  void track_optimizer_step();
+  void track_loaded(const std::string& checkpoint);
   bool preemption_agreed();
 
   template <typename T>
@@ -561,6 +600,8 @@ class Accelerator {
   bool loader_joins_ = false;  // the first prepared loader joins at each epoch's end
   bool pending_accumulation_ = false;
   std::vector<double> step_clip_;  // {max_norm, norm_type}, or empty
+  std::unique_ptr<TrackingState> tracking_;  // set by init_trackers when log_with names a tracker
+  std::string loaded_from_;  // the checkpoint the last load_state loaded
 };
 
 }  // namespace xlaunch

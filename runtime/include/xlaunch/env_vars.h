@@ -50,6 +50,9 @@ inline constexpr Var kTimeoutS               {"XLAUNCH_TIMEOUT_S", Type::Int, "6
 inline constexpr Var kReport                 {"XLAUNCH_REPORT", Type::Bool, "1", "1: record where each step's time goes, for the utilization report"};
 inline constexpr Var kTraceDir               {"XLAUNCH_TRACE_DIR", Type::String, "", "directory for the timeline (each rank's part, merged by xlaunch run into trace.json); empty: none"};
 inline constexpr Var kTraceSteps             {"XLAUNCH_TRACE_STEPS", Type::Int, "50", "optimizer steps the timeline covers, after the warm-up"};
+inline constexpr Var kLogWith                {"XLAUNCH_LOG_WITH", Type::String, "", "trackers acc.log writes to (docs/tracking.md): a comma list of tensorboard, jsonl, csv; empty: none"};
+inline constexpr Var kReportInterval         {"XLAUNCH_REPORT_INTERVAL", Type::Int, "50", "with a tracker on: every this many optimizer steps, the ranks' utilization (xlaunch/steps_per_s, xlaunch/data_wait...) goes to the tracker"};
+inline constexpr Var kLogHistogramsEvery     {"XLAUNCH_LOG_HISTOGRAMS_EVERY_N_STEPS", Type::Int, "0", "with TensorBoard on: histograms of every prepared model's weights and gradients every n-th optimizer step; 0: none"};
 inline constexpr Var kProjectDir             {"XLAUNCH_PROJECT_DIR", Type::String, "", "the project directory: save_state() without a path writes <project_dir>/checkpoints/checkpoint_<step>; empty: save_state needs a path"};
 inline constexpr Var kCheckpointTotalLimit   {"XLAUNCH_CHECKPOINT_TOTAL_LIMIT", Type::Int, "0", "automatically named checkpoints kept in project_dir (the newest; older ones removed after each complete save); 0: all"};
 inline constexpr Var kCheckpointEveryNSteps  {"XLAUNCH_CHECKPOINT_EVERY_N_STEPS", Type::Int, "0", "save a named checkpoint after every n-th optimizer step; 0: never"};
@@ -68,7 +71,7 @@ inline constexpr const Var* kAll[] = {
     &kBucketCapMb,     &kFindUnusedParameters,       &kCommHook,   &kPowerSgdRank,   &kPowerSgdStartStep,
     &kBroadcastBuffers, &kSyncBatchnorm, &kNumWorkers,
     &kPinMemory,       &kEvenBatches,  &kPrefetchFactor, &kNumCpuThreads, &kDebug,    &kTimeoutS,
-    &kReport,          &kTraceDir,     &kTraceSteps, &kProjectDir,
+    &kReport,          &kTraceDir,     &kTraceSteps, &kLogWith,  &kReportInterval, &kLogHistogramsEvery, &kProjectDir,
     &kCheckpointTotalLimit, &kCheckpointEveryNSteps, &kCheckpointEveryEpoch, &kResume, &kLogDir,
     &kRunId,           &kRestartCount, &kStatusDir,    &kConfigFile,
 };

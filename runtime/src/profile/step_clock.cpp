@@ -174,6 +174,8 @@ void set_gpu_bus_id(const std::string& bus_id) {
   if (c.enabled && c.stats) status::set_gpu_bus_id(c.stats, bus_id);
 }
 
+bool enabled() { return clock().enabled; }
+
 const RankStats& stats() {
   Clock& c = clock();
   if (!c.stats) c.stats = new RankStats{};

@@ -46,6 +46,9 @@ void step_done(int64_t step);             // the prepared optimizer stepped (ste
 // is off. See job_profile.h's publish_cuda_device.
 void set_gpu_bus_id(const std::string& bus_id);
 
+// Whether the clock records steps (XLAUNCH_REPORT, and start() has run).
+bool enabled();
+
 // This rank's stats (tests; the launcher reads the file).
 const RankStats& stats();
 

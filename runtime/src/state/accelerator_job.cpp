@@ -145,6 +145,7 @@ void Accelerator::at_step_boundary() {
   if (!boundary_pending_) return;
   boundary_pending_ = false;
   if (preemption_agreed()) stop_for_preemption();
+  track_step_boundary();
   const int64_t every = options_.checkpoint_every_n_steps;
   if (every > 0 && step_ > 0 && step_ % every == 0 && step_ != last_saved_step_) save_named("every_n_steps");
 }
@@ -176,6 +177,7 @@ void Accelerator::stop_for_preemption() {
     log_main(rank_, "preempted at step " + std::to_string(step_) + ": " + saved + after + "; exiting with status " +
                         std::to_string(kPreemptedExitCode) + " (continue with `xlaunch run --resume`)");
   }
+  end_training();  // what the trackers hold, before the process ends without destructors
   ProcessState::end_process(kPreemptedExitCode);
 }
 

@@ -282,6 +282,7 @@ void Accelerator::load_state(const std::string& dir) {
   if (const std::string changed = changed_settings(files); !changed.empty())
     log_main(rank_, "load_state: this run's settings differ from those the checkpoint was saved with: " + changed);
   boundary_pending_ = false;
+  track_loaded(dir == "latest" ? chosen : dir);
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -107,6 +107,14 @@ struct LaunchConfig {
   std::string trace_dir = env::default_string(env::kTraceDir);
   // Steps in the timeline, after the warm-up.
   int trace_steps = static_cast<int>(env::default_int(env::kTraceSteps));
+  // Experiment tracking (docs/tracking.md): where acc.log writes, some of kLogWith ("all" in a file
+  // or on the command line stands for every one); empty: acc.log writes nothing. The tracker's
+  // files go to <project_dir>/<project_name>.
+  std::vector<std::string> log_with;
+  // With a tracker on: the ranks' utilization goes to it every this many optimizer steps.
+  int report_interval = static_cast<int>(env::default_int(env::kReportInterval));
+  // With TensorBoard on: weight and gradient histograms every this many optimizer steps; 0: none.
+  int log_histograms_every_n_steps = static_cast<int>(env::default_int(env::kLogHistogramsEvery));
   // The project directory (Accelerate's ProjectConfiguration.project_dir): named checkpoints go to
   // <project_dir>/checkpoints, and `xlaunch run --resume` and restarts continue from the newest.
   std::string project_dir = env::default_string(env::kProjectDir);  // empty: none
@@ -117,6 +125,9 @@ struct LaunchConfig {
   // Seconds `xlaunch run` gives the ranks, after passing on a preemption, before it ends the job.
   int preempt_timeout_s = 120;
 };
+
+// The trackers log_with may name, in the order "all" expands to.
+inline const std::vector<std::string> kLogWith = {"tensorboard", "jsonl", "csv"};
 
 // Ranks started on each machine: num_processes / num_machines (MAX for an elastic job, whose world
 // size is then the machines in the attempt times this).
