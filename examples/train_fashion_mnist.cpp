@@ -12,12 +12,17 @@
 // (or `xlaunch run --resume`, or a restart) continues from the newest. After each epoch: exact
 // test accuracy over all 10000 test images (gather_for_metrics drops the padding that evened out
 // the shards) and one summary line; at the end, the EMA's accuracy and the weights as safetensors
-// (<project_dir>/model). Only the main process prints. Options and results: docs/examples.md.
+// (<project_dir>/model). Only the main process prints. With log_with (tensorboard unless the config
+// says otherwise), the training loss and learning rate every --log_every optimizer steps and the
+// test accuracy after each epoch go to <project_dir>/fashion_mnist, beside the utilization the
+// runtime logs there by itself: `tensorboard --logdir runs/fashion_mnist`. Options and results:
+// docs/examples.md.
 #include <torch/torch.h>
 
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -48,6 +53,7 @@ struct Options {
   int fail_at_epoch = 0;    // > 0: rank fail_rank exits with code 3 at the start of this epoch, first attempt only
   int fail_rank = 1;
   int checkpoints_per_epoch = 1;  // > 1: also save_state every num_batches / K batches within an epoch
+  int64_t log_every = 10;   // optimizer steps between logged training losses
 };
 
 // conv 3x3 (no bias: BatchNorm's shift replaces it) -> BatchNorm -> ReLU.
@@ -151,6 +157,7 @@ int train(Options o) {
   if (options.project_dir.empty()) options.project_dir = "runs/fashion_mnist";
   options.checkpoint_every_epoch = true;
   if (o.resume && options.resume.empty()) options.resume = "latest";
+  if (options.log_with.empty()) options.log_with = {"tensorboard"};
   xlaunch::Accelerator acc(options);
   if (o.global_batch_size > 0) {  // the same global batch on any number of processes (an elastic job)
     if (o.global_batch_size % acc.num_processes() != 0) {
@@ -179,6 +186,14 @@ int train(Options o) {
   Ema ema(*net, o.ema_decay);
   acc.register_for_checkpointing(ema);
 
+  acc.init_trackers("fashion_mnist", {{"lr", o.lr},
+                                       {"batch_size", o.batch_size},
+                                       {"processes", acc.num_processes()},
+                                       {"epochs", o.epochs},
+                                       {"ema_decay", o.ema_decay},
+                                       {"seed", static_cast<double>(o.seed)},
+                                       {"mixed_precision", acc.options().mixed_precision},
+                                       {"gradient_accumulation_steps", acc.options().gradient_accumulation_steps}});
   int start_epoch = 0;
   if (acc.maybe_load_state()) {
     start_epoch = static_cast<int>(train_loader.epoch());  // restored with the sampler's state
@@ -204,6 +219,9 @@ int train(Options o) {
     xlaunch::examples::ProgressBar bar(label, epoch_samples, acc.is_main_process());
     // The loss summed on the device: read only when the bar draws, so steps do not wait for it.
     auto loss_sum = torch::zeros({}, torch::TensorOptions().device(acc.device()));
+    // The same since the last logged loss; read (a host sync) every log_every optimizer steps only.
+    auto window_sum = torch::zeros({}, torch::TensorOptions().device(acc.device()));
+    int64_t window = 0;
     int64_t steps = 0, done = 0;
     // Batches between checkpoints within the epoch (the epoch's end always saves).
     const int64_t nb = train_loader.num_batches();
@@ -219,7 +237,15 @@ int train(Options o) {
       opt.zero_grad();
       if (acc.sync_gradients() && !acc.optimizer_step_was_skipped()) ema.update(*net);
       loss_sum += loss.detach().to(torch::kFloat);
+      window_sum += loss.detach().to(torch::kFloat);
+      ++window;
       ++steps;
+      if (acc.sync_gradients() && !acc.optimizer_step_was_skipped() && acc.step() % o.log_every == 0) {
+        acc.log({{"train/loss", window_sum.item<double>() / static_cast<double>(window)}, {"lr", sched.last_lr().at(0)}},
+                acc.step(), xlaunch::LogReduce::Mean);
+        window_sum.zero_();
+        window = 0;
+      }
       done = std::min(epoch_samples, done + batch.size() * world);
       bar.update(done, [&] { return loss_sum.item<double>() / static_cast<double>(steps); });
       ++batch_index;  // batches of this epoch done
@@ -234,6 +260,11 @@ int train(Options o) {
     std::snprintf(line, sizeof line, "epoch=%d train_loss=%.4f test_acc=%.4f samples_per_s=%.1f seconds=%.1f",
                   epoch + 1, train_loss, accuracy, static_cast<double>(epoch_samples) / train_seconds, seconds);
     acc.print(line);
+    // A CSV file's columns are those of its first record (docs/tracking.md): with csv among the
+    // trackers, the epoch's figures stay in the line above.
+    const auto& trackers = acc.options().log_with;
+    if (std::find(trackers.begin(), trackers.end(), "csv") == trackers.end())
+      acc.log({{"test/accuracy", accuracy}, {"train/epoch_loss", train_loss}});
   }
   ema.swap(*net);
   const double ema_accuracy = evaluate(acc, net, model, test_loader);
@@ -244,6 +275,7 @@ int train(Options o) {
   const std::string weights = acc.options().project_dir + "/model";
   acc.save_model(model, weights);
   acc.print("weights saved as safetensors in ", weights);
+  acc.end_training();
   return 0;
 }
 
@@ -278,6 +310,8 @@ int main(int argc, char** argv) {
   app.add_option("--fail_at_epoch", o.fail_at_epoch, "Try restarts: rank --fail_rank exits with code 3 at the start "
                                                      "of this epoch, on the first attempt only (0: never)");
   app.add_option("--fail_rank", o.fail_rank, "The rank that --fail_at_epoch stops")->capture_default_str();
+  app.add_option("--log_every", o.log_every, "Optimizer steps between logged training losses (log_with)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     return train(o);
