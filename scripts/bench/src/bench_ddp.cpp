@@ -4,6 +4,8 @@
 //   --mode local  the same step with no gradient sync: the compute-only bound of the machine
 // Prints on rank 0: xlaunch-<mode> world=W steps_per_s=X samples_per_s=Y
 //   --cpu_allreduce auto|mpi   the CPU gradient allreduce (AcceleratorOptions::cpu_allreduce)
+//   --log_scalars N   (ddp) acc.log of N scalars after every step, the loss among them, through the
+//                     trackers of XLAUNCH_LOG_WITH in XLAUNCH_PROJECT_DIR (scripts/bench/tracking.sh)
 //   --mode vs_plain   on a GPU (scripts/gpu/run.sh): the prepared step (prepare, acc.backward, the
 //                     prepared optimizer) against the same step in plain LibTorch (module, SGD,
 //                     loss.backward()) on the same device, in alternating rounds of one process;
@@ -92,7 +94,7 @@ int vs_plain(xlaunch::Accelerator& acc, int hidden, int batch, int steps, int wa
 
 int main(int argc, char** argv) {
   std::string mode = "ddp";
-  int hidden = 1024, batch = 64, steps = 60, warmup = 10, rounds = 5;
+  int hidden = 1024, batch = 64, steps = 60, warmup = 10, rounds = 5, log_scalars = 0;
   xlaunch::AcceleratorOptions options = xlaunch::AcceleratorOptions::from_env();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
@@ -103,6 +105,7 @@ int main(int argc, char** argv) {
     else if (k == "--warmup") warmup = std::stoi(argv[i + 1]);
     else if (k == "--rounds") rounds = std::stoi(argv[i + 1]);
     else if (k == "--cpu_allreduce") options.cpu_allreduce = argv[i + 1];
+    else if (k == "--log_scalars") log_scalars = std::stoi(argv[i + 1]);
     else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
   }
   if (mode != "ddp" && mode != "local" && mode != "vs_plain") {
@@ -120,13 +123,22 @@ int main(int argc, char** argv) {
   const at::Tensor y = at::randint(0, 10, {batch}, at::kLong);
 
   std::function<void()> step;
+  std::vector<std::string> names;
+  for (int i = 0; i < log_scalars; ++i) names.push_back(i == 0 ? "train/loss" : "bench/value" + std::to_string(i));
   if (mode == "ddp") {
     auto model = acc.prepare(net);
     auto& opt = acc.prepare(sgd);
-    step = [&acc, model, &opt, &x, &y]() mutable {
+    if (log_scalars > 0) acc.init_trackers("bench_ddp", {{"hidden", hidden}, {"batch", batch}});
+    step = [&acc, model, &opt, &x, &y, &names]() mutable {
       opt.zero_grad();
-      acc.backward(torch::nn::functional::cross_entropy(model(x), y));
+      const at::Tensor loss = torch::nn::functional::cross_entropy(model(x), y);
+      acc.backward(loss);
       opt.step();
+      if (names.empty()) return;
+      const double l = loss.item<double>();
+      xlaunch::LogValues values;
+      for (size_t i = 0; i < names.size(); ++i) values[names[i]] = l * static_cast<double>(i + 1);
+      acc.log(values);
     };
   } else {
     step = [&net, &sgd, &x, &y] {
