@@ -10,6 +10,7 @@
 #include <memory>
 #include <thread>
 
+#include "launch/machine.h"
 #include "observe/nvml.h"
 #include "observe/report.h"
 #include "scratch_dir.h"
@@ -149,6 +150,18 @@ TEST(NvmlAttributionUnits, AStatsFileOfAnUnknownFormatIsNotRead) {
   EXPECT_FALSE(xlaunch::status::read_stats_file(dir.path, 0).has_value());
   st->magic = xlaunch::profile::kStatsMagic;
   EXPECT_TRUE(xlaunch::status::read_stats_file(dir.path, 0).has_value());
+}
+
+// `xlaunch env`'s list of GPUs reads the same NVML, through the same loader (nvml_api.h).
+TEST(Nvml, TheMachinesGpusComeFromTheSameNvml) {
+  setenv("XLAUNCH_NVML_LIBRARY", FAKE_NVML, 1);
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  const GpuReport r = detect_gpus();
+  ASSERT_EQ(r.gpus.size(), 4u) << r.source;
+  EXPECT_EQ(r.source, "NVML");
+  EXPECT_EQ(r.gpus[2].name, "Fake GPU 2");
+  EXPECT_EQ(r.gpus[3].memory_bytes, 80ull << 30);
+  EXPECT_EQ(r.driver, "999.1");
 }
 
 TEST(Nvml, WithoutNvmlTheColumnsSayDash) {

@@ -2,7 +2,8 @@
 # The utilization report end to end: purpose-built jobs (report_job.cpp) on 2 ranks through
 # `xlaunch run`, each checked for the report's verdict in report.json; and the timeline of one of
 # them (--trace): trace.json parses, has every rank, its spans nest per thread, and every
-# collective's sequence numbers agree across ranks.
+# collective's sequence numbers agree across ranks; report.html is self-contained and says why it
+# charts no logged scalars (tests/report/logged_scalars_test charts a tracker's file).
 #   report_test.sh XLAUNCH_BIN REPORT_JOB_BIN
 set -uo pipefail
 XLAUNCH=$1
@@ -78,6 +79,8 @@ check straggler '"rank 1 (" in advice and "is a straggler" in advice and "rank 0
 # can read as a communication wait on both: one more try before calling it a failure.
 balanced() {
   rm -rf "$work/trace"
+  # What an earlier job's tracker left: xlaunch run removes it, so that report.html charts none of it.
+  mkdir -m 700 "$work/trace" && echo '{"step": 1, "stale_loss": 1.0}' > "$work/trace/scalars.jsonl"
   XOPTS="--trace $work/trace" run balanced 1 "$JOB" --steps 60 --hidden 256 --layers 2 --features 64 --batch 512
 }
 balanced || fail "balanced ran"
@@ -122,6 +125,11 @@ assert coll[0] and coll[0] == coll[1], (coll[0][:5], coll[1][:5])
 EOF
 [ -s "$work/trace/report.html" ] && grep -q "<svg" "$work/trace/report.html" && ! grep -q "<script" "$work/trace/report.html" \
   && pass "report.html: self-contained, with its charts" || fail "report.html"
+# Without a tracker (no log_with), the section of logged scalars says so, and an earlier job's are gone.
+grep -q "<h2>Logged scalars over steps</h2>" "$work/trace/report.html" \
+  && grep -q "scalars.jsonl</code> does not exist: log_with is off" "$work/trace/report.html" \
+  && ! grep -q "stale_loss" "$work/trace/report.html" \
+  && pass "report.html: no tracker, no logged scalars, said plainly" || fail "report.html's logged scalars"
 ls "$work"/trace/trace-rank* > /dev/null 2>&1 && fail "the ranks' parts are removed after merging" \
   || pass "the ranks' parts are removed after merging"
 

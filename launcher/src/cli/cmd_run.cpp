@@ -402,7 +402,14 @@ int run_job(const RunOptions& o, const Invocation& inv) {
   const OpenMpi mpi = find_open_mpi(path_env());
   env.mpirun = mpi.mpirun;
   if (!c.log_dir.empty()) make_dirs(c.log_dir);
-  if (!c.trace_dir.empty()) make_dirs(c.trace_dir);
+  if (!c.trace_dir.empty()) {
+    make_dirs(c.trace_dir);
+    // report.html charts what this job's tracker logs there, never what an earlier job's did.
+    const std::string logged = c.trace_dir + "/" + status::kLoggedScalarsFile;
+    if (unlink(logged.c_str()) != 0 && errno != ENOENT)
+      std::fprintf(stderr, "xlaunch: warning: cannot remove the earlier job's %s (%s): report.html may chart its scalars\n",
+                   logged.c_str(), std::strerror(errno));
+  }
   if (o.monitor_s < 0) throw LaunchError("--monitor " + std::to_string(o.monitor_s) + ": give seconds > 0");
   if (o.monitor_s > 0 && !c.report)
     throw LaunchError("--monitor needs the step counters, which report: false turns off; set report: true");

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "launch/programs.h"
+#include "xlaunch/status/nvml_api.h"
 
 namespace xlaunch::launcher {
 
@@ -59,38 +60,21 @@ void* open_first(std::initializer_list<const char*> names) {
 }
 
 bool gpus_from_nvml(GpuReport& r) {
-  void* h = open_first({"libnvidia-ml.so.1", "libnvidia-ml.so"});
-  if (!h) return false;
-  using Init = int (*)();
-  using Count = int (*)(unsigned*);
-  using Handle = int (*)(unsigned, void**);
-  using Name = int (*)(void*, char*, unsigned);
-  struct Memory { unsigned long long total, free, used; };
-  using Mem = int (*)(void*, Memory*);
-  using Driver = int (*)(char*, unsigned);
-  auto init = reinterpret_cast<Init>(dlsym(h, "nvmlInit_v2"));
-  auto count = reinterpret_cast<Count>(dlsym(h, "nvmlDeviceGetCount_v2"));
-  auto handle = reinterpret_cast<Handle>(dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
-  auto name = reinterpret_cast<Name>(dlsym(h, "nvmlDeviceGetName"));
-  auto mem = reinterpret_cast<Mem>(dlsym(h, "nvmlDeviceGetMemoryInfo"));
-  auto driver = reinterpret_cast<Driver>(dlsym(h, "nvmlSystemGetDriverVersion"));
-  auto shutdown = reinterpret_cast<Init>(dlsym(h, "nvmlShutdown"));
+  std::string why;
+  const auto nvml = status::Nvml::open("", &why);  // XLAUNCH_NVML_LIBRARY, or the driver's
+  if (!nvml) return false;
   unsigned n = 0;
-  if (!init || !count || !handle || !name || !mem || init() != 0) return false;
-  if (count(&n) != 0) n = 0;
+  if (nvml->device_count(&n) != status::Nvml::kSuccess) n = 0;
   for (unsigned i = 0; i < n; ++i) {
-    void* dev = nullptr;
+    status::Nvml::Device dev = nullptr;
+    if (nvml->device_by_index(i, &dev) != status::Nvml::kSuccess) continue;
     Gpu g;
-    char buf[96] = {};
-    Memory m{};
-    if (handle(i, &dev) != 0) continue;
-    if (name(dev, buf, sizeof buf) == 0) g.name = buf;
-    if (mem(dev, &m) == 0) g.memory_bytes = m.total;
+    status::Nvml::Memory m;
+    nvml->name(dev, &g.name);  // unnamed when NVML does not say
+    if (nvml->memory(dev, &m) == status::Nvml::kSuccess) g.memory_bytes = m.total;
     r.gpus.push_back(g);
   }
-  char ver[80] = {};
-  if (driver && driver(ver, sizeof ver) == 0) r.driver = ver;
-  if (shutdown) shutdown();
+  nvml->driver_version(&r.driver);  // empty when unknown
   r.source = "NVML";
   return true;
 }

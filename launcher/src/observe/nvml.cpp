@@ -1,77 +1,25 @@
 #include "observe/nvml.h"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 
-#include "xlaunch/env_vars.h"
+#include "xlaunch/status/nvml_api.h"
 
 namespace xlaunch::launcher {
-namespace {
-
-// The few NVML entry points used, with their C types (nvml.h is not needed to build).
-using nvmlReturn_t = int;
-using nvmlDevice_t = void*;
-struct nvmlUtilization_t {
-  unsigned int gpu, memory;
-};
-struct nvmlMemory_t {
-  unsigned long long total, free, used;
-};
-struct nvmlPciInfo_t {  // as nvmlDeviceGetPciInfo_v3 fills it
-  char busIdLegacy[16];
-  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-  char busId[32];  // "00000000:BB:DD.F"
-};
-
-}  // namespace
 
 struct GpuSampler::Api {
-  void* lib = nullptr;
-  nvmlReturn_t (*init)() = nullptr;
-  nvmlReturn_t (*shutdown)() = nullptr;
-  nvmlReturn_t (*count)(unsigned int*) = nullptr;
-  nvmlReturn_t (*handle)(unsigned int, nvmlDevice_t*) = nullptr;
-  nvmlReturn_t (*util)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
-  nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
-  nvmlReturn_t (*power)(nvmlDevice_t, unsigned int*) = nullptr;
-  nvmlReturn_t (*pci)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
-  std::vector<nvmlDevice_t> devices;
+  std::unique_ptr<status::Nvml> nvml;
+  std::vector<status::Nvml::Device> devices;
   std::vector<std::string> bus_ids;  // per device, normalized; empty when NVML did not say
-
-  ~Api() {
-    if (shutdown) shutdown();
-    if (lib) dlclose(lib);
-  }
 };
 
 GpuSampler::GpuSampler(double interval_s) : api_(std::make_unique<Api>()) {
-  std::string name = env::get_string(env::kNvmlLibrary);
-  if (name.empty()) name = env::kNvmlLibrary.default_value;
   Api& a = *api_;
-  a.lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!a.lib) {
-    why_ = "NVML (" + name + ") not found: no NVIDIA driver on this machine";
-    return;
-  }
-  const auto sym = [&](const char* n) { return dlsym(a.lib, n); };
-  a.init = reinterpret_cast<nvmlReturn_t (*)()>(sym("nvmlInit_v2"));
-  a.count = reinterpret_cast<nvmlReturn_t (*)(unsigned int*)>(sym("nvmlDeviceGetCount_v2"));
-  a.handle = reinterpret_cast<nvmlReturn_t (*)(unsigned int, nvmlDevice_t*)>(sym("nvmlDeviceGetHandleByIndex_v2"));
-  a.util = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*)>(sym("nvmlDeviceGetUtilizationRates"));
-  a.memory = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>(sym("nvmlDeviceGetMemoryInfo"));
-  a.power = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned int*)>(sym("nvmlDeviceGetPowerUsage"));
-  a.pci = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*)>(sym("nvmlDeviceGetPciInfo_v3"));
-  auto* shutdown = reinterpret_cast<nvmlReturn_t (*)()>(sym("nvmlShutdown"));
+  a.nvml = status::Nvml::open("", &why_);  // XLAUNCH_NVML_LIBRARY, or the driver's
+  if (!a.nvml) return;
   unsigned int n = 0;
-  if (!a.init || !a.count || !a.handle || !a.util || !a.memory || a.init() != 0) {
-    why_ = "NVML (" + name + ") did not initialize";
-    return;
-  }
-  a.shutdown = shutdown;
-  if (a.count(&n) != 0 || n == 0) {
+  if (a.nvml->device_count(&n) != status::Nvml::kSuccess || n == 0) {
     why_ = "NVML sees no GPU";
     return;
   }
@@ -79,15 +27,13 @@ GpuSampler::GpuSampler(double interval_s) : api_(std::make_unique<Api>()) {
   gethostname(host, sizeof host - 1);
   host_ = host;
   for (unsigned int i = 0; i < n; ++i) {
-    nvmlDevice_t d = nullptr;
-    if (a.handle(i, &d) != 0) continue;
+    status::Nvml::Device d = nullptr;
+    if (a.nvml->device_by_index(i, &d) != status::Nvml::kSuccess) continue;
     a.devices.push_back(d);
     // The bus id names the GPU the way the ranks do (they publish theirs), whatever order CUDA
     // or CUDA_VISIBLE_DEVICES gives the GPUs. Without it the GPU is sampled but no rank's.
-    nvmlPciInfo_t info{};
-    const bool named = a.pci && a.pci(d, &info) == 0;
-    a.bus_ids.push_back(named ? status::normalize_pci_bus_id(std::string(info.busId, strnlen(info.busId, sizeof info.busId)))
-                              : std::string());
+    std::string bus_id;
+    a.bus_ids.push_back(a.nvml->pci_bus_id(d, &bus_id) == status::Nvml::kSuccess ? bus_id : std::string());
   }
   gpus_ = static_cast<int>(a.devices.size());
   if (gpus_ > 0) thread_ = std::thread([this, interval_s] { loop(interval_s); });
@@ -112,26 +58,26 @@ void GpuSampler::sample() {
   std::lock_guard<std::mutex> lk(mu_);
   sums_.resize(api_->devices.size());
   sm_reads_.resize(sums_.size()), mem_reads_.resize(sums_.size()), power_reads_.resize(sums_.size());
+  const status::Nvml& nvml = *api_->nvml;
   for (size_t g = 0; g < api_->devices.size(); ++g) {
-    nvmlDevice_t d = api_->devices[g];
+    const status::Nvml::Device d = api_->devices[g];
     GpuSample s;
-    nvmlUtilization_t u{};
-    nvmlMemory_t m{};
-    unsigned int mw = 0;
+    unsigned sm = 0, mw = 0;
+    status::Nvml::Memory m;
     // A reading NVML refuses (utilization on a MIG slice, say) is left out, not counted as 0.
-    if (api_->util(d, &u) == 0) {
-      s.sm_pct = u.gpu;
+    if (nvml.sm_utilization(d, &sm) == status::Nvml::kSuccess) {
+      s.sm_pct = sm;
       s.sm_ok = true;
       sums_[g].sm_pct += s.sm_pct, ++sm_reads_[g];
     }
-    if (api_->memory(d, &m) == 0) {
+    if (nvml.memory(d, &m) == status::Nvml::kSuccess) {
       s.mem_used_gib = static_cast<double>(m.used) / (1ull << 30);
       s.mem_total_gib = static_cast<double>(m.total) / (1ull << 30);
       s.mem_ok = true;
       sums_[g].mem_used_gib += s.mem_used_gib, ++mem_reads_[g];
       sums_[g].mem_total_gib = s.mem_total_gib;
     }
-    if (api_->power && api_->power(d, &mw) == 0) {
+    if (nvml.power_mw(d, &mw) == status::Nvml::kSuccess) {
       s.power_w = mw / 1000.0;
       s.power_ok = true;
       sums_[g].power_w += s.power_w, ++power_reads_[g];

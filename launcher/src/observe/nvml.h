@@ -1,5 +1,5 @@
-// GPU use through NVML, loaded with dlopen at run time (no link-time dependency): libnvidia-ml.so.1,
-// or the library XLAUNCH_NVML_LIBRARY names. A thread samples every GPU of this machine about
+// GPU use through NVML (xlaunch/status/nvml_api.h: libnvidia-ml.so.1, or the library
+// XLAUNCH_NVML_LIBRARY names, loaded at run time). A thread samples every GPU of this machine about
 // 10 times a second while the job runs, and names each by its PCI bus id (nvmlDeviceGetPciInfo_v3),
 // by which the report finds the GPU each rank published. Without NVML (no driver, no GPU) there
 // are no samples and the report's GPU columns show "-".

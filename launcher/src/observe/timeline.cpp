@@ -1,31 +1,28 @@
 #include "observe/timeline.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "observe/html.h"
+#include "observe/logged_scalars.h"
 #include "xlaunch/status/private_files.h"
+#include "xlaunch/status/status_dir.h"
 #include "xlaunch/status/trace_part.h"
 
 namespace xlaunch::launcher {
 namespace {
 
 using nlohmann::json;
-
-std::string html_escaped(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    if (ch == '<') o += "&lt;";
-    else if (ch == '>') o += "&gt;";
-    else if (ch == '&') o += "&amp;";
-    else o += ch;
-  }
-  return o;
-}
 
 // Rank r's part as Chrome trace events (pid = rank, tid = thread; microseconds): its name and
 // place in the list, its threads' names, and one complete ("X") event per span.
@@ -42,6 +39,21 @@ void add_rank_events(const status::TracePart& part, const std::string& host, jso
     for (const auto& [name, value] : s.args) e["args"][name] = value;
     events.push_back(std::move(e));
   }
+}
+
+// DIR/scalars.jsonl (rank 0's tracker's, status_dir.h), or nullopt and *why when there is none to read.
+std::optional<std::string> read_logged_scalars(int dirfd, std::string* why) {
+  constexpr size_t kMaxBytes = size_t{256} << 20;  // a long job logging every step stays far below
+  struct stat st {};
+  if (fstatat(dirfd, status::kLoggedScalarsFile, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    const int e = errno;
+    *why = e == ENOENT ? "does not exist: log_with is off (no tracker), or the program never called acc.init_trackers"
+                       : std::string("cannot be read: ") + std::strerror(e);
+    return std::nullopt;
+  }
+  std::optional<std::string> text = files::read_private_file(dirfd, status::kLoggedScalarsFile, kMaxBytes);
+  if (!text) *why = "is not a regular file of this user's of at most 256 MiB, or vanished while read: left out";
+  return text;
 }
 
 const char* const kColors[profile::kPhases] = {"#e4572e", "#4c78a8", "#72b7b2", "#f2cf5b", "#9467bd", "#bab0ac"};
@@ -141,6 +153,13 @@ std::string write_report_html(const std::string& dir, const JobReport& report, c
     h << "\"/>\n</svg>\n";
   }
 
+  // What rank 0's tracker logged, over the same steps as its steps/s. (Without the directory there
+  // is no page either: said below.)
+  std::string why, why_unread;
+  const int dirfd = files::open_private_dir(dir, &why);
+  const std::optional<std::string> logged = dirfd >= 0 ? read_logged_scalars(dirfd, &why_unread) : std::nullopt;
+  h << logged_scalars_html(dir + "/" + status::kLoggedScalarsFile, logged, why_unread);
+
   // The numbers and the advice.
   h << "<h2>Per rank</h2>\n<table><tr><th>rank</th><th>host</th><th>steps/s</th><th>samples/s</th>";
   for (const char* n : profile::kPhaseNames) h << "<th>" << n << "</th>";
@@ -166,8 +185,6 @@ std::string write_report_html(const std::string& dir, const JobReport& report, c
   }
   h << "</body></html>\n";
 
-  std::string why;
-  const int dirfd = files::open_private_dir(dir, &why);
   const bool ok = dirfd >= 0 && files::write_private_file(dirfd, "report.html", h.str(), &why);
   if (dirfd >= 0) close(dirfd);
   if (!ok) {

@@ -3,7 +3,8 @@
 //    parts (xlaunch/status/trace_part.h, already on rank 0's clock), with NVML samples as
 //    counter events; opens in Perfetto UI and chrome://tracing;
 //  - report.html: one self-contained page (inline SVG): the phase split per rank, steps/s over
-//    time, and the advice.
+//    time, what rank 0's tracker logged over steps (DIR/scalars.jsonl, logged_scalars.h), and the
+//    advice.
 #pragma once
 
 #include <string>

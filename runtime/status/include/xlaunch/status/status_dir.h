@@ -11,6 +11,8 @@
 //   stats-<R>           rank R, at the end of every step      xlaunch run (--monitor, report) step_stats.h
 //   progress-<R>        rank R (its progress board)           the other ranks' watchdogs      here (name)
 //   trace-rank<R>.json  rank R, when it ends (trace dir)      xlaunch run, which merges them  trace_part.h
+//   scalars.jsonl       rank 0's tracker, with tracking on     xlaunch run, for report.html    here (name)
+//                       (trace dir)
 //
 // The progress board's layout lives with the watchdog (runtime/src/watch/board.h): only ranks map
 // it; the launcher merely removes it with the directory.
@@ -26,5 +28,11 @@ std::string temp_dir();
 
 // dir/progress-<rank>: the file rank `rank` maps its progress board to.
 std::string progress_board_path(const std::string& dir, int rank);
+
+// In the trace directory: what rank 0's tracker logged (acc.log's scalars and the utilization
+// records), in the JSONL backend's format (runtime/src/track/backends.h), written when tracking
+// is on and the job runs with --trace; report.html charts it (launcher/src/observe/logged_scalars.h).
+// `xlaunch run` removes an earlier job's before it starts the ranks.
+inline constexpr const char* kLoggedScalarsFile = "scalars.jsonl";
 
 }  // namespace xlaunch::status
