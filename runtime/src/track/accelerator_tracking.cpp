@@ -20,6 +20,7 @@
 #include "track/utilization.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
+#include "xlaunch/status/status_dir.h"
 
 namespace xlaunch {
 namespace fs = std::filesystem;
@@ -71,7 +72,7 @@ std::vector<std::unique_ptr<track::Backend>> make_backends(const std::vector<std
   const std::string trace_dir = env::get_string(env::kTraceDir);
   if (!trace_dir.empty()) {
     fs::create_directories(trace_dir, ec);  // the launcher made it; a rank on another machine may not see it
-    if (!ec) out.push_back(track::make_jsonl_backend(trace_dir + "/scalars.jsonl"));
+    if (!ec) out.push_back(track::make_jsonl_backend(trace_dir + "/" + status::kLoggedScalarsFile));
   }
   return out;
 }
@@ -134,6 +135,7 @@ void Accelerator::init_trackers(const std::string& project_name, const HParams& 
   if (outcome.failed()) throw UsageError(outcome.message);
   state->reported = profile::stats().total;
   state->reported_step = step_;
+  if (device_.is_cuda()) state->gpu = std::make_unique<track::GpuUse>(profile::stats().bus_id());
   tracking_ = std::move(state);
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
@@ -195,8 +197,13 @@ void Accelerator::track_step_boundary() {
   if (!tracking_ || !profile::enabled()) return;
   if (step_ % options_.report_interval != 0 || step_ == tracking_->reported_step) return;
   const profile::Totals now = profile::stats().total;
-  const track::RankInterval mine =
-      track::interval_between(tracking_->reported, now, device_.is_cuda(), std::nullopt);
+  std::optional<double> sm;
+  if (tracking_->gpu) {
+    sm = tracking_->gpu->sm_pct();
+    if (const std::string why = tracking_->gpu->why_nothing(); !why.empty())
+      std::cerr << "[xlaunch] rank " << rank_ << ": no xlaunch/gpu_sm: " << why << std::endl;
+  }
+  const track::RankInterval mine = track::interval_between(tracking_->reported, now, device_.is_cuda(), sm);
   tracking_->reported = now;
   tracking_->reported_step = step_;
   std::vector<track::RankInterval> ranks(1, mine);

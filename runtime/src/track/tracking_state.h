@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "track/gpu_use.h"
 #include "track/tracker.h"
 #include "xlaunch/status/step_stats.h"
 
@@ -15,6 +16,7 @@ struct TrackingState {
   std::string run_dir;                      // <project_dir>/<project_name>
   profile::Totals reported;                 // this rank's totals at the last utilization report
   int64_t reported_step = -1;               // the step of the last utilization report
+  std::unique_ptr<track::GpuUse> gpu;       // this rank's GPU's SM use (NVML), on GPU ranks
 };
 
 }  // namespace xlaunch
