@@ -216,6 +216,18 @@ TEST_F(CsvFiles, ResumeKeepsTheHeaderAndDropsOrphansAndATornRow) {
   EXPECT_EQ(slurp(dir_ + "/metrics.csv"), "step,wall_time,\"two\nlines\",lr\n");
 }
 
+TEST_F(CsvFiles, ResumeInTheSameProcessKeepsItsOwnHeader) {
+  CsvBackend b(dir_);
+  b.begin(from(0));
+  for (int s = 0; s < 3; ++s) b.scalars(s, 1, {{"x\ny", double(s)}, {"xlaunch/u", 7}});
+  b.begin(from(1));
+  EXPECT_EQ(slurp(dir_ + "/metrics.csv"), "step,wall_time,\"x\ny\"\n0,1,0\n");
+  EXPECT_EQ(slurp(dir_ + "/xlaunch.csv"), "step,wall_time,xlaunch/u\n0,1,7\n");
+  b.scalars(1, 2, {{"x\ny", 5}});
+  b.flush();
+  EXPECT_EQ(slurp(dir_ + "/metrics.csv"), "step,wall_time,\"x\ny\"\n0,1,0\n1,2,5\n");
+}
+
 TEST_F(CsvFiles, TornHeaderIsDroppedAndWrittenAgain) {
   put(dir_ + "/metrics.csv", "step,wall_ti");
   CsvBackend b(dir_);

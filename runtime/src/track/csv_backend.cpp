@@ -178,6 +178,8 @@ void CsvBackend::scalars(int64_t step, double wall_time, const std::vector<Scala
       for (const std::string& c : t->columns) header += "," + quote(c);  // columns are fixed: no lock needed
       t->file.append(header + "\n");
       t->header_written = true;
+      // A resume in this process keeps it, as it keeps an earlier process's.
+      t->header_lines = 1 + static_cast<size_t>(std::count(header.begin(), header.end(), '\n'));
     }
     t->file.append(*text);
   }

@@ -54,8 +54,10 @@ class CsvBackend : public Backend {
     std::vector<std::string> columns;
     std::unordered_map<std::string, size_t> index;
     bool from_file = false;      // the columns are an earlier process's header
-    size_t header_lines = 0;     // physical lines of the header in the file (a name may hold a line break)
-    bool header_written = false; // writer thread only
+    // Writer thread only: whether the file has its header, and its physical lines (a name may hold
+    // a line break), which begin() keeps.
+    bool header_written = false;
+    size_t header_lines = 0;
   };
   using Part = std::vector<const Scalar*>;
 
