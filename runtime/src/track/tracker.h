@@ -11,11 +11,8 @@
 // name and step, and end() says how many there were.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,20 +58,11 @@ class Tracker {
   std::vector<std::string> live_backends() const;
 
  private:
-  struct Item;
-  void run();
-  void push(Item item);
-
-  std::vector<std::unique_ptr<Backend>> backends_;
-  std::vector<bool> live_;
-  RunStart start_;
-  Limits limits_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_, idle_cv_;
-  std::deque<Item> queue_;
-  bool begun_ = false, stopping_ = false, busy_ = false;
-  TrackerCounts counts_;
-  bool warned_full_ = false, warned_non_finite_ = false;
+  // The queue, the backends and the counts, shared with the writer thread: when end() gives up on
+  // a thread stuck in a write, it detaches it, and the thread still holds them (and frees them)
+  // whenever the write returns, after the Tracker is gone.
+  struct State;
+  std::shared_ptr<State> state_;
   std::thread thread_;
 };
 
