@@ -43,7 +43,7 @@ endif()
 # format, the MPI/CUDA check macros) are not.
 set(user_headers accelerator.h autocast.h comm_hooks.h dataset.h env_vars.h error.h fashion_mnist.h
     grad_scaler.h loader.h lr_scheduler.h metrics.h mixed_precision.h place.h preemption.h process_state.h reducer.h
-    safetensors.h sampler.h object_codec.h split.h stream_dataset.h sync_batchnorm.h
+    safetensors.h sampler.h object_codec.h split.h stream_dataset.h sync_batchnorm.h tracking.h
     extend/comm_hook.h extend/communicator.h)
 file(GLOB_RECURSE installed RELATIVE ${prefix}/include/xlaunch ${prefix}/include/xlaunch/*)
 list(SORT installed)

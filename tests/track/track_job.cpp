@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   xlaunch::LoaderOptions lo;
   lo.batch_size = 8;
   lo.num_workers = 0;
-  auto& loader = acc.prepare(xlaunch::Loader(std::make_shared<Synthetic>(), lo));
+  auto& loader = acc.prepare(xlaunch::Loader(Synthetic(), lo));
   acc.init_trackers("track_job", {{"lr", 0.1}, {"batch_size", 8}, {"optimizer", "sgd"}, {"momentum", true}});
   acc.maybe_load_state();
   std::ofstream values(get(args, "--values") + ".rank" + std::to_string(acc.process_index()), std::ios::app);

@@ -128,6 +128,40 @@ TEST(Tracker, BeginsBeforeTheFirstRecordAndWritesInOrder) {
   EXPECT_EQ(j->all().back(), "flush");
 }
 
+// drain() (before a checkpoint) returns once every record queued before it is written and flushed.
+TEST(Tracker, DrainWritesAndFlushesWhatWasQueued) {
+  auto j = std::make_shared<Journal>();
+  Tracker t(one(std::make_unique<FakeBackend>("a", j)), RunStart{});
+  for (int i = 0; i < 200; ++i) t.log(i, values({{"loss", i}}));
+  ASSERT_TRUE(t.drain(60));
+  EXPECT_EQ(t.counts().written, 200u);
+  const auto all = j->all();
+  EXPECT_EQ(all.back(), "flush");
+  EXPECT_EQ(j->records().back(), "scalars 199 loss");
+  t.end();
+}
+
+// A drain that cannot finish (a backend stuck) gives up after its bound and says what waits.
+TEST(Tracker, DrainGivesUpOnAStuckBackend) {
+  auto j = std::make_shared<Journal>();
+  auto b = std::make_unique<FakeBackend>("a", j);
+  Gate gate;
+  gate.arm(*b, 1);
+  Tracker t(one(std::move(b)), RunStart{}, Limits{16, 60});
+  t.log(0, values({{"loss", 0}}));
+  t.log(1, values({{"loss", 1}}));
+  t.log(2, values({{"loss", 2}}));
+  ASSERT_EQ(gate.entered.get_future().wait_for(kBound), std::future_status::ready);
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(t.drain(0.2));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("did not write its queue within 0.2 s (1 records waiting"), std::string::npos) << err;
+  gate.release.set_value();
+  EXPECT_TRUE(t.drain(60));
+  EXPECT_EQ(t.counts().written, 3u);
+  t.end();
+}
+
 TEST(Tracker, WritesNothingWithoutARecord) {
   auto j = std::make_shared<Journal>();
   { Tracker t(one(std::make_unique<FakeBackend>("a", j)), RunStart{}); }

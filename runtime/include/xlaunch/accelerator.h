@@ -557,6 +557,7 @@ class Accelerator {
   void track_step_boundary();
   void track_optimizer_step();
   void track_loaded(const std::string& checkpoint);
+  void drain_trackers();
   bool preemption_agreed();
 
   template <typename T>

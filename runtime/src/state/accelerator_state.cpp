@@ -139,6 +139,8 @@ void Accelerator::save_state(const std::string& dir) {
                     "); the gradients accumulated so far are not saved. Save after an optimizer step for an exact resume");
   // A save inside the loop holds the schedule of the step it saves (PreparedScheduler).
   for (auto& s : schedulers_) s->catch_up();
+  // The logs reach the step saved before the checkpoint does (docs/tracking.md).
+  drain_trackers();
   // Every rank's generators differ (dropout masks, device_specific seeds): rank 0 writes them all.
   const std::vector<std::string> rng = cpu_comm_->allgather_strings(rng_bytes(device_));
   const auto hook_states = CheckpointIO::gather_hook_states(*this);

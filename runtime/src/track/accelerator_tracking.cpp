@@ -233,6 +233,10 @@ void Accelerator::track_optimizer_step() {
   }
 }
 
+void Accelerator::drain_trackers() {
+  if (tracking_ && tracking_->tracker) tracking_->tracker->drain(60);
+}
+
 void Accelerator::track_loaded(const std::string& checkpoint) {
   loaded_from_ = checkpoint;
   if (!tracking_) return;

@@ -82,6 +82,7 @@ struct Tracker::State {
   std::vector<bool> live;        // changed by the writer only
   TrackerCounts counts;
   bool stopping = false, finished = false, warned_full = false;
+  bool idle = true;              // the queue is empty and what was written is flushed (drain())
   std::string first_non_finite;  // "train/loss at step 12"
   // Where the writer is, for end()'s message when it gives up: a backend's index (-1: between
   // calls) and the call; and whether end() gave up on it (the writer then writes nothing more).
@@ -106,6 +107,10 @@ void Tracker::State::run() {
       lock.unlock();
       flush_all();
       lock.lock();
+      if (queue.empty()) {
+        idle = true;
+        done.notify_all();
+      }
     }
   }
   finished = true;
@@ -190,6 +195,7 @@ void Tracker::State::push(Item item, size_t non_finite, const Scalar* first) {
       }
       const int64_t step = item.step;
       queue.push_back(std::move(item));
+      idle = false;
       ++pending;
       ++counts.records;
       counts.non_finite += non_finite;
@@ -257,7 +263,24 @@ void Tracker::resume(int64_t first_step, const std::string& checkpoint) {
   b.kind = State::Item::Kind::Begin;
   b.start = s.start;
   s.queue.push_back(std::move(b));
+  s.idle = false;
   s.wake.notify_one();
+}
+
+bool Tracker::drain(double timeout_s) {
+  if (!thread_.joinable()) return true;
+  State& s = *state_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  const bool drained = s.done.wait_for(lock, std::chrono::duration<double>(std::clamp(timeout_s, 0.0, 1e7)),
+                                       [&] { return s.idle || s.finished || s.abandoned; });
+  if (!drained) {
+    const std::string msg = "the tracker's writer thread did not write its queue within " + shortest(timeout_s) +
+                            " s (" + std::to_string(s.pending) + " records waiting for " + list(s.live_names()) +
+                            "); going on without waiting for it";
+    lock.unlock();
+    warn(msg);
+  }
+  return drained;
 }
 
 void Tracker::end() {

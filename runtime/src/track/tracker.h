@@ -50,6 +50,9 @@ class Tracker {
   // This process resumed from `checkpoint` and logs from `first_step` on: the backends' next
   // begin() carries them (at once, in queue order, if records were written already).
   void resume(int64_t first_step, const std::string& checkpoint);
+  // Waits until what was queued so far is written and flushed (at most timeout_s, then says what it
+  // left waiting): before a checkpoint, so that the logs reach the step it saves. True if drained.
+  bool drain(double timeout_s);
   // Writes what is queued, flushes, stops the thread (bounded: Limits::end_timeout_s). Idempotent.
   void end();
 
