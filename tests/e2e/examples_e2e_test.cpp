@@ -1,5 +1,6 @@
 // The examples and `xlaunch test` end to end: the real xlaunch, mpirun and ranks, on the CPU.
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -28,6 +29,16 @@ class ExamplesE2E : public xlaunch::test::ScratchDirTest<> {
   std::vector<std::string> env_;
 };
 
+// TensorBoard event files in dir.
+int event_files(const std::string& dir) {
+  int n = 0;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return -1;
+  while (const dirent* e = readdir(d)) n += std::string(e->d_name).rfind("events.out.tfevents.", 0) == 0;
+  closedir(d);
+  return n;
+}
+
 const std::regex kSummary(R"(\nepoch=(\d+) train_loss=(\d+\.\d{4}) test_acc=(\d\.\d{4}) samples_per_s=(\d+\.\d) seconds=(\d+\.\d)\n)");
 
 }  // namespace
@@ -54,6 +65,9 @@ TEST_F(ExamplesE2E, TrainFashionMnistShortRunAndResume) {
   // The EMA's accuracy, and the weights as safetensors for Python and xlaunch::load_model.
   EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\nema_test_acc=0\.\d{4}\n)"))) << r.output;
   EXPECT_TRUE(std::ifstream(ckpt + "/model/model.safetensors").good()) << r.output;
+  // Its curves: TensorBoard by default, in <project_dir>/fashion_mnist (docs/tracking.md).
+  EXPECT_TRUE(has(r.output, "tracking: tensorboard in " + ckpt + "/fashion_mnist")) << r.output;
+  EXPECT_EQ(event_files(ckpt + "/fashion_mnist"), 1) << r.output;
 
   args = train;
   args.insert(args.end(), {"--epochs", "2", "--resume"});
@@ -65,6 +79,7 @@ TEST_F(ExamplesE2E, TrainFashionMnistShortRunAndResume) {
   ASSERT_TRUE(std::regex_search(resumed.output, m, kSummary)) << resumed.output;
   EXPECT_EQ(m[1], "2");
   EXPECT_GT(std::stod(m[3]), 0.70) << resumed.output;
+  EXPECT_EQ(event_files(ckpt + "/fashion_mnist"), 2) << resumed.output;  // one per process of rank 0
 }
 
 TEST_F(ExamplesE2E, SelfTestPassesOnTwoCpuProcesses) {
