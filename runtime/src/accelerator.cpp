@@ -414,7 +414,7 @@ void PreparedOptimizer::step() {
     ++steps_;
     watch::set_step(++acc_->step_);
     if (acc_->load_seconds_ >= 0) acc_->announce_first_step_after_load();
-    if (acc_->optimizers_.front().get() == this) acc_->track_optimizer_step();
+    if (acc_->optimizers_.back().get() == this) acc_->track_optimizer_step();  // after every optimizer stepped
   }
   acc_->boundary_pending_ = true;
   // With several optimizers, the first one prepared ends the report's step.

@@ -11,7 +11,7 @@ import os
 import struct
 import sys
 
-from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.backend.event_processing import event_accumulator, event_file_loader
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 work = sys.argv[1]
@@ -125,6 +125,12 @@ xl = list(csv.DictReader(open(f"{work}/straight/track_job/xlaunch.csv")))
 expect([int(r["step"]) for r in xl] == [4, 8, 12, 16, 20, 24], f"straight: xlaunch.csv steps {[r['step'] for r in xl]}")
 
 resumed = check_run("resumed", mixed=True, files=2)
+# The first attempt's file holds the orphans (steps 9 and 10, after the checkpoint of step 8) that
+# the view above no longer shows twice.
+first = sorted(glob.glob(f"{work}/resumed/track_job/events.out.tfevents.*"))[0]
+orphan_steps = sorted({e.step for e in event_file_loader.EventFileLoader(first).Load()
+                       if e.HasField("summary") and any(v.tag == "train/loss" for v in e.summary.value)})
+expect(orphan_steps[-2:] == [9, 10], f"resumed: the first attempt logged train/loss at {orphan_steps}, expected up to 10")
 expect(resumed == straight, "resumed: the losses differ from the straight run's: " +
        str([(s, straight.get(s), resumed.get(s)) for s in STEPS if straight.get(s) != resumed.get(s)][:4]))
 

@@ -12,6 +12,7 @@
 #include "scratch_dir.h"
 #include "track/backends.h"
 #include "track/csv_backend.h"
+#include "track/utilization.h"
 #include "track/jsonl_backend.h"
 #include "track/number_text.h"
 #include "track/tracker.h"
@@ -152,6 +153,16 @@ TEST(Csv, QuotesAsRfc4180AndParsesBack) {
 
 using CsvFiles = ScratchDirTest<>;
 
+// xlaunch.csv: its header (every utilization tag), and a row with steps_per_s only.
+std::string util_header() {
+  std::string h = "step,wall_time";
+  for (const std::string& t : xlaunch::track::utilization_tags()) h += "," + t;
+  return h + "\n";
+}
+std::string util_row(const std::string& step_and_time, const std::string& steps_per_s) {
+  return step_and_time + "," + steps_per_s + std::string(xlaunch::track::utilization_tags().size() - 1, ',') + "\n";
+}
+
 TEST_F(CsvFiles, HeaderOfTheFirstRecordEmptyCellsAndUtilizationApart) {
   CsvBackend b(dir_);
   EXPECT_EQ(b.name(), "csv");
@@ -164,7 +175,9 @@ TEST_F(CsvFiles, HeaderOfTheFirstRecordEmptyCellsAndUtilizationApart) {
   b.scalars(3, 4.5, {{"xlaunch/steps_per_s", 11}});
   b.flush();
   EXPECT_EQ(slurp(dir_ + "/metrics.csv"), "step,wall_time,loss,\"a,b\"\n0,1.5,0.25,nan\n1,2.5,,inf\n2,3.5,-inf,\n");
-  EXPECT_EQ(slurp(dir_ + "/xlaunch.csv"), "step,wall_time,xlaunch/steps_per_s\n2,3.5,10.5\n3,4.5,11\n");
+  // Every utilization tag is a column from the start: the GPU's come and go with NVML's answers.
+  EXPECT_EQ(slurp(dir_ + "/xlaunch.csv"), util_header() + util_row("2,3.5", "10.5") + util_row("3,4.5", "11"));
+  b.admit({{"xlaunch/gpu_sm", 50}});
 }
 
 TEST_F(CsvFiles, NameThatIsNotAColumnIsRefusedWithTheFix) {
@@ -187,7 +200,7 @@ TEST_F(CsvFiles, NameThatIsNotAColumnIsRefusedWithTheFix) {
 
 TEST_F(CsvFiles, RefusedFirstRecordFixesNoColumns) {
   CsvBackend b(dir_);
-  b.admit({{"xlaunch/a", 1}});
+  b.admit({{"xlaunch/steps_per_s", 1}});
   EXPECT_THROW(b.admit({{"loss", 1}, {"xlaunch/b", 1}}), UsageError);  // xlaunch/b is not a column
   b.admit({{"lr", 1}});  // metrics.csv's columns were not fixed by the refused record
   EXPECT_THROW(b.admit({{"loss", 1}}), UsageError);
@@ -219,10 +232,10 @@ TEST_F(CsvFiles, ResumeKeepsTheHeaderAndDropsOrphansAndATornRow) {
 TEST_F(CsvFiles, ResumeInTheSameProcessKeepsItsOwnHeader) {
   CsvBackend b(dir_);
   b.begin(from(0));
-  for (int s = 0; s < 3; ++s) b.scalars(s, 1, {{"x\ny", double(s)}, {"xlaunch/u", 7}});
+  for (int s = 0; s < 3; ++s) b.scalars(s, 1, {{"x\ny", double(s)}, {"xlaunch/steps_per_s", 7}});
   b.begin(from(1));
   EXPECT_EQ(slurp(dir_ + "/metrics.csv"), "step,wall_time,\"x\ny\"\n0,1,0\n");
-  EXPECT_EQ(slurp(dir_ + "/xlaunch.csv"), "step,wall_time,xlaunch/u\n0,1,7\n");
+  EXPECT_EQ(slurp(dir_ + "/xlaunch.csv"), util_header() + util_row("0,1", "7"));
   b.scalars(1, 2, {{"x\ny", 5}});
   b.flush();
   EXPECT_EQ(slurp(dir_ + "/metrics.csv"), "step,wall_time,\"x\ny\"\n0,1,0\n1,2,5\n");

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,42 @@ TEST(AcceleratorLog, MismatchedNamesInAReducedCallFailOnEveryRank) {
   EXPECT_EQ(refused, 2);
 }
 
+// Whether tracking is on decides collectives: ranks that disagree fail together at init_trackers.
+TEST(AcceleratorLog, RanksWithOtherTrackingSettingsFailTogether) {
+  const xlaunch::test::ScratchDir dir;
+  std::atomic<int> refused{0};
+  xlaunch::test::run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> comm) {
+    const bool first = comm->rank() == 0;
+    xlaunch::Accelerator acc(options(dir.path, first ? std::vector<std::string>{"jsonl"} : std::vector<std::string>{}), comm);
+    try {
+      acc.init_trackers("run");
+    } catch (const xlaunch::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 1 has 'log_with; "), std::string::npos) << e.what();
+      ++refused;
+    }
+  });
+  EXPECT_EQ(refused, 2);
+}
+
+// A joined rank (uneven inputs) cannot take part in the user's reduced call: refused up front.
+TEST(AcceleratorLog, AReducedCallWithUnevenInputsIsRefusedOnEveryRank) {
+  const xlaunch::test::ScratchDir dir;
+  std::atomic<int> refused{0};
+  xlaunch::test::run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> comm) {
+    xlaunch::Accelerator acc(options(dir.path, {"jsonl"}), comm);
+    acc.expect_uneven_inputs();
+    acc.init_trackers("run");
+    acc.log({{"own", 1.0}}, 1);  // not reduced: fine
+    try {
+      acc.log({{"loss", 1.0}}, 1, LogReduce::Mean);
+    } catch (const xlaunch::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("uneven inputs"), std::string::npos) << e.what();
+      ++refused;
+    }
+  });
+  EXPECT_EQ(refused, 2);
+}
+
 TEST(AcceleratorLog, AnUnwritableProjectDirIsRefusedOnEveryRankNamingThePath) {
   const xlaunch::test::ScratchDir dir;
   const std::string file = dir.path + "/not_a_dir";
@@ -168,6 +205,8 @@ TEST(Utilization, ScalarsFromTheRanksIntervals) {
   EXPECT_DOUBLE_EQ(value_of(s, "xlaunch/comm_wait_max"), 0.5);
   EXPECT_DOUBLE_EQ(value_of(s, "xlaunch/cpu_cores"), 1.25);
   for (const auto& x : s) EXPECT_NE(x.tag.rfind("xlaunch/gpu", 0), 0u) << x.tag << " on CPU ranks";
+  const auto& tags = xlaunch::track::utilization_tags();  // xlaunch.csv's columns hold every one
+  for (const auto& x : s) EXPECT_NE(std::find(tags.begin(), tags.end(), x.tag), tags.end()) << x.tag;
 
   // GPU ranks: busy time of the phases, and NVML's SM use where it answered.
   xlaunch::profile::Totals g = a;
@@ -182,7 +221,7 @@ TEST(Utilization, ScalarsFromTheRanksIntervals) {
 }
 
 TEST(Histograms, BucketsCountsAndSumsOfTheFiniteValues) {
-  const auto t = torch::tensor({0.0, 1.0, 1.0, 2.0, 3.0, 4.0, NAN, INFINITY}, torch::kDouble);
+  const auto t = torch::tensor({0.0, 1.0, 1.0, 2.0, 3.0, 4.0, std::nan(""), std::numeric_limits<double>::infinity()}, torch::kDouble);
   const auto h = xlaunch::track::histogram_of("w", t, 4);
   EXPECT_EQ(h.tag, "w");
   EXPECT_EQ(h.num, 6);

@@ -8,8 +8,9 @@
 //   run's columns); mixed: three calls per step, train/loss (mean), train/max_loss (the largest
 //   per-sample loss, max over the ranks) and lr (not reduced).
 //   --crash_at_step S: on the first attempt of the job (XLAUNCH_RESTART_COUNT 0), rank 1 (or 0 in
-//   a world of one) exits with status 3 right after step S's log: a crash after a checkpoint, so
-//   that the restarted job resumes and logs the steps after the checkpoint again.
+//   a world of one) exits with status 3 right after step S's log, once rank 0 has written what it
+//   logged (end_training): a crash after a checkpoint, so that the restarted job resumes and logs
+//   the steps after the checkpoint again.
 // Settings (log_with, project_dir, report_interval, checkpoint.*) come from the XLAUNCH_* environment.
 #include <torch/torch.h>
 
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
   acc.maybe_load_state();
   std::ofstream values(get(args, "--values") + ".rank" + std::to_string(acc.process_index()), std::ios::app);
   values << std::setprecision(17);
-  for (int epoch = 0; epoch < epochs; ++epoch) {
+  for (int64_t epoch = loader.epoch(); epoch < epochs; ++epoch) {  // a resumed job continues its epoch
     for (auto& batch : loader) {
       const auto per_sample = torch::nn::functional::cross_entropy(
           model(batch.data), batch.target, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
@@ -74,8 +75,12 @@ int main(int argc, char** argv) {
         acc.log({{"train/loss", l}, {"lr", 0.1}}, -1, xlaunch::LogReduce::Mean);
       }
       values << acc.step() << " " << l << " " << m << "\n" << std::flush;
-      const bool crasher = acc.process_index() == (acc.num_processes() > 1 ? 1 : 0);
-      if (acc.step() == crash_at && crasher && xlaunch::env::get_int(xlaunch::env::kRestartCount) == 0) _exit(3);
+      if (acc.step() == crash_at && xlaunch::env::get_int(xlaunch::env::kRestartCount) == 0) {
+        // What rank 0 logged so far is on disk before the crash: the orphans the resumed job must drop.
+        acc.end_training();
+        acc.wait_for_everyone();
+        if (acc.process_index() == (acc.num_processes() > 1 ? 1 : 0)) _exit(3);
+      }
     }
   }
   acc.end_training();

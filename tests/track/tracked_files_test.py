@@ -14,6 +14,10 @@ import tempfile
 
 NAMES = ["train/loss", "lr", "a,b", 'say "hi"', "two\nlines", "\u00fcn\u00ef"]
 UTILIZATION = ["xlaunch/steps_per_s", "xlaunch/data_wait"]
+# xlaunch.csv's columns: every utilization scalar (docs/tracking.md), whichever a record holds.
+UTILIZATION_COLUMNS = ["xlaunch/" + n for n in (
+    "steps_per_s", "samples_per_s", "data_wait", "forward", "backward", "comm_wait", "optimizer", "other",
+    "data_wait_max", "comm_wait_max", "cpu_cores", "gpu_busy", "gpu_sm")]
 
 
 def value(phase, step, k):  # as tracked_files.cpp computes it
@@ -100,7 +104,7 @@ def main():
         user = [(s, v) for s, v in expected if not next(iter(v)).startswith("xlaunch/")]
         util = [(s, v) for s, v in expected if next(iter(v)).startswith("xlaunch/")]
         check_csv(f"{run_dir}/metrics.csv", user, NAMES)
-        check_csv(f"{run_dir}/xlaunch.csv", util, UTILIZATION)
+        check_csv(f"{run_dir}/xlaunch.csv", util, UTILIZATION_COLUMNS)
     if failures:
         print("\n".join(failures[:40]))
         print(f"FAILED: {len(failures)} checks")

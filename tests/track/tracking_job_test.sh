@@ -27,6 +27,7 @@ fail() {
 }
 config() {  # config NAME LOG_WITH: a 2-rank CPU job's config in $work/NAME.yaml
   cat >"$work/$1.yaml" <<YAML
+distributed_type: MULTI_CPU
 num_processes: 2
 use_cpu: true
 project_dir: $work/$1

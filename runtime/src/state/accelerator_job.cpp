@@ -177,7 +177,7 @@ void Accelerator::stop_for_preemption() {
     log_main(rank_, "preempted at step " + std::to_string(step_) + ": " + saved + after + "; exiting with status " +
                         std::to_string(kPreemptedExitCode) + " (continue with `xlaunch run --resume`)");
   }
-  end_training();  // what the trackers hold, before the process ends without destructors
+  drain_trackers();  // what the trackers hold (bounded), before the process ends without destructors
   ProcessState::end_process(kPreemptedExitCode);
 }
 

@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int64_t kMaxReduced = 256;  // numbers one reduced acc.log carries per rank
+constexpr double kDrainTimeoutS = 10;  // how long a save waits for the logs to reach the disk
 
 // The names of a reduced call, as one exact double: FNV-1a over them, cut to 52 bits.
 double names_fingerprint(const LogValues& values) {
@@ -69,10 +70,15 @@ std::vector<std::unique_ptr<track::Backend>> make_backends(const std::vector<std
     else if (n == "jsonl") out.push_back(track::make_jsonl_backend(run_dir + "/metrics.jsonl"));
     else if (n == "csv") out.push_back(track::make_csv_backend(run_dir));
   }
+  // The timeline's copy is a convenience: a trace_dir it cannot write costs the report its chart only.
   const std::string trace_dir = env::get_string(env::kTraceDir);
   if (!trace_dir.empty()) {
-    fs::create_directories(trace_dir, ec);  // the launcher made it; a rank on another machine may not see it
-    if (!ec) out.push_back(track::make_jsonl_backend(trace_dir + "/" + status::kLoggedScalarsFile));
+    const std::string path = trace_dir + "/" + status::kLoggedScalarsFile;
+    try {
+      out.push_back(track::make_jsonl_backend(path));
+    } catch (const track::WriteError& e) {
+      std::cerr << "[xlaunch] warning: tracking: report.html will chart no logged scalars: " << e.what() << std::endl;
+    }
   }
   return out;
 }
@@ -103,6 +109,19 @@ void Accelerator::init_trackers(const std::string& project_name, const HParams& 
       throw UsageError("log_with: '" + n + "' is not a tracker xlaunch has; use tensorboard, jsonl, csv or all");
     if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
   }
+  // Whether tracking is on, and when the utilization and histograms come, decide collectives: every
+  // rank must hold rank 0's settings (each machine's `xlaunch run` may read a config of its own).
+  std::string settings = "log_with";
+  for (const auto& n : names) settings += " " + n;
+  settings += "; report_interval " + std::to_string(options_.report_interval) + "; report " +
+              (profile::enabled() ? "on" : "off") + "; log_histograms_every_n_steps " +
+              std::to_string(options_.log_histograms_every_n_steps) + "; project " + project_name;
+  const std::string rank0 = broadcast_string(*cpu_comm_, settings);
+  const Agreement same = agree_on_error(*cpu_comm_, settings == rank0 ? "" : "rank " + std::to_string(rank_) + " has '" +
+                                                                             settings + "' where rank 0 has '" + rank0 + "'");
+  if (same.failed())
+    throw UsageError("init_trackers: the ranks do not share the tracking settings, so their collectives would not match: " +
+                     same.message + ". Give every machine the same config (log_with, report_interval, report)");
   if (names.empty()) {
     log_main(rank_, "init_trackers: log_with is not set, so acc.log writes nothing (set log_with: tensorboard, "
                     "jsonl, csv or all in the config, or --log_with)");
@@ -150,19 +169,29 @@ void Accelerator::log(const LogValues& values, int64_t step, LogReduce reduce) {
   if (!tracking_) return;  // init_trackers said why, or was not called (Accelerate's log does nothing either)
   LogValues out = values;
   if (reduce != LogReduce::None && world_ > 1) {
+    if (uneven_)
+      throw UsageError("acc.log with reduce " + std::string(reduce_name(reduce)) + " and uneven inputs (even_batches "
+                       "false, already_sharded or acc.expect_uneven_inputs): a rank whose data has ended takes part "
+                       "in the others' steps without running your loop, so it cannot join the call's collective. "
+                       "Log without reduce (the main process's values), or keep even_batches true");
     const int64_t n = static_cast<int64_t>(values.size());
-    if (n > kMaxReduced)
-      throw UsageError("acc.log with reduce " + std::string(reduce_name(reduce)) + ": " + std::to_string(n) +
-                       " values, more than the " + std::to_string(kMaxReduced) + " one reduced call carries; "
-                       "split them over several calls");
     at::Tensor mine = at::zeros({2 + kMaxReduced}, at::kDouble);
     double* m = mine.data_ptr<double>();
     m[0] = static_cast<double>(n);
     m[1] = names_fingerprint(values);
     int64_t i = 2;
-    for (const auto& [name, v] : values) m[i++] = v;
+    for (const auto& [name, v] : values) {
+      if (i == 2 + kMaxReduced) break;  // refused below, on every rank
+      m[i++] = v;
+    }
     const at::Tensor all = cpu_comm_->allgather(mine).contiguous();
     const double* a = all.data_ptr<double>();
+    for (int r = 0; r < world_; ++r)
+      if (a[r * (2 + kMaxReduced)] > kMaxReduced)
+        throw UsageError("acc.log with reduce " + std::string(reduce_name(reduce)) + ": rank " + std::to_string(r) +
+                         " passed " + std::to_string(static_cast<int64_t>(a[r * (2 + kMaxReduced)])) +
+                         " values, more than the " + std::to_string(kMaxReduced) + " one reduced call carries; "
+                         "split them over several calls");
     for (int r = 0; r < world_; ++r) {
       const double* ar = a + r * (2 + kMaxReduced);
       if (ar[0] != m[0] || ar[1] != m[1])
@@ -216,7 +245,7 @@ void Accelerator::track_step_boundary() {
   }
   if (tracking_->tracker) {
     const std::vector<track::Scalar> scalars = track::utilization_scalars(ranks);
-    if (!scalars.empty()) tracking_->tracker->log(step_, scalars);
+    if (!scalars.empty()) tracking_->tracker->log(step_, scalars);  // never refused: xlaunch's own names
   }
 }
 
@@ -234,7 +263,9 @@ void Accelerator::track_optimizer_step() {
 }
 
 void Accelerator::drain_trackers() {
-  if (tracking_ && tracking_->tracker) tracking_->tracker->drain(60);
+  // A disk too slow to write the logs within the bound once is not waited for at every save.
+  if (tracking_ && tracking_->tracker && !tracking_->drain_gave_up)
+    tracking_->drain_gave_up = !tracking_->tracker->drain(kDrainTimeoutS);
 }
 
 void Accelerator::track_loaded(const std::string& checkpoint) {

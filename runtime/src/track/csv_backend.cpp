@@ -1,5 +1,7 @@
 #include "track/csv_backend.h"
 
+#include "track/utilization.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -75,6 +77,15 @@ CsvBackend::CsvBackend(const std::string& run_dir)
     : run_dir_(run_dir), user_(run_dir + "/metrics.csv"), xlaunch_(run_dir + "/xlaunch.csv") {
   read_header(user_);
   read_header(xlaunch_);
+  // xlaunch.csv's columns are every utilization scalar there is, whichever a record holds (the GPU's
+  // come and go with NVML's answers): a report is never refused.
+  if (xlaunch_.columns.empty()) {
+    Part all;
+    std::vector<Scalar> tags;
+    for (const std::string& t : utilization_tags()) tags.push_back({t, 0});
+    for (const Scalar& s : tags) all.push_back(&s);
+    fix(xlaunch_, all);
+  }
 }
 
 void CsvBackend::read_header(Table& t) {

@@ -1,5 +1,7 @@
 #include "track/jsonl_backend.h"
 
+#include "xlaunch/error.h"
+
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -47,6 +49,13 @@ bool JsonlBackend::step_of(std::string_view line, int64_t& step) {
   line.remove_prefix(kStepKey.size());
   const auto r = std::from_chars(line.data(), line.data() + line.size(), step);
   return r.ec == std::errc() && r.ptr != line.data() + line.size() && *r.ptr == ',';
+}
+
+void JsonlBackend::admit(const std::vector<Scalar>& values) {
+  for (const Scalar& s : values)
+    if (s.tag == "step" || s.tag == "wall_time")
+      throw UsageError("acc.log: the name \"" + s.tag + "\" is one of " + file_.path() +
+                       "'s own keys (step, wall_time); log it under another name");
 }
 
 void JsonlBackend::begin(const RunStart& start) {

@@ -23,6 +23,8 @@ class JsonlBackend : public Backend {
 
   std::string name() const override { return "jsonl"; }
   std::string where() const override { return file_.path(); }
+  // "step" and "wall_time" are each line's own keys: a value under either name would shadow them.
+  void admit(const std::vector<Scalar>& values) override;
   void begin(const RunStart& start) override;
   void scalars(int64_t step, double wall_time, const std::vector<Scalar>& values) override;
   void histogram(int64_t, double, const Histogram&) override {}

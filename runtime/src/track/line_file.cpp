@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "track/backend.h"
@@ -49,7 +50,12 @@ LineFile::LineFile(std::string path) : path_(std::move(path)) {
   if (fd_ < 0) fail("cannot open for appending", path_);
 }
 
-LineFile::~LineFile() { ::close(fd_); }
+LineFile::~LineFile() {
+  // Network file systems report a failed write-back at close: say so, since no caller is left.
+  if (::close(fd_) != 0)
+    std::fprintf(stderr, "[xlaunch] warning: tracking: closing %s: %s (its last lines may be lost)\n", path_.c_str(),
+                 std::strerror(errno));
+}
 
 std::string LineFile::content() const {
   struct stat st {};
@@ -87,7 +93,18 @@ void LineFile::flush() {
   // Cleared even when the write fails: the backend stops then, and a retry would tear lines.
   std::string bytes;
   bytes.swap(buffer_);
-  write_all(fd_, bytes, path_);
+  struct stat st {};
+  const bool regular = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+  try {
+    write_all(fd_, bytes, path_);
+  } catch (const WriteError&) {
+    // A write that failed part-way (a full disk) would leave a torn line that pandas cannot read:
+    // cut the file back to the whole lines it held.
+    if (regular && ::ftruncate(fd_, st.st_size) != 0)
+      std::fprintf(stderr, "[xlaunch] warning: tracking: cannot cut %s back to its last whole line: %s\n",
+                   path_.c_str(), std::strerror(errno));
+    throw;
+  }
 }
 
 size_t LineFile::keep_lines(const std::function<bool(std::string_view line)>& keep) {

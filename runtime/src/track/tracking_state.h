@@ -17,6 +17,7 @@ struct TrackingState {
   profile::Totals reported;                 // this rank's totals at the last utilization report
   int64_t reported_step = -1;               // the step of the last utilization report
   std::unique_ptr<track::GpuUse> gpu;       // this rank's GPU's SM use (NVML), on GPU ranks
+  bool drain_gave_up = false;               // a save's drain hit its bound: later saves do not wait
 };
 
 }  // namespace xlaunch

@@ -22,6 +22,17 @@ RankInterval interval_between(const profile::Totals& before, const profile::Tota
   return r;
 }
 
+const std::vector<std::string>& utilization_tags() {
+  static const std::vector<std::string> tags = [] {
+    std::vector<std::string> t = {"xlaunch/steps_per_s", "xlaunch/samples_per_s"};
+    for (const char* p : profile::kPhaseNames) t.push_back(std::string("xlaunch/") + p);
+    t.insert(t.end(), {"xlaunch/data_wait_max", "xlaunch/comm_wait_max", "xlaunch/cpu_cores", "xlaunch/gpu_busy",
+                       "xlaunch/gpu_sm"});
+    return t;
+  }();
+  return tags;
+}
+
 std::vector<Scalar> utilization_scalars(const std::vector<RankInterval>& ranks) {
   std::vector<const RankInterval*> live;
   for (const auto& r : ranks)

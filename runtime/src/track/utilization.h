@@ -6,6 +6,7 @@
 
 #include <array>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "track/backend.h"
@@ -41,5 +42,8 @@ RankInterval interval_between(const profile::Totals& before, const profile::Tota
 //   xlaunch/gpu_sm          NVML's SM utilization in percent, GPU ranks NVML answered for
 // Ranks with no step in the interval are left out; none at all gives no scalars.
 std::vector<Scalar> utilization_scalars(const std::vector<RankInterval>& ranks);
+
+// Every tag utilization_scalars may give, in its order (the columns of xlaunch.csv).
+const std::vector<std::string>& utilization_tags();
 
 }  // namespace xlaunch::track
