@@ -118,7 +118,15 @@ void chart(std::ostream& h, const ScalarSeries& s, int64_t x0, int64_t x1) {
       << number(top + ht - ht * (v - lo) / (hi - lo)) << " ";
     pen_down = true;
   }
-  h << "\"/>\n</svg><br>\n";
+  h << "\"/>\n";
+  // A few points (a metric logged once an epoch) are marked, so that a single one shows at all.
+  if (points.size() <= 40)
+    for (const auto& [step, v] : points)
+      if (std::isfinite(v))
+        h << "<circle r=\"2.5\" fill=\"" << (s.tag == kStepsPerS ? "#4c78a8" : "#e4572e") << "\" cx=\""
+          << number(left + w * static_cast<double>(step - x0) / span) << "\" cy=\""
+          << number(top + ht - ht * (v - lo) / (hi - lo)) << "\"/>";
+  h << "\n</svg><br>\n";
 }
 
 }  // namespace
