@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "state/checkpoint_dir.h"
+#include "synthetic_dataset.h"
 #include "test_args.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/lr_scheduler.h"
@@ -37,16 +38,6 @@
 namespace {
 
 using xlaunch::test::get;
-
-struct Synthetic : torch::data::datasets::Dataset<Synthetic> {
-  torch::data::Example<> get(size_t index) override {
-    const double i = static_cast<double>(index);
-    std::vector<float> x(8);
-    for (int k = 0; k < 8; ++k) x[k] = static_cast<float>(std::sin(0.37 * (i * 8 + k)) + 0.1 * std::cos(i + k));
-    return {torch::tensor(x), torch::scalar_tensor(static_cast<int64_t>(index * 7 % 4), torch::kLong)};
-  }
-  std::optional<size_t> size() const override { return 96; }
-};
 
 // An exponential moving average of a model's parameters: the user state a real job keeps.
 struct Ema {
@@ -109,7 +100,7 @@ int run(const std::map<std::string, std::string>& args) {
   auto lo = xlaunch::LoaderOptions::from_env();
   lo.batch_size = 4;
   lo.seed = 3;
-  auto& loader = acc.prepare(xlaunch::Loader(Synthetic(), lo));
+  auto& loader = acc.prepare(xlaunch::Loader(xlaunch::test::Synthetic(96), lo));
   const int64_t epochs = std::stoll(get(args, "--epochs", "3"));
   const int64_t accum = acc.options().gradient_accumulation_steps;
   xlaunch::ScheduleOptions so;

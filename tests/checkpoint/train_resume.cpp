@@ -22,6 +22,7 @@
 #include <map>
 #include <string>
 
+#include "synthetic_dataset.h"
 #include "test_args.h"
 #include "xlaunch/accelerator.h"
 #include "state/checkpoint_dir.h"
@@ -29,18 +30,6 @@
 namespace {
 
 using xlaunch::test::get;
-
-// Sample i: 8 features, a class in 0..3; every value a function of i alone.
-struct Synthetic : torch::data::datasets::Dataset<Synthetic> {
-  torch::data::Example<> get(size_t index) override {
-    const double i = static_cast<double>(index);
-    std::vector<float> x(8);
-    for (int k = 0; k < 8; ++k) x[k] = static_cast<float>(std::sin(0.37 * (i * 8 + k)) + 0.1 * std::cos(i + k));
-    const int64_t label = static_cast<int64_t>(index * 7 % 4);
-    return {torch::tensor(x), torch::scalar_tensor(label, torch::kLong)};
-  }
-  std::optional<size_t> size() const override { return 120; }
-};
 
 void write_params(const torch::nn::Module& m, const std::string& path) {
   std::ofstream out(path, std::ios::binary);
@@ -78,7 +67,7 @@ int run(const std::map<std::string, std::string>& args) {
   lo.batch_size = std::stoll(get(args, "--batch", "8"));  // per rank
   lo.seed = 7;
   lo.num_workers = 2;
-  auto& loader = acc.prepare(xlaunch::Loader(Synthetic(), lo));
+  auto& loader = acc.prepare(xlaunch::Loader(xlaunch::test::Synthetic(120), lo));
   if (!resume.empty()) acc.load_state(resume);
 
   int64_t batches = 0;

@@ -21,24 +21,11 @@
 #include <iomanip>
 #include <string>
 
+#include "synthetic_dataset.h"
 #include "test_args.h"
 #include "xlaunch/accelerator.h"
 
-namespace {
-
 using xlaunch::test::get;
-
-struct Synthetic : torch::data::datasets::Dataset<Synthetic> {
-  torch::data::Example<> get(size_t index) override {
-    const double i = static_cast<double>(index);
-    std::vector<float> x(8);
-    for (int k = 0; k < 8; ++k) x[k] = static_cast<float>(std::sin(0.37 * (i * 8 + k)) + 0.1 * std::cos(i + k));
-    return {torch::tensor(x), torch::scalar_tensor(static_cast<int64_t>(index * 7 % 4), torch::kLong)};
-  }
-  std::optional<size_t> size() const override { return 128; }
-};
-
-}  // namespace
 
 int main(int argc, char** argv) {
   const auto args = xlaunch::test::parse_args(argc, argv);
@@ -53,7 +40,7 @@ int main(int argc, char** argv) {
   xlaunch::LoaderOptions lo;
   lo.batch_size = 8;
   lo.num_workers = 0;
-  auto& loader = acc.prepare(xlaunch::Loader(Synthetic(), lo));
+  auto& loader = acc.prepare(xlaunch::Loader(xlaunch::test::Synthetic(128), lo));
   acc.init_trackers("track_job", {{"lr", 0.1}, {"batch_size", 8}, {"optimizer", "sgd"}, {"momentum", true}});
   acc.maybe_load_state();
   std::ofstream values(get(args, "--values") + ".rank" + std::to_string(acc.process_index()), std::ios::app);
