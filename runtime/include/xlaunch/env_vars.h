@@ -78,7 +78,7 @@ inline constexpr const Var* kAll[] = {
 
 // Read by the launcher from its own environment, never exported to the ranks (so not in kAll).
 // clang-format off
-inline constexpr Var kNvmlLibrary            {"XLAUNCH_NVML_LIBRARY", Type::String, "libnvidia-ml.so.1", "the NVML library `xlaunch run` samples the GPUs with (the report, --monitor); empty: the default"};
+inline constexpr Var kNvmlLibrary            {"XLAUNCH_NVML_LIBRARY", Type::String, "libnvidia-ml.so.1", "the NVML library `xlaunch run` samples the GPUs with (the report, --monitor), and a GPU rank reads its SM use with (xlaunch/gpu_sm, inherited, not exported); empty: the default"};
 // clang-format on
 inline constexpr const Var* kLauncherOnly[] = {&kNvmlLibrary};
 
