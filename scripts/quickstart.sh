@@ -16,5 +16,6 @@ if [ ! -f "$CONFIG" ]; then
 fi
 # Fashion-MNIST (Debian's dataset-fashion-mnist), a small CNN, 3 epochs on 2 ranks: about 90% test
 # accuracy in a minute or two on 2 cores. Checkpoints go to ./runs/fashion_mnist/checkpoints, the
-# weights (safetensors) to ./runs/fashion_mnist/model.
+# weights (safetensors) to ./runs/fashion_mnist/model, the curves (TensorBoard event files) to
+# ./runs/fashion_mnist/fashion_mnist: `tensorboard --logdir runs/fashion_mnist`.
 "$XLAUNCH" run --config_file "$CONFIG" -n 2 "$BUILD_DIR/examples/train_fashion_mnist" --epochs 3 "$@"
