@@ -59,7 +59,50 @@ class CastBackWork final : public Work {
   at::Tensor wire_;
   std::vector<at::Tensor> ts_;
 };
+// The default reduce-scatter: the allreduce of a copy, then this rank's chunk copied out.
+class ChunkWork final : public Work {
+ public:
+  ChunkWork(std::shared_ptr<Work> inner, at::Tensor full, at::Tensor out, int64_t offset)
+      : inner_(std::move(inner)), full_(std::move(full)), out_(std::move(out)), offset_(offset) {}
+  void wait() override {
+    if (!inner_) return;
+    inner_->wait();
+    inner_.reset();
+    out_.copy_(full_.narrow(0, offset_, out_.numel()));
+    full_ = at::Tensor();
+  }
+
+ private:
+  std::shared_ptr<Work> inner_;
+  at::Tensor full_, out_;
+  int64_t offset_;
+};
 }  // namespace
+
+void check_reduce_scatter_args(const Communicator& comm, const at::Tensor& in, const at::Tensor& out) {
+  auto fail = [&](const std::string& why) {
+    throw UsageError(comm.name() + " reduce_scatter: " + why + " (in: " + std::to_string(in.numel()) + " " +
+                     std::string(c10::toString(in.scalar_type())) + " on " + in.device().str() + ", out: " +
+                     std::to_string(out.numel()) + " " + std::string(c10::toString(out.scalar_type())) + " on " +
+                     out.device().str() + ", " + std::to_string(comm.size()) + " ranks)");
+  };
+  if (!in.is_contiguous() || !out.is_contiguous()) fail("both tensors must be contiguous");
+  if (in.scalar_type() != out.scalar_type()) fail("in and out must have the same dtype");
+  if (in.device() != out.device()) fail("in and out must be on the same device");
+  if (in.numel() != out.numel() * comm.size()) fail("in must hold size() * out.numel() elements");
+}
+
+std::shared_ptr<Work> Communicator::reduce_scatter_async(at::Tensor in, at::Tensor out, ReduceOp op) {
+  check_reduce_scatter_args(*this, in, out);
+  op = reduce_op_for(in.scalar_type(), op, "reduce_scatter");
+  if (size() == 1) {
+    out.copy_(in.reshape({-1}));
+    return completed_work();
+  }
+  at::Tensor full = in.reshape({-1}).clone();
+  auto inner = allreduce_async(full, op);
+  return std::make_shared<ChunkWork>(std::move(inner), std::move(full), std::move(out), rank() * out.numel());
+}
 
 std::shared_ptr<Work> completed_work() {
   static const auto done = std::make_shared<DoneWork>();

@@ -48,6 +48,14 @@ class Communicator {
   virtual std::shared_ptr<Work> allgather_async(at::Tensor in, at::Tensor out) = 0;
   virtual std::shared_ptr<Work> barrier_async() = 0;
 
+  // Reduce-scatter (sharded data parallelism: each rank keeps the reduced gradients of its shard).
+  // `in`: contiguous, size() * out.numel() elements, the same count and dtype on every rank;
+  // `out`: contiguous, in's dtype and device. After completion rank r's `out` holds chunk r of the
+  // reduction of every rank's `in` (elements [r * out.numel(), (r + 1) * out.numel())); `in` may
+  // have been used as scratch. Default: an allreduce of a copy of `in`, then this rank's chunk
+  // (correct for any transport, but every rank receives the whole result).
+  virtual std::shared_ptr<Work> reduce_scatter_async(at::Tensor in, at::Tensor out, ReduceOp op);
+
   // A buffer that this communicator reduces best (e.g. in memory the other ranks can map).
   // Collective when an implementation needs it: call on every rank in the same order.
   virtual at::Tensor allocate(int64_t numel, const at::TensorOptions& options);
@@ -69,6 +77,9 @@ class Communicator {
   void broadcast(const at::Tensor& t, int root) { broadcast_async(t, root)->wait(); }
   // Returns a tensor of shape [size(), in.sizes()...].
   at::Tensor allgather(const at::Tensor& in);
+  void reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op) {
+    reduce_scatter_async(in, out, op)->wait();
+  }
   void barrier() { barrier_async()->wait(); }
 
   // Every rank's string, in rank order (lengths may differ). For agreeing before collectives.
@@ -77,6 +88,10 @@ class Communicator {
 
 // A Work that is already complete (world of one, or a synchronous implementation).
 std::shared_ptr<Work> completed_work();
+
+// Checks reduce_scatter's arguments for `comm` (sizes, contiguity, dtypes, devices) and throws
+// UsageError naming the mismatch; every implementation calls it first.
+void check_reduce_scatter_args(const Communicator& comm, const at::Tensor& in, const at::Tensor& out);
 
 // The op an implementation reduces a tensor of `dtype` with, as PyTorch does: booleans have no sum,
 // so Sum over bool is Max (logical or, and the bytes stay 0 or 1); Avg over bool throws UsageError
