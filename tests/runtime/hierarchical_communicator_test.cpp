@@ -5,7 +5,8 @@
 // the leaders' ring then takes 3 steps per phase instead of 1). Values are integers built from
 // (rank, index), so every expected result is exact; sizes on both sides of the leaders'
 // reduce-scatter threshold and lists larger than the staging buffer. And the reducer's control bit
-// riding on its in-place bucket allreduce.
+// riding on its in-place bucket allreduce. Reduce-scatter and allgather (sharded data parallelism)
+// on random data against allreduce and MPI's allgather, in every layout, in windows of staging.
 #include <gtest/gtest.h>
 
 #include <ATen/ops/sin.h>
@@ -61,6 +62,21 @@ TEST(MachineLayoutTest, RanksOnTheSameSharedMemoryShareAMachine) {
   EXPECT_EQ(uneven.ranks_per_machine, 0);
   EXPECT_EQ(xlaunch::auto_cpu_allreduce(uneven), "mpi") << "machines of different sizes";
   EXPECT_EQ(xlaunch::auto_cpu_allreduce(xlaunch::machine_layout({"a"})), "mpi") << "a world of one";
+}
+
+TEST(MachineLayoutTest, StagingPutsEachMachinesRanksTogether) {
+  const auto consecutive = xlaunch::staging_order(xlaunch::machine_layout({"a", "a", "b", "b"}));
+  EXPECT_EQ(consecutive.rank, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(consecutive.machine_first, (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(consecutive.block, (std::vector<int>{0, 1, 2, 3}));
+  const auto interleaved = xlaunch::staging_order(xlaunch::machine_layout({"a", "b", "c", "a", "b", "c"}));
+  EXPECT_EQ(interleaved.rank, (std::vector<int>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(interleaved.machine_first, (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(interleaved.block, (std::vector<int>{0, 2, 4, 1, 3, 5}));
+  const auto uneven = xlaunch::staging_order(xlaunch::machine_layout({"b", "a", "a", "b", "a"}));
+  EXPECT_EQ(uneven.rank, (std::vector<int>{0, 3, 1, 2, 4}));
+  EXPECT_EQ(uneven.machine_first, (std::vector<int>{0, 2, 5}));
+  EXPECT_EQ(uneven.block, (std::vector<int>{0, 2, 3, 1, 4}));
 }
 
 class Hier : public ::testing::TestWithParam<std::vector<std::string>> {
@@ -225,6 +241,96 @@ TEST_P(Hier, ReducerCarriesTheControlBitToEveryRank) {
   EXPECT_EQ(quiet.second, (std::vector<int64_t>{-1, -1, -1}));
   EXPECT_EQ(raised.second, (std::vector<int64_t>{-1, 2, 2}));
   for (size_t k = 0; k < quiet.first.size(); ++k) EXPECT_TRUE(raised.first[k].equal(quiet.first[k])) << k;
+}
+
+// Reduce-scatter against the same communicator's allreduce (integer sums are exact, and both
+// divide the sum for Avg: the same bits) and one process's reduction, on random data of every
+// rank's own seed; one item on the world's thread. Chunks of 0, 1, odd length, and one whose
+// staged window crosses the leaders' ring threshold; float16/bfloat16 (and plain memory) through MPI.
+TEST_P(Hier, ReduceScatterEqualsAllreducesChunk) {
+  std::atomic<int> items{0};
+  world->comm_thread().set_start_observer([&](const char* kind, uint64_t) {
+    if (std::string(kind) == "reduce_scatter") ++items;
+  });
+  int salt = 0;
+  for (auto dtype : {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf})
+    for (int64_t chunk : {0, 1, 7, 1001, 100003}) {
+      at::Tensor in = comm->allocate(chunk * 4, at::TensorOptions().dtype(dtype));
+      const bool held = dtype == at::kFloat || dtype == at::kDouble;
+      ASSERT_EQ(comm->holds(in), held);
+      for (auto op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+        const std::string what = std::string(at::toString(dtype)) + " chunk " + std::to_string(chunk) + " op " +
+                                 std::to_string(static_cast<int>(op));
+        ++salt;
+        in.copy_(xlaunch::test::random_values(chunk * 4, salt, r, dtype));
+        at::Tensor full = in.clone();
+        comm->allreduce(full, op);
+        at::Tensor out = at::empty({chunk}, dtype);
+        items = 0;
+        comm->reduce_scatter(in, out, op);
+        EXPECT_EQ(items.load(), held && chunk > 0 ? 1 : 0) << what;
+        if (held) EXPECT_TRUE(out.equal(full.narrow(0, r * chunk, chunk))) << what;
+        xlaunch::test::expect_near(out, xlaunch::test::reduced_values(chunk * 4, salt, 4, op).narrow(0, r * chunk, chunk),
+                                   what);
+        EXPECT_TRUE(in.equal(xlaunch::test::random_values(chunk * 4, salt, r, dtype))) << what << ": input changed";
+      }
+    }
+  world->comm_thread().set_start_observer(nullptr);
+}
+
+// Allgather with the part in shared memory, the output there, the part as the output's own chunk,
+// and neither (MPI): the same as MPI's allgather.
+TEST_P(Hier, AllgatherEqualsMpiWhereverTheTensorsLie) {
+  int salt = 100;
+  for (auto dtype : {at::kFloat, at::kDouble, at::kHalf})
+    for (int64_t chunk : {0, 1, 7, 1001, 100003}) {
+      const auto opts = at::TensorOptions().dtype(dtype);
+      at::Tensor in_shared = comm->allocate(chunk, opts), out_shared = comm->allocate(chunk * 4, opts);
+      for (int how = 0; how < 4; ++how) {
+        const std::string what = std::string(at::toString(dtype)) + " chunk " + std::to_string(chunk) + " way " +
+                                 std::to_string(how);
+        ++salt;
+        const at::Tensor part = xlaunch::test::random_values(chunk, salt, r, dtype);
+        at::Tensor in = how == 0 ? in_shared : how == 2 ? out_shared.narrow(0, r * chunk, chunk) : at::empty({chunk}, opts);
+        at::Tensor out = how == 1 || how == 2 ? out_shared : at::empty({chunk * 4}, opts);
+        out.fill_(-99);
+        in.copy_(part);
+        at::Tensor want = at::empty({chunk * 4}, opts);
+        world->allgather_async(part, want)->wait();
+        comm->allgather_async(in, out)->wait();
+        EXPECT_TRUE(out.equal(want)) << what;
+        for (int q = 0; q < 4; ++q)
+          EXPECT_TRUE(out.narrow(0, q * chunk, chunk).equal(xlaunch::test::random_values(chunk, salt, q, dtype))) << what;
+      }
+    }
+}
+
+// A list larger than the staging buffer (1 MiB: no bucket was allocated to grow it) goes in
+// windows: the first crosses the leaders' ring threshold, the last does not.
+TEST_P(Hier, ReduceScatterAndAllgatherInStagingWindows) {
+  SharedPool* pool = comm->reserve_pool(8 << 20);
+  ASSERT_NE(pool, nullptr);
+  const int64_t chunk = 100000;  // 4 ranks x 400 KB of float: 1.6 MB staged
+  at::Tensor in = pool_tensor(pool, chunk * 4, at::kFloat);
+  for (auto op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+    in.copy_(xlaunch::test::random_values(chunk * 4, 300, r, at::kFloat));
+    at::Tensor out = at::empty({chunk});
+    comm->reduce_scatter(in, out, op);
+    xlaunch::test::expect_near(out, xlaunch::test::reduced_values(chunk * 4, 300, 4, op).narrow(0, r * chunk, chunk),
+                               "op " + std::to_string(static_cast<int>(op)));
+  }
+  // In place, as sharded data parallelism reduces a bucket into its rank's chunk of it.
+  in.copy_(xlaunch::test::random_values(chunk * 4, 301, r, at::kFloat));
+  comm->reduce_scatter(in, in.narrow(0, r * chunk, chunk), ReduceOp::Sum);
+  xlaunch::test::expect_near(in.narrow(0, r * chunk, chunk),
+                             xlaunch::test::reduced_values(chunk * 4, 301, 4, ReduceOp::Sum).narrow(0, r * chunk, chunk),
+                             "in place");
+  in.copy_(xlaunch::test::random_values(chunk * 4, 300, r, at::kFloat));
+  at::Tensor gathered = at::empty({chunk * 16});
+  comm->allgather_async(in, gathered)->wait();
+  for (int q = 0; q < 4; ++q)
+    EXPECT_TRUE(gathered.narrow(0, q * chunk * 4, chunk * 4).equal(xlaunch::test::random_values(chunk * 4, 300, q, at::kFloat)))
+        << q;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Hier,

@@ -43,6 +43,39 @@ TEST(Nccl, CollectivesOnTheGpu) {
   comm->barrier();
 }
 
+// Reduce-scatter against allreduce's chunk, and allgather (in place, as sharded data parallelism
+// gathers its shards) against every rank's values: integers from (rank, index), so sums are exact;
+// uneven chunks (0, 1, odd); 16-bit types; Sum, Avg, Max.
+TEST(Nccl, ReduceScatterAndAllgatherAgainstAllreduce) {
+  skip_without_gpu();
+  if (IsSkipped()) return;
+  auto cpu = xlaunch::MpiCommunicator::world();
+  const int r = cpu->rank(), n = cpu->size();
+  const int device = r % static_cast<int>(torch::cuda::device_count());
+  auto comm = xlaunch::make_nccl_communicator(cpu, device);
+  const auto on_gpu = at::TensorOptions().device(at::kCUDA, device);
+  const auto of = [&](int64_t count, int q, at::ScalarType dtype) {
+    return ((at::arange(count, at::kDouble) * 7 + q * 3).remainder(17) - 8).to(on_gpu.dtype(dtype));
+  };
+  for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16})
+    for (auto op : {xlaunch::ReduceOp::Sum, xlaunch::ReduceOp::Avg, xlaunch::ReduceOp::Max})
+      for (int64_t chunk : {0, 1, 7, 1001}) {
+        const std::string what = std::string(at::toString(dtype)) + " chunk " + std::to_string(chunk);
+        at::Tensor in = of(chunk * n, r, dtype), full = in.clone();
+        comm->allreduce(full, op);
+        at::Tensor out = at::empty({chunk}, on_gpu.dtype(dtype));
+        comm->reduce_scatter(in, out, op);
+        EXPECT_TRUE(at::allclose(out.cpu().to(at::kDouble), full.narrow(0, r * chunk, chunk).cpu().to(at::kDouble),
+                                 1e-2, 1e-6))
+            << what;
+        EXPECT_TRUE(in.equal(of(chunk * n, r, dtype))) << what << ": the input is left as it was";
+        at::Tensor gathered = at::empty({chunk * n}, on_gpu.dtype(dtype));
+        gathered.narrow(0, r * chunk, chunk).copy_(of(chunk, r, dtype));
+        comm->allgather_async(gathered.narrow(0, r * chunk, chunk), gathered)->wait();
+        for (int q = 0; q < n; ++q) EXPECT_TRUE(gathered.narrow(0, q * chunk, chunk).equal(of(chunk, q, dtype))) << what;
+      }
+}
+
 TEST(Nccl, BooleansReduceAsLogicalOrAndAvgIsRefused) {
   skip_without_gpu();
   if (IsSkipped()) return;

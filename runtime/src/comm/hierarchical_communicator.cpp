@@ -27,6 +27,9 @@ constexpr int64_t kReduceScatterBytes = int64_t{1} << 20;
 
 bool shm_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kDouble; }
 
+// The staging buffer's MPI type for reductions (shared memory holds float and double only).
+MPI_Datatype mpi_type(const at::Tensor& staged) { return staged.scalar_type() == at::kFloat ? MPI_FLOAT : MPI_DOUBLE; }
+
 }  // namespace
 
 MachineLayout machine_layout(const std::vector<std::string>& domains) {
@@ -45,6 +48,23 @@ MachineLayout machine_layout(const std::vector<std::string>& domains) {
   return layout;
 }
 
+StagingOrder staging_order(const MachineLayout& layout) {
+  StagingOrder order;
+  const int world = static_cast<int>(layout.leader.size());
+  for (int q = 0; q < world; ++q) order.rank.push_back(q);
+  // Stable: within a machine, ranks stay in rank order.
+  std::stable_sort(order.rank.begin(), order.rank.end(),
+                   [&](int a, int b) { return layout.leader[a] < layout.leader[b]; });
+  order.block.assign(world, 0);
+  for (int b = 0; b < world; ++b) {
+    const int q = order.rank[b];
+    order.block[q] = b;
+    if (b == 0 || layout.leader[q] != layout.leader[order.rank[b - 1]]) order.machine_first.push_back(b);
+  }
+  order.machine_first.push_back(world);
+  return order;
+}
+
 std::string auto_cpu_allreduce(const MachineLayout& layout) {
   if (layout.leader.size() < 2) return "mpi";
   if (layout.machines == 1) return "shm";
@@ -55,7 +75,7 @@ std::string auto_cpu_allreduce(const MachineLayout& layout) {
 }
 
 HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<MpiCommunicator> world, const MachineLayout& layout)
-    : world_(std::move(world)) {
+    : world_(std::move(world)), order_(staging_order(layout)) {
   const int me = world_->rank();
   if (static_cast<int>(layout.leader.size()) != world_->size())
     throw UsageError("HierarchicalCommunicator: the layout has " + std::to_string(layout.leader.size()) +
@@ -111,6 +131,36 @@ std::shared_ptr<Work> HierarchicalCommunicator::allreduce_coalesced_async(std::v
   return through_staging(std::move(ts), op, [this, op](at::Tensor& staged) { across_machines(staged, op); });
 }
 
+std::shared_ptr<Work> HierarchicalCommunicator::reduce_scatter_async(at::Tensor in, at::Tensor out, ReduceOp op) {
+  check_reduce_scatter_args(*this, in, out);
+  check_cpu_collective_tensor(in, "reduce_scatter");
+  op = reduce_op_for(in.scalar_type(), op, "reduce_scatter");
+  if (size() == 1 || out.numel() == 0 || !shm_->holds(in))
+    return world_->reduce_scatter_async(std::move(in), std::move(out), op);
+  // The work holds the tensors, so their memory stays put until every rank has read it.
+  const CollectiveInfo info = CollectiveInfo::of("reduce_scatter", in);
+  return world_->comm_thread().enqueue(info, [this, in = std::move(in), out = std::move(out), op] {
+    shm_->reduce_scatter_through_staging(in, out, op, size(), order_.rank, order_.block[rank()],
+                                         [this, op](at::Tensor& staged, int64_t width) {
+                                           reduce_scatter_across(staged, width, op);
+                                         });
+  });
+}
+
+std::shared_ptr<Work> HierarchicalCommunicator::allgather_async(at::Tensor in, at::Tensor out) {
+  check_cpu_collective_tensor(in, "allgather");
+  check_cpu_collective_tensor(out, "allgather");
+  if (out.numel() != in.numel() * size() || out.scalar_type() != in.scalar_type())
+    throw UsageError("allgather: the output must hold world_size * input elements of the input's dtype");
+  if (size() == 1 || in.numel() == 0 || !(shm_->holds(in) || shm_->holds(out)))
+    return world_->allgather_async(std::move(in), std::move(out));
+  const CollectiveInfo info = CollectiveInfo::of("allgather", in);
+  return world_->comm_thread().enqueue(info, [this, in = std::move(in), out = std::move(out)] {
+    shm_->allgather_through_staging(in, out, order_.rank, order_.block[rank()],
+                                    [this](at::Tensor& staged, int64_t width) { allgather_across(staged, width); });
+  });
+}
+
 std::shared_ptr<Work> HierarchicalCommunicator::allreduce_compressed_async(std::vector<at::Tensor> ts, ReduceOp op,
                                                                           at::ScalarType wire) {
   if ((wire != at::kHalf && wire != at::kBFloat16) || !all_held(ts))
@@ -137,46 +187,87 @@ void HierarchicalCommunicator::across_machines_in(at::ScalarType wire, at::Tenso
 void HierarchicalCommunicator::across_machines(at::Tensor& staged, ReduceOp op) {
   const int machines = leaders_->size();
   if (machines == 1) return;
-  MPI_Comm comm = leaders_->mpi_comm();
-  const MPI_Datatype type = staged.scalar_type() == at::kFloat ? MPI_FLOAT : MPI_DOUBLE;
-  const MPI_Op mop = op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
-  const int64_t n = staged.numel(), elem = staged.element_size();
-  char* data = static_cast<char*>(staged.data_ptr());
+  const int64_t n = staged.numel();
   // n fits an int: the staging buffer is at most 256 MiB.
-  if (n * elem < kReduceScatterBytes || n < machines) {
-    XLAUNCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), type, mop, comm));
+  if (n * staged.element_size() < kReduceScatterBytes || n < machines) {
+    XLAUNCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, staged.data_ptr(), static_cast<int>(n), mpi_type(staged),
+                                    op == ReduceOp::Max ? MPI_MAX : MPI_SUM, leaders_->mpi_comm()));
     return;
   }
-  // A ring over the leaders, in blocks of n / machines: a reduce-scatter (after machines-1 steps
-  // leader i holds block i+1 reduced over every machine), then an allgather of the reduced blocks.
-  // Each step sends one block to the right while receiving one from the left (MPI_Sendrecv), so
-  // each link carries every block once each way per phase. (Open MPI's MPI_Reduce_scatter between
-  // 2 leaders over TCP ran at about 70% of this on the simulated 1 Gbit/s link.)
+  // A ring reduce-scatter, then an allgather of the reduced blocks. (Open MPI's MPI_Reduce_scatter
+  // between 2 leaders over TCP ran at about 70% of this on the simulated 1 Gbit/s link.)
   std::vector<int64_t> first(machines + 1);
   for (int i = 0; i <= machines; ++i) first[i] = n * i / machines;
+  ring_reduce_scatter(staged, first, op);
+  ring_allgather(staged, first);
+}
+
+void HierarchicalCommunicator::reduce_scatter_across(at::Tensor& staged, int64_t width, ReduceOp op) {
+  const int machines = leaders_->size();
+  if (machines == 1) return;
+  // Small windows are latency-bound: reducing all of it costs no more than reduce-scattering it.
+  if (staged.numel() * staged.element_size() < kReduceScatterBytes) {
+    XLAUNCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, staged.data_ptr(), static_cast<int>(staged.numel()),
+                                    mpi_type(staged), op == ReduceOp::Max ? MPI_MAX : MPI_SUM, leaders_->mpi_comm()));
+    return;
+  }
+  ring_reduce_scatter(staged, machine_blocks(width), op);
+}
+
+void HierarchicalCommunicator::allgather_across(at::Tensor& staged, int64_t width) {
+  if (leaders_->size() > 1) ring_allgather(staged, machine_blocks(width));
+}
+
+std::vector<int64_t> HierarchicalCommunicator::machine_blocks(int64_t width) const {
+  std::vector<int64_t> first;
+  for (int b : order_.machine_first) first.push_back(b * width);
+  return first;
+}
+
+void HierarchicalCommunicator::ring_reduce_scatter(at::Tensor& data, const std::vector<int64_t>& first, ReduceOp op) {
+  const int machines = leaders_->size(), me = leaders_->rank();
+  const int right = (me + 1) % machines, left = (me + machines - 1) % machines;
   const auto block = [&](int b) { return ((b % machines) + machines) % machines; };
-  const int me = leaders_->rank(), right = (me + 1) % machines, left = (me + machines - 1) % machines;
-  block_.resize(static_cast<size_t>((first[1] + 1) * elem));
+  const auto length = [&](int b) { return first[b + 1] - first[b]; };
+  const MPI_Datatype type = mpi_type(data);
+  const int64_t elem = data.element_size();
+  char* base = static_cast<char*>(data.data_ptr());
+  int64_t longest = 0;
+  for (int b = 0; b < machines; ++b) longest = std::max(longest, length(b));
+  block_.resize(static_cast<size_t>(longest * elem));
   const kernels::ReduceKind kind = op == ReduceOp::Max ? kernels::ReduceKind::Max : kernels::ReduceKind::Sum;
+  // Step s: block me-s-1 (this leader's partial sum of it) goes right, block me-s-2 comes from the
+  // left and is added here; after machines-1 steps block me has passed every leader.
   for (int s = 0; s + 1 < machines; ++s) {
-    const int out = block(me - s), in = block(me - s - 1);
-    const int64_t out_n = first[out + 1] - first[out], in_n = first[in + 1] - first[in];
-    XLAUNCH_CHECK_MPI(MPI_Sendrecv(data + first[out] * elem, static_cast<int>(out_n), type, right, 0, block_.data(),
-                                   static_cast<int>(in_n), type, left, 0, comm, MPI_STATUS_IGNORE));
-    char* mine = data + first[in] * elem;
+    const int out = block(me - s - 1), in = block(me - s - 2);
+    XLAUNCH_CHECK_MPI(MPI_Sendrecv(base + first[out] * elem, static_cast<int>(length(out)), type, right, 0,
+                                   block_.data(), static_cast<int>(length(in)), type, left, 0, leaders_->mpi_comm(),
+                                   MPI_STATUS_IGNORE));
+    char* mine = base + first[in] * elem;
     if (type == MPI_FLOAT) {
       const float* srcs[2] = {reinterpret_cast<const float*>(mine), reinterpret_cast<const float*>(block_.data())};
-      kernels::reduce_into_float(srcs, 2, reinterpret_cast<float*>(mine), in_n, kind);
+      kernels::reduce_into_float(srcs, 2, reinterpret_cast<float*>(mine), length(in), kind);
     } else {
       const double* srcs[2] = {reinterpret_cast<const double*>(mine), reinterpret_cast<const double*>(block_.data())};
-      kernels::reduce_into_double(srcs, 2, reinterpret_cast<double*>(mine), in_n, kind);
+      kernels::reduce_into_double(srcs, 2, reinterpret_cast<double*>(mine), length(in), kind);
     }
   }
+}
+
+void HierarchicalCommunicator::ring_allgather(at::Tensor& data, const std::vector<int64_t>& first) {
+  const int machines = leaders_->size(), me = leaders_->rank();
+  const int right = (me + 1) % machines, left = (me + machines - 1) % machines;
+  const auto block = [&](int b) { return ((b % machines) + machines) % machines; };
+  const int64_t elem = data.element_size();
+  char* base = static_cast<char*>(data.data_ptr());
+  // Step s: block me-s (this leader's own at first, then the one just received) goes right, block
+  // me-s-1 comes from the left. Bytes, so any dtype travels.
   for (int s = 0; s + 1 < machines; ++s) {
-    const int out = block(me + 1 - s), in = block(me - s);
-    XLAUNCH_CHECK_MPI(MPI_Sendrecv(data + first[out] * elem, static_cast<int>(first[out + 1] - first[out]), type, right,
-                                   1, data + first[in] * elem, static_cast<int>(first[in + 1] - first[in]), type, left,
-                                   1, comm, MPI_STATUS_IGNORE));
+    const int out = block(me - s), in = block(me - s - 1);
+    XLAUNCH_CHECK_MPI(MPI_Sendrecv(base + first[out] * elem, static_cast<int>((first[out + 1] - first[out]) * elem),
+                                   MPI_BYTE, right, 1, base + first[in] * elem,
+                                   static_cast<int>((first[in + 1] - first[in]) * elem), MPI_BYTE, left, 1,
+                                   leaders_->mpi_comm(), MPI_STATUS_IGNORE));
   }
 }
 

@@ -20,8 +20,23 @@
 // Waits are bounded as everywhere: the item is a collective on the progress board, and the
 // watchdog ends the job when it makes no progress for timeout_s, naming it and the missing ranks.
 //
-// Everything else (tensors outside shared memory, broadcast, allgather, barrier) goes to the world
-// MPI communicator.
+// Reduce-scatter (sharded data parallelism; `in` in shared memory) is the same item with two
+// changes: the chunks are staged machine by machine (staging_order: machines by leader, their ranks
+// by rank), so that the chunks of one machine's ranks lie together whatever the layout; and in
+// step 2 the leaders only reduce-scatter (leader m ends with its machine's chunks; MPI_Allreduce for
+// pieces under 1 MiB, as above), and in step 3 each rank copies only its own chunk. Allgather
+// (`in` or `out` in shared memory) is the reverse: each rank copies its part into its machine's
+// blocks of staging, the leaders ring-allgather the machines' blocks, and every rank copies every
+// block into its `out`. Bytes moved, for N elements of `in` (reduce-scatter) or `out` (allgather)
+// over W ranks on M machines:
+//  - reduce-scatter: inside a machine every rank reads N elements (its 1/local slice of each local
+//    copy) and writes N / local into staging; each leader sends (M - 1) / M * N over the network
+//    (an allreduce: twice that); every rank copies N / W out.
+//  - allgather: every rank writes N / W into staging; each leader sends (M - 1) / M * N; every rank
+//    copies N out of staging.
+//
+// Everything else (tensors outside shared memory, broadcast, barrier) goes to the world MPI
+// communicator.
 #pragma once
 
 #include <functional>
@@ -43,6 +58,17 @@ struct MachineLayout {
   int ranks_per_machine = 0;  // 0 when machines hold different numbers of ranks
 };
 MachineLayout machine_layout(const std::vector<std::string>& domains);
+
+// The order in which a hierarchical reduce-scatter or allgather stages the job's chunks: machine by
+// machine (machines by leader, the order of the leaders' communicator), each machine's ranks by
+// rank (its local ranks). rank[b]: the rank whose chunk is block b; machine_first[m]: machine m's
+// first block (machines + 1 entries); block: by rank, where its chunk is staged.
+struct StagingOrder {
+  std::vector<int> rank;
+  std::vector<int> machine_first;
+  std::vector<int> block;
+};
+StagingOrder staging_order(const MachineLayout& layout);
 
 // What cpu_allreduce "auto" picks for a layout: "shm" (one machine, several ranks), "hier" (several
 // machines, the same number of ranks on each, more than one), else "mpi".
@@ -75,10 +101,13 @@ class HierarchicalCommunicator final : public Communicator, public SharedMemoryT
   std::shared_ptr<Work> allreduce_compressed_async(std::vector<at::Tensor> ts, ReduceOp op,
                                                    at::ScalarType wire) override;
   std::shared_ptr<Work> broadcast_async(at::Tensor t, int root) override { return world_->broadcast_async(t, root); }
-  std::shared_ptr<Work> allgather_async(at::Tensor in, at::Tensor out) override {
-    return world_->allgather_async(in, out);
-  }
   std::shared_ptr<Work> barrier_async() override { return world_->barrier_async(); }
+  // Hierarchical (above) when `in` lies in shared memory (holds(), the same on every rank); else the
+  // world's (16-bit and integer types, plain memory, empty tensors). `out` may be anywhere, `in`'s
+  // chunk rank() included. One item on the world's thread.
+  std::shared_ptr<Work> reduce_scatter_async(at::Tensor in, at::Tensor out, ReduceOp op) override;
+  // Hierarchical when `in` or `out` lies in shared memory (the same on every rank); else the world's.
+  std::shared_ptr<Work> allgather_async(at::Tensor in, at::Tensor out) override;
 
   // This machine's ranks (local rank = its rank()), and the leaders' (nullptr off the leaders).
   const std::shared_ptr<MpiCommunicator>& local() const { return local_; }
@@ -93,12 +122,26 @@ class HierarchicalCommunicator final : public Communicator, public SharedMemoryT
   void across_machines(at::Tensor& staged, ReduceOp op);
   // The same in `wire` (float16/bfloat16): one MPI_Allreduce of 16-bit values between the leaders.
   void across_machines_in(at::ScalarType wire, at::Tensor& staged, ReduceOp op);
+  // The leaders' steps of the hierarchical reduce-scatter and allgather, on the world's thread, over
+  // staging windows of `width` elements per rank laid out by order_.
+  void reduce_scatter_across(at::Tensor& staged, int64_t width, ReduceOp op);
+  void allgather_across(at::Tensor& staged, int64_t width);
+  // A ring over the leaders on `data`, in blocks [first[m], first[m + 1]) elements (machines + 1
+  // entries, blocks of any length): the reduce-scatter leaves leader m with block m reduced over
+  // every leader; the allgather, starting from that, leaves every leader with every block. Each
+  // step sends one block to the right while receiving one from the left (MPI_Sendrecv), so each
+  // link carries every block once per phase.
+  // The machines' blocks of a staging window of `width` elements per rank, in elements.
+  std::vector<int64_t> machine_blocks(int64_t width) const;
+  void ring_reduce_scatter(at::Tensor& data, const std::vector<int64_t>& first, ReduceOp op);
+  void ring_allgather(at::Tensor& data, const std::vector<int64_t>& first);
 
   std::shared_ptr<MpiCommunicator> world_;
   std::shared_ptr<MpiCommunicator> local_;
   std::shared_ptr<MpiCommunicator> leaders_;
   std::unique_ptr<ShmCommunicator> shm_;  // over local_, agreeing over world_
   std::vector<char> block_;               // a leader's reduce-scatter block (world's thread only)
+  StagingOrder order_;                    // how reduce-scatter and allgather stage the chunks
 };
 
 }  // namespace xlaunch

@@ -123,6 +123,22 @@ class NcclCommunicator final : public Communicator {
                                        comm_, stream_.stream()));
     });
   }
+  // ncclReduceScatter: rank r's `out` receives chunk r (recvcount = out.numel()); `in` is left as it
+  // was. Avg is NCCL's own (ncclAvg), as for allreduce.
+  std::shared_ptr<Work> reduce_scatter_async(at::Tensor in, at::Tensor out, ReduceOp op) override {
+    check_reduce_scatter_args(*this, in, out);
+    check(in, "reduce_scatter");
+    check(out, "reduce_scatter");
+    op = reduce_op_for(in.scalar_type(), op, "reduce_scatter");
+    if (size_ == 1) {
+      out.view(-1).copy_(in.view(-1));  // on the caller's current stream: ordered like any op of its own
+      return completed_work();
+    }
+    return enqueue("reduce_scatter", {in, out}, false, [&] {
+      XLAUNCH_CHECK_NCCL(ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(in.scalar_type()),
+                                           nccl_op(op), comm_, stream_.stream()));
+    });
+  }
   std::shared_ptr<Work> barrier_async() override {
     if (size_ == 1) return completed_work();
     at::Tensor one = at::empty({1}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device_));

@@ -5,7 +5,8 @@
 //  1. an event recorded on the compute stream; the NCCL stream waits for it (the inputs are ready);
 //  2. the NCCL call is enqueued on the NCCL stream, followed by a "done" event;
 //  3. Work::wait() makes the then-current compute stream wait for "done".
-// No step synchronises the host. The tensor's memory is marked as used by the NCCL stream so the
+// allreduce, broadcast, allgather (ncclAllGather) and reduce-scatter (ncclReduceScatter) all take
+// this path. No step synchronises the host. The tensor's memory is marked as used by the NCCL stream so the
 // caching allocator does not reuse it before the collective finished.
 #pragma once
 

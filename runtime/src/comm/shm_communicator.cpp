@@ -108,6 +108,8 @@ ShmCommunicator::Place* ShmCommunicator::places_of(int r) const {
   return reinterpret_cast<Place*>(ctl_ + 1) + static_cast<size_t>(r) * kMaxPlaces;
 }
 
+void ShmCommunicator::machine_barrier() { ctl_->allreduce_barrier.arrive_and_wait(size()); }
+
 char* ShmCommunicator::peer_data(int q, size_t k, int64_t bytes) const {
   const Place& at = places_of(q)[k];
   return segments_[at.segment].maps[q] + at.offset + bytes;
@@ -243,7 +245,7 @@ void ShmCommunicator::in_rounds(const std::vector<at::Tensor>& ts, const std::ve
     std::copy_n(places.begin() + first, count, mine);
     int64_t total = 0;
     for (size_t k = 0; k < count; ++k) total += ts[first + k].numel();
-    ctl_->allreduce_barrier.arrive_and_wait(size());  // every rank's tensors final, their places published
+    machine_barrier();  // every rank's tensors final, their places published
     round(first, count, total);
   }
 }
@@ -266,7 +268,7 @@ void ShmCommunicator::run_coalesced(const std::vector<at::Tensor>& ts, const std
       if (is_float) kernels::reduce_copies_float(floats.data(), size(), n, kind);
       else kernels::reduce_copies_double(doubles.data(), size(), n, kind);
     });
-    ctl_->allreduce_barrier.arrive_and_wait(size());  // every slice written everywhere; tables reusable
+    machine_barrier();  // every slice written everywhere; tables reusable
   });
 }
 
@@ -337,11 +339,11 @@ void ShmCommunicator::allreduce_through_staging(const std::vector<at::Tensor>& t
         if (dtype == at::kFloat) kernels::reduce_into_float(floats.data(), size(), reinterpret_cast<float*>(out), n, kind);
         else kernels::reduce_into_double(doubles.data(), size(), reinterpret_cast<double*>(out), n, kind);
       });
-      ctl_->allreduce_barrier.arrive_and_wait(size());  // the machine's reduction is in staging
+      machine_barrier();  // the machine's reduction is in staging
       at::Tensor staged = at::from_blob(staging_, {m}, at::TensorOptions().dtype(dtype));
       // 2. Across machines, by this machine's rank 0.
       if (rank() == 0) across(staged);
-      ctl_->allreduce_barrier.arrive_and_wait(size());  // staging holds the job's reduction
+      machine_barrier();  // staging holds the job's reduction
       // 3. Into this rank's own tensors.
       for_each_part(ts, first, count, piece, piece + m, [&](size_t k, int64_t offset, int64_t lo, int64_t n) {
         at::Tensor dst = ts[first + k].view({-1}).narrow(0, offset, n);
@@ -349,7 +351,7 @@ void ShmCommunicator::allreduce_through_staging(const std::vector<at::Tensor>& t
         if (op == ReduceOp::Avg) at::div_out(dst, src, at::scalar_tensor(static_cast<double>(avg_over), dtype));
         else dst.copy_(src);
       });
-      ctl_->allreduce_barrier.arrive_and_wait(size());  // staging read by every rank; tables reusable
+      machine_barrier();  // staging read by every rank; tables reusable
     }
   });
 }

@@ -14,12 +14,20 @@
 // are shm_barrier.h's, the segments shm_segment.h's, and the reduction loop is the kernels'
 // reduce_copies (kernels/include/xlaunch/kernels/cpu_reduce.h).
 //
-// Only tensors in that memory take the shared path; anything else, and broadcast/allgather/barrier,
-// is forwarded to the MPI communicator, whose collectives are issued in the same program order on
-// every rank.
+// Reduce-scatter (sharded data parallelism) is the same protocol without the write-back: after the
+// first barrier, rank r reduces chunk r over every rank's copy straight into its own `out`, and the
+// second barrier says every copy was read. Each rank reads size() * out.numel() elements and writes
+// out.numel() (an allreduce reads and writes the whole tensor). Allgather copies: every rank reads
+// every other rank's part where it lies (or writes its part into every rank's output), between the
+// same two barriers.
+//
+// Only tensors in that memory take the shared path; anything else, and broadcast/barrier, is
+// forwarded to the MPI communicator, whose collectives are issued in the same program order on
+// every rank. Every shared-memory collective is one item on this communicator's thread, logged on
+// the progress board, so the watchdog bounds its barriers as it bounds any collective.
 //
 // Across machines (hierarchical_communicator.h) one ShmCommunicator serves each machine's ranks,
-// and allreduce_through_staging() is its part of the hierarchical allreduce.
+// and the *_through_staging() calls are its part of the hierarchical collectives.
 #pragma once
 
 #include <atomic>
@@ -61,10 +69,18 @@ class ShmCommunicator final : public Communicator, public SharedMemoryTransport 
   std::shared_ptr<Work> allreduce_async(at::Tensor t, ReduceOp op) override;
   std::shared_ptr<Work> allreduce_coalesced_async(std::vector<at::Tensor> ts, ReduceOp op) override;
   std::shared_ptr<Work> broadcast_async(at::Tensor t, int root) override { return fallback_->broadcast_async(t, root); }
-  std::shared_ptr<Work> allgather_async(at::Tensor in, at::Tensor out) override {
-    return fallback_->allgather_async(in, out);
-  }
   std::shared_ptr<Work> barrier_async() override { return fallback_->barrier_async(); }
+
+  // Through shared memory when `in` lies in it (holds(), the same on every rank), else the fallback
+  // (16-bit and integer types, plain memory, empty tensors). `out` may be anywhere, `in`'s chunk
+  // rank() included (reduced in place). `in` is left as it was.
+  std::shared_ptr<Work> reduce_scatter_async(at::Tensor in, at::Tensor out, ReduceOp op) override;
+  // Through shared memory when `in` lies in it (each rank copies the others' parts from where they
+  // lie into its own `out`, which may be anywhere; `in` may be `out`'s chunk rank()), or else when
+  // `out` lies in it (each rank copies its `in` into every rank's `out`); whichever it is, the same
+  // on every rank. Otherwise (neither held, empty tensors) the fallback. Each rank writes
+  // (size() - 1) * in.numel() elements.
+  std::shared_ptr<Work> allgather_async(at::Tensor in, at::Tensor out) override;
 
   // Where its shared-memory allreduces run (tests observe it).
   CommThread& comm_thread() { return thread_; }
@@ -88,6 +104,28 @@ class ShmCommunicator final : public Communicator, public SharedMemoryTransport 
   // Throws CommError without staging.
   void allreduce_through_staging(const std::vector<at::Tensor>& ts, ReduceOp op, int avg_over,
                                  const std::function<void(at::Tensor& staged)>& across);
+
+  // The machine's part of a hierarchical reduce-scatter, under the same rules as above. `in` (held)
+  // holds order.size() chunks of out.numel() elements (one per rank of the job); they go through
+  // staging as blocks, block b holding chunk order[b], in windows of `width` elements of every chunk
+  // (as many as staging holds). For each window:
+  //  1. every rank reduces its 1/size() slice of the blocks over every rank's copy of `in` into
+  //     staging (Max: the maximum; Sum and Avg: the sum); barrier;
+  //  2. this machine's rank 0 calls across(staged, width): at least block `mine` of every rank of
+  //     this machine must then hold the reduction over all machines; barrier;
+  //  3. every rank copies block `mine` into its `out`, divided by avg_over for Avg; barrier.
+  // Per window of the job's W chunks, each rank reads W * width / size() elements of every rank's
+  // copy and writes as many, then copies width out.
+  void reduce_scatter_through_staging(const at::Tensor& in, const at::Tensor& out, ReduceOp op, int avg_over,
+                                      const std::vector<int>& order, int mine,
+                                      const std::function<void(at::Tensor& staged, int64_t width)>& across);
+  // The machine's part of a hierarchical allgather: `out` receives order.size() chunks of
+  // in.numel() elements (any tensors of this rank, any dtype), through staging in windows as above:
+  //  1. every rank copies its window of `in` into block `mine`; barrier;
+  //  2. this machine's rank 0 calls across(staged, width), which fills every other block; barrier;
+  //  3. every rank copies block b into chunk order[b] of its `out`, for every b; barrier.
+  void allgather_through_staging(const at::Tensor& in, const at::Tensor& out, const std::vector<int>& order, int mine,
+                                 const std::function<void(at::Tensor& staged, int64_t width)>& across);
 
  private:
   struct Control;
@@ -118,6 +156,15 @@ class ShmCommunicator final : public Communicator, public SharedMemoryTransport 
   // barrier: the next round rewrites the tables.
   void in_rounds(const std::vector<at::Tensor>& ts, const std::vector<Place>& places,
                  const std::function<void(size_t first, size_t count, int64_t total)>& round);
+  // The barrier of this machine's ranks between the steps of every shared-memory collective.
+  void machine_barrier();
+  // On the communication thread: reduce-scatter of `in` (at `where`), and allgather with the held
+  // tensor (`in` when pull, else `out`) at `where`.
+  void run_reduce_scatter(const at::Tensor& in, const at::Tensor& out, Place where, ReduceOp op);
+  void run_allgather(const at::Tensor& in, const at::Tensor& out, Place where, bool pull);
+  // How many elements of every chunk one window of a staged collective holds: throws CommError
+  // when the staging buffer cannot hold one element of each of `chunks` (or there is none).
+  int64_t staging_width(int64_t chunks, int64_t elem, const char* collective) const;
   Place* places_of(int rank) const;
   // Where rank q's copy of the k-th tensor of the current round of the place table lies, `bytes` in.
   char* peer_data(int q, size_t k, int64_t bytes) const;
