@@ -27,7 +27,8 @@ void reduce_copies_float(float* const* ptrs, int world, int64_t n, ReduceKind op
 void reduce_copies_double(double* const* ptrs, int world, int64_t n, ReduceKind op);
 
 // out[i] = the reduction of srcs[0][i] .. srcs[count-1][i] (count >= 1; Avg divides by count). out
-// may be one of the sources.
+// may be srcs[0] or srcs[1], never a later source: the first pass writes out before srcs[2] on are
+// read.
 void reduce_into_float(const float* const* srcs, int count, float* out, int64_t n, ReduceKind op);
 void reduce_into_double(const double* const* srcs, int count, double* out, int64_t n, ReduceKind op);
 
