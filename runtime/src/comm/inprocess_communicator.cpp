@@ -28,6 +28,19 @@ void InProcessGroup::exchange(int rank, std::vector<at::Tensor> deposit,
   if (--leaving_ == 0) cv_.notify_all();
 }
 
+void InProcessGroup::exchange_each(int rank, std::vector<at::Tensor> deposit,
+                                   const std::function<void(const std::vector<std::vector<at::Tensor>>&)>& mine) {
+  exchange(rank, std::move(deposit), [this](std::vector<std::vector<at::Tensor>>& all) { published_ = all; });
+  std::vector<std::vector<at::Tensor>> all;
+  {
+    // Read before this rank joins the next rendezvous: the next publication needs every rank there.
+    std::lock_guard<std::mutex> lk(mu_);
+    all = published_;
+  }
+  mine(all);
+  exchange(rank, {}, [this](std::vector<std::vector<at::Tensor>>&) { published_.clear(); });
+}
+
 InProcessCommunicator::InProcessCommunicator(std::shared_ptr<InProcessGroup> group, int rank)
     : group_(std::move(group)), rank_(rank) {
   if (rank < 0 || rank >= group_->size()) throw UsageError("InProcessCommunicator: rank out of range");
@@ -70,6 +83,22 @@ void InProcessCommunicator::run_allgather(const at::Tensor& in, at::Tensor& out)
     const int64_t n = all[0][0].numel();
     for (auto& dst : all)
       for (size_t r = 0; r < all.size(); ++r) dst[1].view(-1).narrow(0, r * n, n).copy_(all[r][0].view(-1));
+  });
+}
+
+void InProcessCommunicator::run_reduce_scatter(at::Tensor& in, at::Tensor& out, ReduceOp op) {
+  maybe_fail("reduce_scatter");
+  const int n = size();
+  const int64_t count = out.numel(), first = rank_ * count;
+  group_->exchange_each(rank_, {in}, [&](const std::vector<std::vector<at::Tensor>>& all) {
+    // A copy even of a double input: acc is added into, and that input is rank 0's.
+    at::Tensor acc = all[0][0].view(-1).narrow(0, first, count).to(at::kDouble, false, /*copy=*/true);
+    for (size_t r = 1; r < all.size(); ++r) {
+      at::Tensor x = all[r][0].view(-1).narrow(0, first, count).to(at::kDouble);
+      if (op == ReduceOp::Max) acc = at::maximum(acc, x); else acc.add_(x);
+    }
+    if (op == ReduceOp::Avg) acc.div_(n);
+    out.view(-1).copy_(acc);
   });
 }
 

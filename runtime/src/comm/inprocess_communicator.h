@@ -24,6 +24,12 @@ class InProcessGroup {
   void exchange(int rank, std::vector<at::Tensor> deposit,
                 const std::function<void(std::vector<std::vector<at::Tensor>>&)>& combine);
 
+  // Rendezvous where every rank does its own part: once all ranks have deposited, each runs `mine`
+  // over all deposits on its own thread (concurrently with the others), and none leaves before
+  // every rank has finished, so that no deposit changes while another rank reads it.
+  void exchange_each(int rank, std::vector<at::Tensor> deposit,
+                     const std::function<void(const std::vector<std::vector<at::Tensor>>&)>& mine);
+
  private:
   int size_;
   std::mutex mu_;
@@ -32,6 +38,7 @@ class InProcessGroup {
   int arrived_ = 0;
   int leaving_ = 0;
   uint64_t generation_ = 0;
+  std::vector<std::vector<at::Tensor>> published_;  // exchange_each's deposits, under mu_
 };
 
 class InProcessCommunicator final : public ThreadedCommunicator {
@@ -51,6 +58,9 @@ class InProcessCommunicator final : public ThreadedCommunicator {
   void run_broadcast(at::Tensor& t, int root) override;
   void run_allgather(const at::Tensor& in, at::Tensor& out) override;
   void run_barrier() override;
+  // Each rank reduces its own chunk of every rank's input (in double, as run_allreduce does, so
+  // that the two agree bitwise).
+  void run_reduce_scatter(at::Tensor& in, at::Tensor& out, ReduceOp op) override;
 
  private:
   void maybe_fail(const char* what);

@@ -1,6 +1,7 @@
 #include "comm/mpi_communicator.h"
 
 #include <climits>
+#include <utility>
 
 #include "check.h"
 #include "comm/mpi_half_ops.h"
@@ -22,6 +23,15 @@ MPI_Datatype mpi_type(at::ScalarType t) {
     default:
       throw UsageError(std::string("the MPI communicator cannot move tensors of dtype ") + at::toString(t));
   }
+}
+
+// How `dtype` travels and reduces with `op`: 16-bit floats as MPI_UINT16_T with user-defined
+// operations; booleans (which arrive as Max, see reduce_op_for) with MPI_LOR, the only operations
+// MPI defines on MPI_C_BOOL. Avg reduces as Sum; the caller divides.
+std::pair<MPI_Datatype, MPI_Op> mpi_reduction(at::ScalarType dtype, ReduceOp op) {
+  if (dtype == at::kHalf || dtype == at::kBFloat16) return {MPI_UINT16_T, mpi_half_op(dtype, op)};
+  if (dtype == at::kBool) return {MPI_C_BOOL, MPI_LOR};
+  return {mpi_type(dtype), op == ReduceOp::Max ? MPI_MAX : MPI_SUM};
 }
 
 // MPI counts are int: large buffers go in chunks.
@@ -81,13 +91,7 @@ std::shared_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key) {
 }
 
 void MpiCommunicator::run_allreduce(at::Tensor& t, ReduceOp op) {
-  const bool half = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
-  // Booleans arrive as Max (reduce_op_for): MPI defines only the logical ops on MPI_C_BOOL.
-  const MPI_Op mop = half ? mpi_half_op(t.scalar_type(), op)
-                     : t.scalar_type() == at::kBool ? MPI_LOR
-                     : op == ReduceOp::Max          ? MPI_MAX
-                                                    : MPI_SUM;
-  const MPI_Datatype type = half ? MPI_UINT16_T : mpi_type(t.scalar_type());
+  const auto [type, mop] = mpi_reduction(t.scalar_type(), op);
   char* base = static_cast<char*>(t.data_ptr());
   const int64_t n = t.numel();
   for (int64_t off = 0; off < n; off += kMaxChunk) {
@@ -109,8 +113,22 @@ void MpiCommunicator::run_broadcast(at::Tensor& t, int root) {
 void MpiCommunicator::run_allgather(const at::Tensor& in, at::Tensor& out) {
   const int64_t bytes = in.numel() * in.element_size();
   if (bytes > kMaxChunk) throw UsageError("allgather: inputs above 128 MiB per rank are not supported");
-  XLAUNCH_CHECK_MPI(MPI_Allgather(in.data_ptr(), static_cast<int>(bytes), MPI_BYTE, out.data_ptr(),
-                                  static_cast<int>(bytes), MPI_BYTE, comm_));
+  // `in` may be this rank's chunk of `out` (allgather_async checked that nothing else overlaps):
+  // MPI forbids overlapping buffers unless the input is named MPI_IN_PLACE.
+  const bool in_place = in.data_ptr() == static_cast<char*>(out.data_ptr()) + rank_ * bytes;
+  XLAUNCH_CHECK_MPI(MPI_Allgather(in_place ? MPI_IN_PLACE : in.data_ptr(), static_cast<int>(bytes), MPI_BYTE,
+                                  out.data_ptr(), static_cast<int>(bytes), MPI_BYTE, comm_));
+}
+
+void MpiCommunicator::run_reduce_scatter(at::Tensor& in, at::Tensor& out, ReduceOp op) {
+  const int64_t count = out.numel();
+  if (count == 0) return;  // the same on every rank: nothing moves
+  const auto [type, mop] = mpi_reduction(in.scalar_type(), op);
+  if (reduce_scatter_algorithm(count, in.element_size(), forced_reduce_scatter_) == ReduceScatterAlgorithm::Ring)
+    reduce_scatter_ring(in.data_ptr(), out.data_ptr(), count, type, mop, comm_, scratch_);
+  else
+    reduce_scatter_block(in.data_ptr(), out.data_ptr(), count, type, mop, comm_, scratch_);
+  if (op == ReduceOp::Avg) out.div_(size_);
 }
 
 void MpiCommunicator::run_barrier() { XLAUNCH_CHECK_MPI(MPI_Barrier(comm_)); }

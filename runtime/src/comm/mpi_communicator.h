@@ -6,6 +6,10 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <vector>
+
+#include "comm/mpi_reduce_scatter.h"
 #include "comm/threaded_communicator.h"
 
 namespace xlaunch {
@@ -33,11 +37,17 @@ class MpiCommunicator final : public ThreadedCommunicator {
   int size() const override { return size_; }
   std::string name() const override { return "mpi"; }
 
+  // The reduce-scatter algorithm: Auto (by size, see reduce_scatter_algorithm in
+  // mpi_reduce_scatter.h) unless a test or a benchmark forces one. Read as each reduce-scatter
+  // runs: set it while none is in flight, to the same on every rank.
+  void force_reduce_scatter(ReduceScatterAlgorithm algorithm) { forced_reduce_scatter_ = algorithm; }
+
  protected:
   void run_allreduce(at::Tensor& t, ReduceOp op) override;
   void run_broadcast(at::Tensor& t, int root) override;
   void run_allgather(const at::Tensor& in, at::Tensor& out) override;
   void run_barrier() override;
+  void run_reduce_scatter(at::Tensor& in, at::Tensor& out, ReduceOp op) override;
 
  private:
   MpiCommunicator(std::shared_ptr<CommThread> shared, MPI_Comm comm, int rank, int size);
@@ -45,6 +55,8 @@ class MpiCommunicator final : public ThreadedCommunicator {
   int rank_ = 0;
   int size_ = 1;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::atomic<ReduceScatterAlgorithm> forced_reduce_scatter_{ReduceScatterAlgorithm::Auto};
+  std::vector<char> scratch_;  // the reduce-scatter's received chunk; communication thread only
 };
 
 }  // namespace xlaunch

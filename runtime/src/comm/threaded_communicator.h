@@ -14,8 +14,12 @@ class ThreadedCommunicator : public Communicator {
 
   std::shared_ptr<Work> allreduce_async(at::Tensor t, ReduceOp op) override;
   std::shared_ptr<Work> broadcast_async(at::Tensor t, int root) override;
+  // `in` may be this rank's chunk of `out` (an allgather in place, as sharded data parallelism
+  // gathers updated shards into the full buffer); any other overlap is a UsageError.
   std::shared_ptr<Work> allgather_async(at::Tensor in, at::Tensor out) override;
   std::shared_ptr<Work> barrier_async() override;
+  // `out` may be this rank's chunk of `in` (reduced in place); any other overlap is a UsageError.
+  std::shared_ptr<Work> reduce_scatter_async(at::Tensor in, at::Tensor out, ReduceOp op) override;
 
   CommThread& comm_thread() { return *thread_; }
 
@@ -41,6 +45,8 @@ class ThreadedCommunicator : public Communicator {
   virtual void run_broadcast(at::Tensor& t, int root) = 0;
   virtual void run_allgather(const at::Tensor& in, at::Tensor& out) = 0;
   virtual void run_barrier() = 0;
+  // Arguments checked; size() > 1; op already through reduce_op_for (booleans arrive as Max).
+  virtual void run_reduce_scatter(at::Tensor& in, at::Tensor& out, ReduceOp op) = 0;
 
  private:
   std::shared_ptr<CommThread> thread_;
@@ -49,5 +55,10 @@ class ThreadedCommunicator : public Communicator {
 
 // Checks the communicator's preconditions on a tensor: CPU, contiguous, a supported dtype.
 void check_cpu_collective_tensor(const at::Tensor& t, const char* what);
+
+// `part` (n elements) may lie apart from `whole` (size() * n elements) or be exactly chunk `rank`
+// of it; any other overlap throws UsageError naming the collective (`what`) and both arguments.
+void check_chunk_overlap(const at::Tensor& whole, const at::Tensor& part, int rank, const char* what,
+                         const char* whole_name, const char* part_name);
 
 }  // namespace xlaunch
