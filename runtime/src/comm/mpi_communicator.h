@@ -56,7 +56,7 @@ class MpiCommunicator final : public ThreadedCommunicator {
   int size_ = 1;
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::atomic<ReduceScatterAlgorithm> forced_reduce_scatter_{ReduceScatterAlgorithm::Auto};
-  std::vector<char> scratch_;  // the reduce-scatter's received chunk; communication thread only
+  std::vector<char> scratch_;  // the reduce-scatter's partial results; communication thread only
 };
 
 }  // namespace xlaunch

@@ -48,31 +48,35 @@ void reduce_scatter_block(void* in, void* out, int64_t count, MPI_Datatype type,
   if (aliased) std::memcpy(out, result, static_cast<size_t>(bytes));
 }
 
-void reduce_scatter_ring(void* in, void* out, int64_t count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+void reduce_scatter_ring(const void* in, void* out, int64_t count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                          std::vector<char>& scratch) {
   const Comm c = place(comm);
   const int w = c.size, me = c.rank, right = (me + 1) % w, left = (me + w - 1) % w;
   const int64_t elem = type_size(type), bytes = count * elem;
-  char* data = static_cast<char*>(in);
+  const char* data = static_cast<const char*>(in);
   const auto chunk = [&](int k) { return data + static_cast<int64_t>(((k % w) + w) % w) * bytes; };
-  scratch.resize(static_cast<size_t>(std::max<int64_t>(bytes, scratch.size())));
-  char* received = scratch.data();
-  // Step s sends chunk me-s-1 (the partial result received in step s-1, or this rank's own input in
-  // step 0) and receives chunk me-s-2, the left neighbour's partial result of it. In the last step
-  // (s = w-2) that is chunk me, which lands in `out` unless `out` is chunk me of `in` itself.
+  // Two chunks of scratch, each step's partial result and the next one's, so that `in` stays as it
+  // was (MPI_Sendrecv's buffers must not overlap).
+  scratch.resize(static_cast<size_t>(std::max<int64_t>(2 * bytes, scratch.size())));
+  char* partial[2] = {scratch.data(), scratch.data() + bytes};
+  // Step s sends chunk me-s-1 (this rank's own input in step 0, then the partial result of step
+  // s-1) and receives the left neighbour's partial result of chunk me-s-2, to which it adds this
+  // rank's input. In the last step (s = w-2) that is chunk me: it lands in `out`, or, when `out` is
+  // chunk me of `in`, in scratch, and is reduced into `out` from there.
   const bool aliased = out == chunk(me);
   for (int s = 0; s + 1 < w; ++s) {
     const bool last = s + 2 == w;
-    char* send = chunk(me - s - 1);
-    char* mine = chunk(me - s - 2);
-    char* recv = last && !aliased ? static_cast<char*>(out) : received;
+    const char* send = s == 0 ? chunk(me - 1) : partial[(s - 1) % 2];
+    const char* mine = chunk(me - s - 2);
+    char* recv = last && !aliased ? static_cast<char*>(out) : partial[s % 2];
     for (int64_t off = 0; off < count; off += kMpiMaxCount) {
       const int n = static_cast<int>(std::min(kMpiMaxCount, count - off));
       XLAUNCH_CHECK_MPI(MPI_Sendrecv(send + off * elem, n, type, right, s, recv + off * elem, n, type, left, s, comm,
                                      MPI_STATUS_IGNORE));
-      // inout = in (op) inout: into the received buffer when it is `out`, else into this rank's chunk.
-      if (recv == out) XLAUNCH_CHECK_MPI(MPI_Reduce_local(mine + off * elem, recv + off * elem, n, type, op));
-      else XLAUNCH_CHECK_MPI(MPI_Reduce_local(recv + off * elem, mine + off * elem, n, type, op));
+      // MPI_Reduce_local(a, b) is b = a (op) b.
+      if (last && aliased) XLAUNCH_CHECK_MPI(MPI_Reduce_local(recv + off * elem, static_cast<char*>(out) + off * elem,
+                                                              n, type, op));
+      else XLAUNCH_CHECK_MPI(MPI_Reduce_local(mine + off * elem, recv + off * elem, n, type, op));
     }
   }
 }
