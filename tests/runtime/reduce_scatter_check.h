@@ -48,7 +48,8 @@ inline at::Tensor expected_chunk(uint64_t seed, int world, int chunk, int64_t co
 }
 
 // One reduce-scatter of chunks of `count` elements of integer inputs: this rank's chunk equals the
-// expected one exactly, and equals the same chunk of the communicator's allreduce of the inputs.
+// expected one exactly, and equals the same chunk of the communicator's allreduce of the inputs;
+// the input is left as it was.
 // `in_place`: out is this rank's chunk of in.
 inline void check_reduce_scatter(Communicator& comm, uint64_t seed, int64_t count, at::ScalarType dtype, ReduceOp op,
                                  bool in_place = false) {
@@ -62,6 +63,8 @@ inline void check_reduce_scatter(Communicator& comm, uint64_t seed, int64_t coun
   comm.allreduce(all, op);
   EXPECT_TRUE(out.equal(expected_chunk(seed, w, r, count, dtype, op))) << what;
   EXPECT_TRUE(out.equal(all.narrow(0, r * count, count))) << what << ": differs from allreduce";
+  // The interface lets `in` serve as scratch; the MPI and in-process communicators leave it alone.
+  if (!in_place) EXPECT_TRUE(in.equal(rank_input(seed, r, w * count, dtype))) << what << ": the input changed";
 }
 
 // The same with normal (non-integer) inputs, against allreduce within the rounding a different order
