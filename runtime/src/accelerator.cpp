@@ -93,13 +93,6 @@ std::string shared_memory_domain() {
          (stat("/dev/shm", &st) == 0 ? std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) : "absent");
 }
 
-std::vector<std::string> lines(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string l; std::getline(ss, l);) out.push_back(l);
-  return out;
-}
-
 // Flattens same-dtype tensors into one buffer per dtype, broadcasts it from `root`, and copies back.
 void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root = 0) {
   std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
@@ -244,18 +237,7 @@ std::shared_ptr<Communicator> Accelerator::bucket_communicator(const at::Device&
 }
 
 void Accelerator::check_same_everywhere(const std::string& what, const std::string& mine) {
-  // Each rank compares what it holds with rank 0's and names its own first difference; then the
-  // ranks agree, so every rank fails with the same message instead of some hanging later.
-  const std::string ref = broadcast_string(*cpu_comm_, mine);
-  std::string difference;
-  if (mine != ref) {
-    const auto theirs = lines(ref), ours = lines(mine);
-    size_t k = 0;
-    while (k < theirs.size() && k < ours.size() && theirs[k] == ours[k]) ++k;
-    difference = "rank " + std::to_string(rank_) + " has " + (k < ours.size() ? "'" + ours[k] + "'" : "nothing more") +
-                 " where rank 0 has " + (k < theirs.size() ? "'" + theirs[k] + "'" : "nothing more");
-  }
-  const Agreement agreed = agree_on_error(*cpu_comm_, difference);
+  const Agreement agreed = agree_on_rank0(*cpu_comm_, mine);
   if (!agreed.failed()) return;
   throw UsageError("acc.prepare: the ranks do not hold the same " + what + ", so their collectives would not match. "
                    "First difference: " + agreed.message + ". (This is " + where_am_i() + ".) Build the same model "

@@ -18,15 +18,27 @@ void skip_without_gpu() {
   if (!XLAUNCH_HAVE_NCCL) GTEST_SKIP() << "this build has no NCCL (XLAUNCH_WITH_NCCL)";
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here (torch::cuda::is_available() is false)";
 }
+
+// This rank's GPU (ranks share the GPUs round-robin) and an NCCL communicator over the world on it.
+struct NcclRank {
+  NcclRank() {
+    auto cpu = xlaunch::MpiCommunicator::world();
+    r = cpu->rank();
+    n = cpu->size();
+    device = r % static_cast<int>(torch::cuda::device_count());
+    comm = xlaunch::make_nccl_communicator(cpu, device);
+  }
+  int r = 0, n = 1, device = 0;
+  std::shared_ptr<xlaunch::Communicator> comm;
+};
 }  // namespace
 
 TEST(Nccl, CollectivesOnTheGpu) {
   skip_without_gpu();
   if (IsSkipped()) return;
-  auto cpu = xlaunch::MpiCommunicator::world();
-  const int r = cpu->rank(), n = cpu->size();
-  const int device = r % static_cast<int>(torch::cuda::device_count());
-  auto comm = xlaunch::make_nccl_communicator(cpu, device);
+  const NcclRank nr;
+  const int r = nr.r, n = nr.n, device = nr.device;
+  const auto& comm = nr.comm;
   const auto opts = at::TensorOptions().device(at::kCUDA, device);
   at::Tensor t = at::full({1 << 20}, static_cast<float>(r + 1), opts);
   comm->allreduce(t, xlaunch::ReduceOp::Sum);
@@ -49,10 +61,9 @@ TEST(Nccl, CollectivesOnTheGpu) {
 TEST(Nccl, ReduceScatterAndAllgatherAgainstAllreduce) {
   skip_without_gpu();
   if (IsSkipped()) return;
-  auto cpu = xlaunch::MpiCommunicator::world();
-  const int r = cpu->rank(), n = cpu->size();
-  const int device = r % static_cast<int>(torch::cuda::device_count());
-  auto comm = xlaunch::make_nccl_communicator(cpu, device);
+  const NcclRank nr;
+  const int r = nr.r, n = nr.n, device = nr.device;
+  const auto& comm = nr.comm;
   const auto on_gpu = at::TensorOptions().device(at::kCUDA, device);
   const auto of = [&](int64_t count, int q, at::ScalarType dtype) {
     return ((at::arange(count, at::kDouble) * 7 + q * 3).remainder(17) - 8).to(on_gpu.dtype(dtype));
@@ -79,9 +90,9 @@ TEST(Nccl, ReduceScatterAndAllgatherAgainstAllreduce) {
 TEST(Nccl, BooleansReduceAsLogicalOrAndAvgIsRefused) {
   skip_without_gpu();
   if (IsSkipped()) return;
-  auto cpu = xlaunch::MpiCommunicator::world();
-  const int device = cpu->rank() % static_cast<int>(torch::cuda::device_count());
-  auto comm = xlaunch::make_nccl_communicator(cpu, device);
+  const NcclRank nr;
+  const int device = nr.device;
+  const auto& comm = nr.comm;
   xlaunch::test::expect_bools_reduce_as_pytorch(*comm, at::Device(at::kCUDA, device));
 }
 
@@ -90,9 +101,9 @@ TEST(Nccl, BooleansReduceAsLogicalOrAndAvgIsRefused) {
 TEST(Nccl, ManyCollectivesAndABarrier) {
   skip_without_gpu();
   if (IsSkipped()) return;
-  auto cpu = xlaunch::MpiCommunicator::world();
-  const int device = cpu->rank() % static_cast<int>(torch::cuda::device_count());
-  auto comm = xlaunch::make_nccl_communicator(cpu, device);
+  const NcclRank nr;
+  const int device = nr.device;
+  const auto& comm = nr.comm;
   at::Tensor t = at::zeros({256}, at::TensorOptions().device(at::kCUDA, device));
   for (int k = 0; k < 10000; ++k) {
     t.add_(1);

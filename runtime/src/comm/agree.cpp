@@ -3,6 +3,8 @@
 #include <ATen/ops/empty.h>
 
 #include <cstring>
+#include <sstream>
+#include <vector>
 
 namespace xlaunch {
 
@@ -20,6 +22,25 @@ Agreement agree_on_error(Communicator& comm, const std::string& error_here) {
   for (int r = 0; r < comm.size(); ++r)
     if (!errors[r].empty()) return {r, errors[r]};
   return a;
+}
+
+Agreement agree_on_rank0(Communicator& comm, const std::string& mine) {
+  const std::string ref = broadcast_string(comm, mine);
+  std::string difference;
+  if (mine != ref) {
+    auto lines = [](const std::string& s) {
+      std::vector<std::string> out;
+      std::stringstream ss(s);
+      for (std::string l; std::getline(ss, l);) out.push_back(l);
+      return out;
+    };
+    const auto theirs = lines(ref), ours = lines(mine);
+    size_t k = 0;
+    while (k < theirs.size() && k < ours.size() && theirs[k] == ours[k]) ++k;
+    difference = "rank " + std::to_string(comm.rank()) + " has " + (k < ours.size() ? "'" + ours[k] + "'" : "nothing more") +
+                 " where rank 0 has " + (k < theirs.size() ? "'" + theirs[k] + "'" : "nothing more");
+  }
+  return agree_on_error(comm, difference);
 }
 
 std::string broadcast_string(Communicator& comm, const std::string& mine, int root) {

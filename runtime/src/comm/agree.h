@@ -20,6 +20,11 @@ struct Agreement {
 // One small allreduce when nothing failed; the messages travel only when something did.
 Agreement agree_on_error(Communicator& comm, const std::string& error_here);
 
+// Whether every rank holds rank 0's `mine` (settings, a model's description: one item per line).
+// Each rank that differs names its own first differing line ("rank 2 has 'x' where rank 0 has
+// 'y'"); then the ranks agree, so every rank gets the same Agreement instead of some hanging later.
+Agreement agree_on_rank0(Communicator& comm, const std::string& mine);
+
 // Rank `root`'s bytes on every rank (a length, then the bytes).
 std::string broadcast_string(Communicator& comm, const std::string& mine, int root = 0);
 

@@ -56,6 +56,24 @@ void check_project_name(const std::string& name) {
                      "<project_dir>/<project_name>); use letters, digits, '-', '_' or '.', without '/'");
 }
 
+// The trackers log_with may name, in the order "all" stands for, each with its backend's maker for
+// a run directory (config/launch_config.h's kLogWith spells the same names for the config file).
+struct TrackerKind {
+  const char* name;
+  std::unique_ptr<track::Backend> (*make)(const std::string& run_dir);
+};
+const TrackerKind kTrackers[] = {
+    {"tensorboard", track::make_tensorboard_backend},
+    {"jsonl", [](const std::string& run_dir) { return track::make_jsonl_backend(run_dir + "/metrics.jsonl"); }},
+    {"csv", track::make_csv_backend},
+};
+
+const TrackerKind* find_tracker(const std::string& name) {
+  for (const TrackerKind& k : kTrackers)
+    if (name == k.name) return &k;
+  return nullptr;
+}
+
 // The backends log_with names, for the run directory, and the timeline's copy of the scalars
 // (report.html plots them) when `xlaunch run --trace DIR` is on. Throws track::WriteError.
 std::vector<std::unique_ptr<track::Backend>> make_backends(const std::vector<std::string>& names, const std::string& run_dir) {
@@ -65,11 +83,7 @@ std::vector<std::unique_ptr<track::Backend>> make_backends(const std::vector<std
   if (access(run_dir.c_str(), W_OK | X_OK) != 0)
     throw track::WriteError("cannot write in " + run_dir + ": " + std::strerror(errno), errno);
   std::vector<std::unique_ptr<track::Backend>> out;
-  for (const std::string& n : names) {
-    if (n == "tensorboard") out.push_back(track::make_tensorboard_backend(run_dir));
-    else if (n == "jsonl") out.push_back(track::make_jsonl_backend(run_dir + "/metrics.jsonl"));
-    else if (n == "csv") out.push_back(track::make_csv_backend(run_dir));
-  }
+  for (const std::string& n : names) out.push_back(find_tracker(n)->make(run_dir));
   // The timeline's copy is a convenience: a trace_dir it cannot write costs the report its chart only.
   const std::string trace_dir = env::get_string(env::kTraceDir);
   if (!trace_dir.empty()) {
@@ -93,7 +107,8 @@ std::vector<std::string> AcceleratorOptions::split_log_with(const std::string& l
     std::string part = list.substr(i, j - i);
     part.erase(0, part.find_first_not_of(" "));
     part.erase(part.find_last_not_of(" ") + 1);
-    if (part == "all") out.insert(out.end(), {"tensorboard", "jsonl", "csv"});
+    if (part == "all")
+      for (const TrackerKind& k : kTrackers) out.push_back(k.name);
     else if (!part.empty() && part != "none") out.push_back(part);
     i = j + 1;
   }
@@ -105,7 +120,7 @@ void Accelerator::init_trackers(const std::string& project_name, const HParams& 
   check_project_name(project_name);
   std::vector<std::string> names;
   for (const std::string& n : options_.log_with) {
-    if (n != "tensorboard" && n != "jsonl" && n != "csv")
+    if (!find_tracker(n))
       throw UsageError("log_with: '" + n + "' is not a tracker xlaunch has; use tensorboard, jsonl, csv or all");
     if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
   }
@@ -116,9 +131,7 @@ void Accelerator::init_trackers(const std::string& project_name, const HParams& 
   settings += "; report_interval " + std::to_string(options_.report_interval) + "; report " +
               (profile::enabled() ? "on" : "off") + "; log_histograms_every_n_steps " +
               std::to_string(options_.log_histograms_every_n_steps) + "; project " + project_name;
-  const std::string rank0 = broadcast_string(*cpu_comm_, settings);
-  const Agreement same = agree_on_error(*cpu_comm_, settings == rank0 ? "" : "rank " + std::to_string(rank_) + " has '" +
-                                                                             settings + "' where rank 0 has '" + rank0 + "'");
+  const Agreement same = agree_on_rank0(*cpu_comm_, settings);
   if (same.failed())
     throw UsageError("init_trackers: the ranks do not share the tracking settings, so their collectives would not match: " +
                      same.message + ". Give every machine the same config (log_with, report_interval, report)");
