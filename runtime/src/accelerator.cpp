@@ -134,6 +134,7 @@ AcceleratorOptions AcceleratorOptions::from_env() {
   o.ddp.comm_hook = env::get_string(env::kCommHook);
   o.ddp.powersgd_rank = static_cast<int>(env::get_int(env::kPowerSgdRank));
   o.ddp.powersgd_start_step = env::get_int(env::kPowerSgdStartStep);
+  o.ddp.zero_stage = static_cast<int>(env::get_int(env::kZeroStage));
   o.broadcast_buffers = env::get_bool(env::kBroadcastBuffers);
   o.sync_batchnorm = env::get_bool(env::kSyncBatchnorm);
   o.project_dir = env::get_string(env::kProjectDir);
@@ -269,7 +270,7 @@ size_t Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
            << "\nbucket_cap_mb " << options_.ddp.bucket_cap_mb << "\nfirst_bucket_bytes "
            << options_.ddp.first_bucket_bytes << "\ncpu_allreduce " << options_.cpu_allreduce << "\ncomm_hook "
            << options_.ddp.comm_hook << "\npowersgd_rank " << options_.ddp.powersgd_rank << "\npowersgd_start_step "
-           << options_.ddp.powersgd_start_step << "\n";
+           << options_.ddp.powersgd_start_step << "\nzero_stage " << options_.ddp.zero_stage << "\n";
   check_same_everywhere("model", describe_params(*module));
   check_same_everywhere("settings", settings.str());
   auto reducer = std::make_unique<Reducer>(

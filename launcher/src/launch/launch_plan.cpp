@@ -32,6 +32,7 @@ std::string value_of(const env::Var& v, const LaunchConfig& c, const Environment
   if (name == env::kCommHook.name) return c.ddp.comm_hook;
   if (name == env::kPowerSgdRank.name) return std::to_string(c.ddp.powersgd_rank);
   if (name == env::kPowerSgdStartStep.name) return std::to_string(c.ddp.powersgd_start_step);
+  if (name == env::kZeroStage.name) return std::to_string(c.ddp.zero_stage);
   if (name == env::kBroadcastBuffers.name) return flag(c.ddp.broadcast_buffers);
   if (name == env::kSyncBatchnorm.name) return flag(c.sync_batchnorm);
   if (name == env::kNumWorkers.name)

@@ -38,6 +38,7 @@ inline constexpr Var kFindUnusedParameters   {"XLAUNCH_FIND_UNUSED_PARAMETERS", 
 inline constexpr Var kCommHook               {"XLAUNCH_COMM_HOOK", Type::String, "none", "how gradient buckets travel: the name of a communication hook (the table in xlaunch/comm_hooks.h)"};
 inline constexpr Var kPowerSgdRank           {"XLAUNCH_POWERSGD_RANK", Type::Int, "1", "rank of PowerSGD's approximation of each weight matrix"};
 inline constexpr Var kPowerSgdStartStep      {"XLAUNCH_POWERSGD_START_STEP", Type::Int, "1000", "synced backward passes reduced exactly before PowerSGD starts"};
+inline constexpr Var kZeroStage              {"XLAUNCH_ZERO_STAGE", Type::Int, "0", "sharded data parallelism (ZeRO): 0 none, 1 optimizer state sharded over the ranks, 2 optimizer state and gradients"};
 inline constexpr Var kBroadcastBuffers       {"XLAUNCH_BROADCAST_BUFFERS", Type::Bool, "1", "1: broadcast rank 0's buffers (BatchNorm statistics) before each forward"};
 inline constexpr Var kSyncBatchnorm          {"XLAUNCH_SYNC_BATCHNORM", Type::Bool, "0", "1: acc.prepare converts the model's BatchNorm1d/2d/3d to SyncBatchNorm (statistics over every rank's batch)"};
 inline constexpr Var kNumWorkers             {"XLAUNCH_NUM_WORKERS", Type::String, "2", "loader worker threads per rank: a count, or 'auto'"};
@@ -68,7 +69,7 @@ inline constexpr Var kConfigFile             {"XLAUNCH_CONFIG_FILE", Type::Strin
 // Every variable the launcher exports, in the order it exports them.
 inline constexpr const Var* kAll[] = {
     &kUseCpu,          &kGpuIds,       &kMixedPrecision, &kGradAccumSteps,
-    &kBucketCapMb,     &kFindUnusedParameters,       &kCommHook,   &kPowerSgdRank,   &kPowerSgdStartStep,
+    &kBucketCapMb,     &kFindUnusedParameters,       &kCommHook,   &kPowerSgdRank,   &kPowerSgdStartStep, &kZeroStage,
     &kBroadcastBuffers, &kSyncBatchnorm, &kNumWorkers,
     &kPinMemory,       &kEvenBatches,  &kPrefetchFactor, &kNumCpuThreads, &kDebug,    &kTimeoutS,
     &kReport,          &kTraceDir,     &kTraceSteps, &kLogWith,  &kReportInterval, &kLogHistogramsEvery, &kProjectDir,

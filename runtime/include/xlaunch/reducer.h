@@ -87,6 +87,10 @@ struct ReducerOptions {
   int powersgd_rank = static_cast<int>(env::default_int(env::kPowerSgdRank));
   // Synced backwards reduced exactly before PowerSGD starts.
   int64_t powersgd_start_step = env::default_int(env::kPowerSgdStartStep);
+  // Sharded data parallelism (docs/memory.md): 0 none; 1 each rank's prepared optimizer steps only
+  // its shard of every bucket, and the updated shards are allgathered; 2 the gradients are
+  // reduce-scattered too, so a rank keeps only its shard of them.
+  int zero_stage = static_cast<int>(env::default_int(env::kZeroStage));
 };
 
 // Which communicator reduces tensors on a device (MPI for CPU, NCCL for CUDA).

@@ -45,6 +45,9 @@ struct DdpSection {
   int powersgd_rank = static_cast<int>(env::default_int(env::kPowerSgdRank));
   // Synced backward passes reduced exactly before PowerSGD starts.
   int powersgd_start_step = static_cast<int>(env::default_int(env::kPowerSgdStartStep));
+  // Sharded data parallelism (docs/memory.md): 0 none, 1 optimizer state, 2 optimizer state and
+  // gradients sharded over the ranks.
+  int zero_stage = static_cast<int>(env::default_int(env::kZeroStage));
 };
 
 struct LoaderSection {
