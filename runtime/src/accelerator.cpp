@@ -3,6 +3,9 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/zeros.h>
 #include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/utils.h>
@@ -15,6 +18,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -39,6 +43,8 @@
 #include "comm/shm_communicator.h"
 #include "nn/prepare_sync_batchnorm.h"
 #include "ddp/accumulation.h"
+#include "ddp/optim_state.h"
+#include "ddp/zero_optimizer.h"
 #include "track/tracking_state.h"  // ~Accelerator ends the trackers
 #include "watch/preemption.h"
 #include "watch/watchdog.h"
@@ -284,7 +290,13 @@ size_t Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
 }
 
 PreparedOptimizer& Accelerator::prepare(torch::optim::Optimizer& optimizer) {
-  optimizers_.push_back(std::make_unique<PreparedOptimizer>(this, &optimizer));
+  std::shared_ptr<ShardedOptimizer> sharded;
+  if (options_.ddp.zero_stage >= 1) {
+    std::vector<ShardedOptimizer::Model> models;
+    for (size_t i = 0; i < models_.size(); ++i) models.push_back({models_[i].reducer.get(), i});
+    sharded = std::make_shared<ShardedOptimizer>(optimizer, std::move(models));
+  }
+  optimizers_.push_back(std::make_unique<PreparedOptimizer>(this, &optimizer, std::move(sharded)));
   return *optimizers_.back();
 }
 
@@ -391,7 +403,13 @@ void PreparedOptimizer::step() {
   if (!acc_->sync_gradients()) return;
   {
     const profile::PhaseScope phase(profile::kOptimizer);
+    if (sharded_) sharded_->bind_grads();
     acc_->optimizer_step(*this, *inner_, skipped_);
+  }
+  if (sharded_ && !skipped_) {
+    // Every rank skips alike (the scaler's verdict is agreed), so a skipped step gathers nothing.
+    const profile::PhaseScope phase(profile::kCommWait);
+    sharded_->gather();
   }
   if (!skipped_) {
     ++steps_;
@@ -406,8 +424,23 @@ void PreparedOptimizer::step() {
 
 void PreparedOptimizer::zero_grad(bool set_to_none) {
   if (!acc_->sync_gradients()) return;
-  inner_->zero_grad(set_to_none);
+  if (!sharded_) {
+    inner_->zero_grad(set_to_none);
+    return;
+  }
+  // The model's gradients, not the pieces': theirs are views of the reduced gradients, which the
+  // next synced backward overwrites.
+  at::NoGradGuard no_grad;
+  for (const auto& group : sharded_->original_params())
+    for (const at::Tensor& p : group) {
+      at::Tensor& grad = const_cast<at::Tensor&>(p).mutable_grad();
+      if (!grad.defined()) continue;
+      if (set_to_none) grad = at::Tensor();
+      else grad.zero_();
+    }
 }
+
+int64_t PreparedOptimizer::state_bytes() const { return xlaunch::state_bytes(*inner_); }
 
 void Accelerator::optimizer_step(PreparedOptimizer&, torch::optim::Optimizer& inner, bool& skipped) {
   skipped = false;
@@ -463,11 +496,35 @@ double Accelerator::clip_grad_norm_(double max_norm, double norm_type) {
     for (auto& o : optimizers_)
       if (!scaler_->is_unscaled(o->inner())) scaler_->unscale_(o->inner());
   if (sync_gradients()) step_clip_ = {max_norm, norm_type};  // what a joined rank repeats (join)
+  if (options_.ddp.zero_stage >= 1 && !models_.empty()) return clip_sharded(max_norm, norm_type);
   std::vector<at::Tensor> params;
   for (auto& m : models_)
     for (const auto& p : m.module->parameters())
       if (p.requires_grad()) params.push_back(p);
   return torch::nn::utils::clip_grad_norm_(params, max_norm, norm_type);
+}
+
+double Accelerator::clip_sharded(double max_norm, double norm_type) {
+  // Every rank's shard of every bucket: the norm of all of them, agreed in one allreduce, then each
+  // rank scales its own shard (the optimizer reads nothing else). As LibTorch's clip_grad_norm_.
+  std::vector<at::Tensor> shards;
+  for (auto& m : models_)
+    for (at::Tensor& t : m.reducer->grad_shards()) shards.push_back(t);
+  const bool inf = std::isinf(norm_type);
+  at::Tensor local = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  for (const at::Tensor& t : shards) {
+    const at::Tensor n = at::linalg_vector_norm(t, norm_type).to(at::kDouble);
+    if (inf) local = at::maximum(local, n);
+    else local.add_(n.pow(norm_type));
+  }
+  if (world_ > 1) communicator(device_)->allreduce(local, inf ? ReduceOp::Max : ReduceOp::Sum);
+  const double total = inf ? local.item<double>() : std::pow(local.item<double>(), 1.0 / norm_type);
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1) {
+    at::NoGradGuard no_grad;
+    for (at::Tensor& t : shards) t.mul_(coef);
+  }
+  return total;
 }
 
 at::Tensor Accelerator::gather(const at::Tensor& t) {

@@ -102,6 +102,7 @@ struct AcceleratorOptions {
 
 class Accelerator;
 class ItemWindow;
+class ShardedOptimizer;  // ZeRO stages 1 and 2 (runtime/src/ddp/zero_optimizer.h)
 struct TrackingState;  // the trackers of init_trackers (runtime/src/track/tracking_state.h)  // the accumulation window of backward(loss_sum, num_items) (runtime/src/ddp/accumulation.h)
 
 // While alive: rank 0's buffers have been broadcast (training mode, more than one rank) and
@@ -141,9 +142,13 @@ class PreparedModel {
 
 // A prepared optimizer: steps and zeroes only on sync steps (gradient accumulation), and steps
 // through the gradient scaler under fp16 (a step with non-finite gradients is skipped).
+// With ddp.zero_stage 1 or 2 (docs/memory.md) the optimizer is rebound at prepare to this rank's
+// shard of the prepared models' parameters: inner().param_groups() then hold flat pieces of them,
+// and step() allgathers the updated shards after the inner step.
 class PreparedOptimizer {
  public:
-  PreparedOptimizer(Accelerator* acc, torch::optim::Optimizer* inner) : acc_(acc), inner_(inner) {}
+  PreparedOptimizer(Accelerator* acc, torch::optim::Optimizer* inner, std::shared_ptr<ShardedOptimizer> sharded = {})
+      : acc_(acc), inner_(inner), sharded_(std::move(sharded)) {}
   void step();
   // Default set_to_none=true, like LibTorch; the reducer moves the next gradients into its buckets.
   void zero_grad(bool set_to_none = true);
@@ -151,11 +156,16 @@ class PreparedOptimizer {
   // Steps that really happened: not accumulation micro-steps, not steps the GradScaler skipped.
   int64_t steps_taken() const { return steps_; }
   torch::optim::Optimizer& inner() { return *inner_; }
+  // The bytes of this rank's optimizer state (every tensor of it): 1/W of stage 0's at zero_stage >= 1.
+  int64_t state_bytes() const;
+  // Null at zero_stage 0.
+  ShardedOptimizer* sharded() const { return sharded_.get(); }
 
  private:
   friend struct CheckpointIO;
   Accelerator* acc_;
   torch::optim::Optimizer* inner_;
+  std::shared_ptr<ShardedOptimizer> sharded_;
   bool skipped_ = false;
   int64_t steps_ = 0;
 };
@@ -331,6 +341,9 @@ class Accelerator {
   // Clips the gradients of every prepared model to a total norm (after unscaling under fp16).
   // Call after backward on sync steps: the gradients are then the same on every rank, so the norm
   // is the global one. Returns the total norm before clipping.
+  // With ddp.zero_stage >= 1 the norm is over every rank's shard of the gradients (one allreduce of
+  // one number), and each rank clips its own shard: the gradients outside it, which its optimizer
+  // does not read, are left as they were.
   double clip_grad_norm_(double max_norm, double norm_type = 2.0);
 
   // Per-sample results of the batch the prepared loader handed over last (dim 0 = samples),
@@ -539,6 +552,8 @@ class Accelerator {
   void check_same_everywhere(const std::string& what, const std::string& mine);
   void broadcast_buffers(size_t model_id);
   void optimizer_step(PreparedOptimizer& opt, torch::optim::Optimizer& inner, bool& skipped);
+  // clip_grad_norm_ at ddp.zero_stage >= 1: over every rank's shard of every bucket.
+  double clip_sharded(double max_norm, double norm_type);
   void refuse_items_with_uneven_inputs() const;
   void run_backward(const at::Tensor& loss, bool by_items);
   PreparedScheduler& prepare_scheduler(Scheduler* s, std::unique_ptr<Scheduler> owned, PreparedOptimizer* opt);

@@ -46,6 +46,22 @@
 // multiplies the averaged gradients by world / contributors: the average is over the ranks that
 // contributed, as with PyTorch's Join. Only then: a backward every rank contributed to is unchanged.
 // A joined rank runs join_backward() instead of a backward: the same collectives, with zeros.
+//
+// Sharded data parallelism (ZeRO, ReducerOptions::zero_stage >= 1; docs/memory.md): the parameters
+// of each bucket move into one flat buffer, padded to a multiple of the world size W, and become
+// views into it; rank r owns shard r of every bucket (ddp/zero_layout.h), which the prepared
+// optimizer steps (ddp/zero_optimizer.h) before gather_params_async() allgathers the updated shards.
+//  - Stage 1: gradients are allreduced as above (always copied into their bucket: the optimizer
+//    steps views of it); reduced_grad() is a view of the bucket.
+//  - Stage 2: gradients are reduce-scattered, bucket by bucket as they become complete, into a
+//    persistent shard of ceil(E / W) elements per bucket; then each member's gradient is released
+//    (param.grad is undefined after a synced backward). A bucket of one parameter whose size divides
+//    by W is reduce-scattered from where autograd put it (outside shared memory); the others are
+//    copied into a staging ring (ddp/staging_ring.h) that holds the largest bucket and one more, so
+//    the full gradients never exist all at once. The plan gives every parameter of at least
+//    bucket_cap_mb a bucket of its own. The control element and the contributors travel in an
+//    allreduce of their own (1 + W elements) beside the last bucket. Without sync (accumulation),
+//    gradients accumulate in param.grad, whole, until the synced backward.
 #pragma once
 
 #include <functional>
@@ -69,6 +85,8 @@ class CommHook;       // xlaunch/extend/comm_hook.h
 class Communicator;   // xlaunch/extend/communicator.h
 class ControlWord;
 class Contributors;
+class StagingRing;
+class Work;
 class GradCapture;
 class SharedPool;
 
@@ -163,6 +181,31 @@ class Reducer {
   // Every rank contributes again (a new epoch): contributors() is the world size, first 0.
   void reset_contributors();
 
+  // ZeRO (see above). The stage, and per bucket: its parameter elements E (without padding or the
+  // control element), the elements of each rank's shard, and (stage >= 1) the flat parameters,
+  // W * shard elements, the members' parameters views into them.
+  int zero_stage() const { return options_.zero_stage; }
+  int world() const { return world_; }
+  int rank() const { return rank_; }
+  const std::vector<at::Tensor>& params() const { return params_; }
+  const std::vector<std::string>& names() const { return names_; }
+  int64_t bucket_elements(size_t b) const;
+  int64_t bucket_shard(size_t b) const;
+  const at::Tensor& bucket_params(size_t b) const;
+  // This rank's averaged gradients of bucket b's elements [offset, offset + length), after a synced
+  // backward: a view that stays valid (stage 1: of the bucket; stage 2: of this rank's shard, which
+  // must hold the range).
+  at::Tensor reduced_grad(size_t b, int64_t offset, int64_t length) const;
+  // This rank's shard of every bucket's averaged gradients, parameter elements only (padding and
+  // the control element left out): what a global norm sums over. Stage >= 1.
+  std::vector<at::Tensor> grad_shards() const;
+  // Allgathers bucket b's updated shards into every rank's flat parameters (stage >= 1).
+  std::shared_ptr<Work> gather_params_async(size_t b);
+  // Bytes each synced backward reduce-scatters (stage 2: the padded buckets) and each
+  // gather_params_async of every bucket gathers, per rank: for the report.
+  int64_t reduce_scattered_bytes() const;
+  int64_t gathered_bytes() const;
+
   // Tests and profiling: called (under the reducer's lock) as each bucket's allreduce is started.
   void set_launch_observer(std::function<void(size_t bucket)> fn) { on_launch_ = std::move(fn); }
 
@@ -178,6 +221,14 @@ class Reducer {
   void place_grad(size_t i);
   // Starts what is left, waits for every bucket, reads the agreements; `unused` for the message.
   void complete_sync(const std::vector<size_t>& unused);
+  // ZeRO: moves the parameters into flat per-bucket buffers (stage >= 1).
+  void flatten_params(Bucket& bucket, const std::vector<size_t>& members);
+  // Stage 2: the bucket's input (its members' gradients, or zeros for those without one), then its
+  // reduce-scatter through the hook; the members' gradients are released.
+  void start_reduce_scatter(Bucket& bucket);
+  // Stage 2: waits for the oldest reduce-scatter holding a region of `ring` and gives it back.
+  void wait_oldest(size_t ring);
+  void make_rings();
 
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;
@@ -203,6 +254,14 @@ class Reducer {
   std::unique_ptr<Contributors> contributors_;  // over the elements after it; null: no buckets
   bool contributing_ = true;  // what this rank writes into the contributors of a synced backward
   bool uneven_ = false;
+  int world_ = 1;
+  int rank_ = 0;
+  // Stage 2: the staging rings, each with its memory and the buckets holding regions of it (oldest
+  // first); the control element and contributors' own buffer, and its allreduce.
+  struct Ring;
+  std::vector<Ring> rings_;
+  at::Tensor tail_;
+  std::shared_ptr<Work> tail_work_;
 };
 
 }  // namespace xlaunch

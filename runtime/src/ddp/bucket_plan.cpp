@@ -15,6 +15,10 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParam>& 
   auto cap_now = [&] { return buckets.empty() ? caps.first_cap_bytes : caps.cap_bytes; };
   for (size_t k = params.size(); k-- > 0;) {
     Open& b = open[params[k].group];
+    if (caps.alone_from_cap && params[k].bytes >= caps.cap_bytes && !b.members.empty()) {
+      buckets.push_back(std::move(b.members));
+      b = Open{};
+    }
     b.members.push_back(k);
     b.bytes += params[k].bytes;
     if (b.bytes >= cap_now()) {

@@ -23,6 +23,10 @@ struct BucketParam {
 struct BucketCaps {
   int64_t first_cap_bytes = 0;
   int64_t cap_bytes = 0;
+  // A parameter of at least cap_bytes gets a bucket of its own, closing the open bucket of its group
+  // first (ZeRO stage 2: such a gradient is reduce-scattered from where autograd put it, and the
+  // smaller ones share a staging buffer; reducer.h).
+  bool alone_from_cap = false;
 };
 
 // Returns buckets in the order they will be reduced; each lists parameter indices (into `params`,

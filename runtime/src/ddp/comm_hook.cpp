@@ -21,6 +21,10 @@ std::unique_ptr<CommHook> make_comm_hook(const ReducerOptions& options) {
                    "; set ddp.comm_hook in the config (XLAUNCH_COMM_HOOK)");
 }
 
+std::shared_ptr<Work> CommHook::start_reduce_scatter(const GradBucket& bucket, at::Tensor out) {
+  return bucket.comm->reduce_scatter_async(bucket.buffer, std::move(out), ReduceOp::Avg);
+}
+
 NamedTensors CommHook::state_for_world(NamedTensors saved, int saved_world, int world, std::string* note) const {
   note->clear();
   if (saved_world == world) return saved;

@@ -3,12 +3,15 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/strides.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <deque>
+#include <map>
 #include <sstream>
 
 #include "profile/step_clock.h"
@@ -21,6 +24,8 @@
 #include "watch/watchdog.h"
 #include "xlaunch/error.h"
 #include "ddp/grad_capture.h"
+#include "ddp/staging_ring.h"
+#include "ddp/zero_layout.h"
 #include "xlaunch/extend/comm_hook.h"
 
 namespace xlaunch {
@@ -33,6 +38,23 @@ struct Reducer::Bucket : GradBucket {
   // its pool is not copied into the bucket.
   bool zero_copy = false;
   bool alone = false;  // a world of one: its collectives complete at once
+  // ZeRO (reducer.h): parameter elements, each rank's shard of them, the flat parameters.
+  int64_t elements = 0;
+  int64_t shard = 0;
+  at::Tensor params;
+  // Stage 2: this rank's reduced gradients; the reduce-scatter's input while it runs; its staging
+  // ring (-1: reduce-scattered from the member's own gradient).
+  at::Tensor grad_shard;
+  at::Tensor rs_input;
+  int ring = -1;
+};
+
+struct Reducer::Ring {
+  std::shared_ptr<Communicator> comm;
+  at::TensorOptions options;
+  at::Tensor memory;
+  std::unique_ptr<StagingRing> plan;
+  std::deque<size_t> holders;  // buckets whose reduce-scatter reads a region, oldest first
 };
 
 namespace {
@@ -72,11 +94,21 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
                      "); set ddp.bucket_cap_mb in the config, e.g. 25");
   std::vector<BucketParam> sizes;
   for (const auto& p : params_) sizes.push_back({p.numel() * static_cast<int64_t>(p.element_size()), group_of(p)});
+  if (options_.zero_stage < 0 || options_.zero_stage > 2)
+    throw UsageError("zero_stage " + std::to_string(options_.zero_stage) + " is not built: set ddp.zero_stage to 0 "
+                     "(no sharding), 1 (optimizer state sharded) or 2 (optimizer state and gradients sharded)");
   BucketCaps caps;
   caps.cap_bytes = static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024);
   caps.first_cap_bytes = std::min(options_.first_bucket_bytes, caps.cap_bytes);
+  caps.alone_from_cap = options_.zero_stage == 2;
   plan_ = assign_buckets(sizes, caps);
   hook_ = make_comm_hook(options_);
+  if (options_.zero_stage == 2) {
+    const std::string why = hook_->reduce_scatter_refusal();
+    if (!why.empty())
+      throw UsageError("ddp.comm_hook " + options_.comm_hook + " cannot be used with ddp.zero_stage 2: " + why +
+                       ". Use zero_stage 1 with it, or comm_hook none, fp16 or bf16 with stage 2");
+  }
 
   buckets_.resize(plan_.size());
   slot_of_.resize(params_.size());
@@ -89,6 +121,29 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     int64_t total = 0;
     for (size_t i : plan_[b]) total += params_[i].numel();
     bucket.comm = comm_for(first.device());
+    world_ = bucket.comm->size();
+    rank_ = bucket.comm->rank();
+    bucket.elements = total;
+    bucket.shard = zero::shard_elements(total, world_);
+    if (options_.zero_stage >= 1) flatten_params(bucket, plan_[b]);
+    if (options_.zero_stage == 2) {
+      for (size_t pos = 0; pos < plan_[b].size(); ++pos) slot_of_[plan_[b][pos]] = {b, pos};
+      bucket.grad_shard = at::zeros({bucket.shard}, first.options().requires_grad(false));
+      if (last) {
+        // The control element and the contributors, in an allreduce of their own beside the last
+        // bucket's reduce-scatter (which leaves each rank only its shard).
+        tail_ = bucket.comm->allocate(1 + world_, first.options().requires_grad(false));
+        GradBucket tail_bucket;
+        tail_bucket.buffer = tail_;
+        tail_bucket.views = {tail_};
+        tail_bucket.comm = bucket.comm;
+        control_ = make_control(tail_bucket);
+        contributors_ = std::make_unique<Contributors>(tail_.narrow(0, 1, world_), rank_);
+      }
+      bucket.alone = world_ == 1;
+      hook_->add_bucket(bucket);
+      continue;
+    }
     // The last bucket's tail: the control element, then one contributor element per rank.
     const int64_t tail = last ? 1 + bucket.comm->size() : 0;
     bucket.buffer = bucket.comm->allocate(total + tail, first.options().requires_grad(false));
@@ -117,11 +172,66 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     // over every gradient for nothing (3% of a large MLP's step on an H200).
     SharedMemoryTransport* shm = shared_memory(*bucket.comm);
     bucket.alone = bucket.comm->size() == 1;
-    bucket.zero_copy = hook_->reduces_in_place() && (bucket.alone || (shm && shm->holds(bucket.buffer)));
+    // Stage 1's optimizer steps views of the bucket: the gradients must be there.
+    bucket.zero_copy = options_.zero_stage == 0 && hook_->reduces_in_place() &&
+                       (bucket.alone || (shm && shm->holds(bucket.buffer)));
     hook_->add_bucket(bucket);
   }
+  if (options_.zero_stage == 2) make_rings();
   reserve_pools();
   install_hooks();
+}
+
+void Reducer::flatten_params(Bucket& bucket, const std::vector<size_t>& members) {
+  const at::Tensor& first = params_[members.front()];
+  // Allocated by the communicator: over shared memory the allgather copies the shards where they lie.
+  bucket.params = bucket.comm->allocate(bucket.shard * world_, first.options().requires_grad(false));
+  at::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (size_t i : members) {
+    at::Tensor view = bucket_alias(bucket.params, offset, params_[i].sizes());
+    view.copy_(params_[i]);
+    // The parameter keeps its identity (the optimizer and the module hold it), now over the flat buffer.
+    params_[i].set_data(view);
+    offset += params_[i].numel();
+  }
+  bucket.params.narrow(0, offset, bucket.params.numel() - offset).zero_();
+}
+
+void Reducer::make_rings() {
+  // A bucket of one parameter whose size divides by W is reduce-scattered from the gradient itself,
+  // except over shared memory, which reduces only its own memory. The others share a ring per
+  // communicator and dtype, holding the largest of them and one more bucket: the next bucket's
+  // gradients are copied while the one before is still being reduced.
+  std::map<std::pair<Communicator*, std::string>, int> index;
+  std::vector<int64_t> largest, total;
+  const int64_t cap_elements = static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    const int64_t padded = bucket.shard * world_;
+    const bool direct = plan_[b].size() == 1 && padded == bucket.elements && !shared_memory(*bucket.comm);
+    if (direct || padded == 0) continue;
+    const at::Tensor& first = params_[plan_[b].front()];
+    const auto key = std::make_pair(bucket.comm.get(), group_of(first));
+    auto [it, added] = index.emplace(key, static_cast<int>(rings_.size()));
+    if (added) {
+      rings_.emplace_back();
+      rings_.back().comm = bucket.comm;
+      rings_.back().options = first.options().requires_grad(false);
+      largest.push_back(0);
+      total.push_back(0);
+    }
+    bucket.ring = it->second;
+    largest[it->second] = std::max(largest[it->second], padded);
+    total[it->second] += padded;
+  }
+  for (size_t k = 0; k < rings_.size(); ++k) {
+    Ring& ring = rings_[k];
+    const int64_t elements_per_cap = cap_elements / static_cast<int64_t>(ring.options.dtype().itemsize());
+    const int64_t capacity = std::max(largest[k], std::min(total[k], largest[k] + elements_per_cap));
+    ring.memory = ring.comm->allocate(capacity, ring.options);  // collective: every rank, same order
+    ring.plan = std::make_unique<StagingRing>(capacity);
+  }
 }
 
 void Reducer::reserve_pools() {
@@ -222,7 +332,7 @@ void Reducer::on_grad_ready(size_t i) {
     throw UsageError("parameter '" + names_[i] + "' received its gradient twice in one backward " +
                      "(backward through the same graph twice, or a reentrant backward); " +
                      "run one backward per step through acc.backward(loss)");
-  place_grad(i);
+  if (options_.zero_stage < 2) place_grad(i);  // stage 2 copies the bucket's gradients as it starts
   ready_[i] = 1;
   if (--bucket.pending == 0) launch_ready_buckets();
 }
@@ -247,11 +357,57 @@ void Reducer::launch_ready_buckets() {
       for (size_t i : plan_[next_launch_]) bucket.in_place.push_back(params_[i].grad());
       if (bucket.views.size() > plan_[next_launch_].size()) bucket.in_place.push_back(bucket.views.back());
     }
-    bucket.work = hook_->start(bucket);
+    if (options_.zero_stage == 2) start_reduce_scatter(bucket);
+    else bucket.work = hook_->start(bucket);
     bucket.in_place.clear();
     if (on_launch_) on_launch_(next_launch_);
     ++next_launch_;
+    if (tail_.defined() && next_launch_ == buckets_.size()) tail_work_ = bucket.comm->allreduce_async(tail_, ReduceOp::Avg);
   }
+}
+
+void Reducer::start_reduce_scatter(Bucket& bucket) {
+  const std::vector<size_t>& members = plan_[bucket.index];
+  const int64_t padded = bucket.shard * world_;
+  at::NoGradGuard no_grad;
+  if (bucket.ring < 0) {
+    // One parameter whose size divides by W: its gradient is the input (a zero one when it has none).
+    const at::Tensor& grad = params_[members.front()].grad();
+    bucket.rs_input = grad.defined() ? grad.contiguous().view({-1}) : at::zeros({padded}, params_[members.front()].options());
+  } else {
+    Ring& ring = rings_[static_cast<size_t>(bucket.ring)];
+    int64_t at;
+    while ((at = ring.plan->take(padded)) < 0) wait_oldest(static_cast<size_t>(bucket.ring));
+    ring.holders.push_back(bucket.index);
+    bucket.rs_input = ring.memory.narrow(0, at, padded);
+    int64_t offset = 0;
+    for (size_t i : members) {
+      at::Tensor slot = bucket.rs_input.narrow(0, offset, params_[i].numel());
+      const at::Tensor& grad = params_[i].grad();
+      if (grad.defined()) slot.view(params_[i].sizes()).copy_(grad);
+      else slot.zero_();
+      offset += params_[i].numel();
+    }
+    bucket.rs_input.narrow(0, offset, padded - offset).zero_();
+  }
+  // The shard is what this rank keeps; the whole gradients go (the input holds what the
+  // reduce-scatter still reads).
+  for (size_t i : members) params_[i].mutable_grad() = at::Tensor();
+  bucket.buffer = bucket.rs_input;
+  bucket.work = hook_->start_reduce_scatter(bucket, bucket.grad_shard);
+}
+
+void Reducer::wait_oldest(size_t ring_index) {
+  Ring& ring = rings_[ring_index];
+  XLAUNCH_ASSERT(!ring.holders.empty(), "a ring bucket larger than its ring");
+  Bucket& oldest = buckets_[ring.holders.front()];
+  ring.holders.pop_front();
+  if (oldest.work) {
+    oldest.work->wait();
+    oldest.work.reset();
+  }
+  oldest.rs_input = at::Tensor();
+  ring.plan->give_back_oldest();
 }
 
 void Reducer::finalize_backward() {
@@ -268,8 +424,12 @@ void Reducer::finalize_backward() {
       // Reduced as zeros: every rank still issues every bucket's collective, in order.
       const auto [b, pos] = slot_of_[i];
       at::Tensor& grad = params_[i].mutable_grad();
-      buckets_[b].views[pos].zero_();
-      grad = buckets_[b].views[pos];
+      if (options_.zero_stage == 2) {
+        grad = at::Tensor();  // zeros in the staged input
+      } else {
+        buckets_[b].views[pos].zero_();
+        grad = buckets_[b].views[pos];
+      }
       ready_[i] = 1;
       --buckets_[b].pending;
     }
@@ -291,7 +451,9 @@ void Reducer::join_backward(bool contribute) {
       const auto [b, pos] = slot_of_[i];
       at::Tensor& grad = params_[i].mutable_grad();
       if (contribute && grad.defined()) {
-        place_grad(i);
+        if (options_.zero_stage < 2) place_grad(i);
+      } else if (options_.zero_stage == 2) {
+        grad = at::Tensor();  // zeros in the staged input
       } else {
         buckets_[b].views[pos].zero_();
         grad = buckets_[b].views[pos];
@@ -314,20 +476,31 @@ void Reducer::complete_sync(const std::vector<size_t>& unused) {
     const profile::PhaseScope phase(profile::kCommWait);  // what the overlap with backward did not hide
     hook_->all_started();
     for (auto& bucket : buckets_) {
-      bucket.work->wait();
+      if (bucket.work) bucket.work->wait();  // stage 2: a ring may have waited for it already
       bucket.work.reset();
+      bucket.rs_input = at::Tensor();
+    }
+    for (auto& ring : rings_)
+      while (!ring.holders.empty()) {
+        ring.holders.pop_front();
+        ring.plan->give_back_oldest();
+      }
+    if (tail_work_) {
+      tail_work_->wait();
+      tail_work_.reset();
     }
   }
   ++sync_steps_;
   if (control_) control_->read(sync_steps_);
-  if (contributors_ && (uneven_ || buckets_.back().buffer.is_cpu())) {
+  if (contributors_ && (uneven_ || params_.front().is_cpu())) {
     contributors_->read();
     const int c = contributors_->count(), w = contributors_->world();
     // The hook divided the sum by every rank; only c of them put anything in it.
     if (c > 0 && c < w) {
       at::NoGradGuard no_grad;
       std::vector<at::Tensor> grads;
-      for (auto& p : params_) grads.push_back(p.grad());
+      if (options_.zero_stage == 2) grads = grad_shards();
+      else for (auto& p : params_) grads.push_back(p.grad());
       scale_gradients(grads, static_cast<double>(w) / c);
     }
   }
@@ -384,10 +557,58 @@ void Reducer::load_hook_state(const NamedTensors& saved) {
 std::string Reducer::layout() const {
   std::ostringstream os;
   for (size_t b = 0; b < plan_.size(); ++b) {
+    const at::Tensor& first = params_[plan_[b].front()];
     os << "bucket " << b << ": " << plan_[b].size() << " params" << (b + 1 == plan_.size() ? " + control, contributors" : "")
-       << ", " << buckets_[b].buffer.numel() << " elements, " << group_of(buckets_[b].buffer) << "\n";
+       << ", " << buckets_[b].elements << " elements, " << group_of(first);
+    if (options_.zero_stage >= 1)
+      os << ", zero stage " << options_.zero_stage << ": " << world_ << " shards of " << buckets_[b].shard;
+    os << "\n";
   }
   return os.str();
+}
+
+int64_t Reducer::bucket_elements(size_t b) const { return buckets_.at(b).elements; }
+int64_t Reducer::bucket_shard(size_t b) const { return buckets_.at(b).shard; }
+const at::Tensor& Reducer::bucket_params(size_t b) const { return buckets_.at(b).params; }
+
+at::Tensor Reducer::reduced_grad(size_t b, int64_t offset, int64_t length) const {
+  const Bucket& bucket = buckets_.at(b);
+  if (options_.zero_stage < 2) return bucket.buffer.narrow(0, offset, length);
+  const int64_t begin = bucket.shard * rank_;
+  XLAUNCH_ASSERT(offset >= begin && offset + length <= begin + bucket.shard, "a range inside this rank's shard");
+  return bucket.grad_shard.narrow(0, offset - begin, length);
+}
+
+std::vector<at::Tensor> Reducer::grad_shards() const {
+  std::vector<at::Tensor> out;
+  for (const Bucket& bucket : buckets_) {
+    const int64_t begin = bucket.shard * rank_, end = std::min(bucket.elements, begin + bucket.shard);
+    if (end <= begin) continue;
+    out.push_back(options_.zero_stage == 2 ? bucket.grad_shard.narrow(0, 0, end - begin)
+                                           : bucket.buffer.narrow(0, begin, end - begin));
+  }
+  return out;
+}
+
+std::shared_ptr<Work> Reducer::gather_params_async(size_t b) {
+  Bucket& bucket = buckets_.at(b);
+  XLAUNCH_ASSERT(bucket.params.defined(), "gather_params_async at zero_stage >= 1");
+  if (world_ == 1 || bucket.shard == 0) return completed_work();
+  return bucket.comm->allgather_async(bucket.params.narrow(0, bucket.shard * rank_, bucket.shard), bucket.params);
+}
+
+int64_t Reducer::reduce_scattered_bytes() const {
+  if (options_.zero_stage < 2) return 0;
+  int64_t bytes = 0;
+  for (const Bucket& bucket : buckets_) bytes += bucket.shard * world_ * params_[plan_[bucket.index].front()].element_size();
+  return bytes;
+}
+
+int64_t Reducer::gathered_bytes() const {
+  if (options_.zero_stage < 1) return 0;
+  int64_t bytes = 0;
+  for (const Bucket& bucket : buckets_) bytes += bucket.shard * world_ * bucket.params.element_size();
+  return bytes;
 }
 
 }  // namespace xlaunch

@@ -8,6 +8,9 @@
 //     during backward, in bucket order; all_started() once every bucket has started; then each
 //     bucket's Work is waited for, in bucket order; the gradients then hold their average.
 //  3. For checkpoints: state(), state_for_world(), state_mismatch(), load_state().
+// At ZeRO stage 2 (reducer.h) start_reduce_scatter() replaces start(): `buffer` is then the bucket's
+// input of that step (its gradients, padded with zeros to W * shard elements), `views` is empty, and
+// the control element travels apart.
 // Backward passes without sync (gradient accumulation) call none of these.
 #pragma once
 
@@ -61,6 +64,13 @@ class CommHook {
   // Once every bucket of the step has started, before any Work is waited for: a second round that
   // all buckets should send together goes here.
   virtual void all_started() {}
+  // ZeRO stage 2: "" when the hook can reduce-scatter, else why not (the reducer refuses the pair,
+  // quoting it). Default "".
+  virtual std::string reduce_scatter_refusal() const { return ""; }
+  // ZeRO stage 2: starts reduce-scattering bucket.buffer (comm->size() * out.numel() elements) so
+  // that, once the Work is waited for, `out` holds this rank's chunk of the average over the ranks.
+  // Called like start(). Default: the communicator's reduce-scatter with Avg.
+  virtual std::shared_ptr<Work> start_reduce_scatter(const GradBucket& bucket, at::Tensor out);
 
   // The state a resumed run needs (checkpoints), as named tensors: the live ones, copy before
   // changing them. Empty (the default) when the hook keeps none. May differ between ranks.

@@ -37,6 +37,11 @@ NamedTensors of_bucket(const NamedTensors& saved, size_t b) {
 class PowerSgdHook final : public CommHook {
  public:
   PowerSgdHook(int rank, int64_t start_step) : rank_(rank), start_step_(start_step) {}
+  std::string reduce_scatter_refusal() const override {
+    return "PowerSGD approximates each whole gradient matrix by low-rank factors that every rank allreduces, "
+           "while a reduce-scatter leaves each rank only its shard of the gradients: there is no matrix to "
+           "approximate";
+  }
 
   void add_bucket(const GradBucket& bucket) override {
     if (buckets_.size() <= bucket.index) buckets_.resize(bucket.index + 1);

@@ -1,0 +1,81 @@
+#include "ddp/zero_optimizer.h"
+
+#include <torch/optim/lbfgs.h>
+
+#include <algorithm>
+#include <map>
+
+#include "check.h"
+#include "xlaunch/error.h"
+#include "xlaunch/extend/communicator.h"
+#include "xlaunch/reducer.h"
+
+namespace xlaunch {
+
+ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, std::vector<Model> models)
+    : optimizer_(optimizer), models_(std::move(models)) {
+  if (dynamic_cast<torch::optim::LBFGS*>(&optimizer))
+    throw UsageError("acc.prepare(optimizer): LBFGS cannot be sharded (ddp.zero_stage >= 1): its line search takes "
+                     "dot products over all of its parameters, which no rank holds alone. Use zero_stage 0 with LBFGS");
+  if (!optimizer.state().empty())
+    throw UsageError("acc.prepare(optimizer): the optimizer already has state (it has stepped), and ddp.zero_stage >= 1 "
+                     "rebinds it to this rank's shard of the parameters. Prepare it before its first step; to continue a "
+                     "run, prepare a fresh optimizer and acc.load_state the checkpoint");
+  // Which group each parameter of each model is in.
+  std::map<const void*, int> group_of;
+  auto& groups = optimizer.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    original_.push_back(groups[g].params());
+    for (const at::Tensor& p : groups[g].params()) group_of[p.unsafeGetTensorImpl()] = static_cast<int>(g);
+  }
+  size_t found = 0;
+  std::vector<std::vector<zero::Piece>> per_model;
+  for (const Model& m : models_) {
+    const auto& params = m.reducer->params();
+    std::vector<int64_t> numel;
+    std::vector<int> group;
+    for (const at::Tensor& p : params) {
+      numel.push_back(p.numel());
+      const auto it = group_of.find(p.unsafeGetTensorImpl());
+      group.push_back(it == group_of.end() ? -1 : it->second);
+      if (it != group_of.end()) ++found;
+    }
+    per_model.push_back(zero::pieces_of_rank(m.reducer->buckets(), numel, group, m.reducer->world(), m.reducer->rank()));
+  }
+  if (found != group_of.size())
+    throw UsageError("acc.prepare(optimizer): " + std::to_string(group_of.size() - found) + " of the optimizer's " +
+                     std::to_string(group_of.size()) + " parameters belong to no prepared model (or are frozen). With "
+                     "ddp.zero_stage >= 1 the optimizer steps shards of the prepared models' trainable parameters: "
+                     "prepare the model before the optimizer, and build the optimizer over its trainable parameters");
+  bound_.resize(groups.size());
+  for (size_t m = 0; m < per_model.size(); ++m) {
+    for (const zero::Piece& piece : per_model[m]) {
+      at::Tensor t = models_[m].reducer->bucket_params(piece.bucket).narrow(0, piece.offset, piece.length);
+      bound_[static_cast<size_t>(piece.group)].push_back(Bound{m, piece, t});
+      const auto key = std::make_pair(m, piece.bucket);
+      if (std::find(buckets_.begin(), buckets_.end(), key) == buckets_.end()) buckets_.push_back(key);
+    }
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<at::Tensor> tensors;
+    for (const Bound& b : bound_[g]) tensors.push_back(b.tensor);
+    groups[g].params() = std::move(tensors);
+  }
+  std::sort(buckets_.begin(), buckets_.end());
+  bind_grads();
+}
+
+void ShardedOptimizer::bind_grads() {
+  for (auto& group : bound_)
+    for (Bound& b : group) {
+      b.tensor.mutable_grad() = models_[b.model].reducer->reduced_grad(b.piece.bucket, b.piece.offset, b.piece.length);
+    }
+}
+
+void ShardedOptimizer::gather() {
+  std::vector<std::shared_ptr<Work>> works;
+  for (const auto& [m, b] : buckets_) works.push_back(models_[m].reducer->gather_params_async(b));
+  for (auto& w : works) w->wait();
+}
+
+}  // namespace xlaunch

@@ -1,0 +1,340 @@
+// ZeRO stages 1 and 2 with ranks as threads (InProcessCommunicator): the layout and the staging ring
+// from literal input, then training against stage 0 on 2, 3 and 4 ranks (SGD with momentum and AdamW
+// with two parameter groups, gradient accumulation, fp16 steps skipped), replicas bitwise equal after
+// every step, the optimizer state per rank, clipping, and the refusals.
+#include <gtest/gtest.h>
+
+#include <ATen/ops/cat.h>
+#include <ATen/ops/ones_like.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/lbfgs.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+#include <limits>
+#include <mutex>
+
+#include "ddp/bucket_plan.h"
+#include "ddp/staging_ring.h"
+#include "ddp/zero_layout.h"
+#include "inprocess_ranks.h"
+#include "models.h"
+#include "xlaunch/accelerator.h"
+#include "xlaunch/error.h"
+
+using namespace xlaunch::test;
+using xlaunch::zero::Piece;
+using xlaunch::zero::Segment;
+
+TEST(ZeroLayout, ShardsArePaddedToTheWorld) {
+  EXPECT_EQ(xlaunch::zero::shard_elements(10, 4), 3);
+  EXPECT_EQ(xlaunch::zero::shard_elements(12, 4), 3);
+  EXPECT_EQ(xlaunch::zero::shard_elements(0, 3), 0);
+  EXPECT_EQ(xlaunch::zero::shard_elements(1, 3), 1);
+}
+
+TEST(ZeroLayout, PiecesFollowShardsGroupsAndBuckets) {
+  // Bucket 0: params 2 (5 elements), 1 (3); bucket 1: param 0 (4). Params 0 and 2 in group 0, 1 in group 1.
+  const std::vector<std::vector<size_t>> buckets{{2, 1}, {0}};
+  const std::vector<int64_t> numel{4, 3, 5};
+  const std::vector<int> group{0, 1, 0};
+  // W = 2: bucket 0 has 8 elements, shards of 4; bucket 1 shards of 2.
+  const auto r0 = xlaunch::zero::pieces_of_rank(buckets, numel, group, 2, 0);
+  ASSERT_EQ(r0.size(), 2u);
+  EXPECT_EQ(r0[0].bucket, 0u);
+  EXPECT_EQ(r0[0].offset, 0);
+  EXPECT_EQ(r0[0].length, 4);
+  EXPECT_EQ(r0[0].group, 0);
+  ASSERT_EQ(r0[0].segments.size(), 1u);
+  EXPECT_EQ(r0[0].segments[0].param, 2u);
+  EXPECT_EQ(r0[1].bucket, 1u);
+  EXPECT_EQ(r0[1].offset, 0);
+  EXPECT_EQ(r0[1].length, 2);
+  const auto r1 = xlaunch::zero::pieces_of_rank(buckets, numel, group, 2, 1);
+  ASSERT_EQ(r1.size(), 3u);  // param 2's last element (group 0), param 1 (group 1), param 0's last two
+  EXPECT_EQ(r1[0].offset, 4);
+  EXPECT_EQ(r1[0].length, 1);
+  EXPECT_EQ(r1[0].segments[0].param_offset, 4);
+  EXPECT_EQ(r1[1].group, 1);
+  EXPECT_EQ(r1[1].offset, 5);
+  EXPECT_EQ(r1[1].length, 3);
+  EXPECT_EQ(r1[2].bucket, 1u);
+  EXPECT_EQ(r1[2].offset, 2);
+  EXPECT_EQ(r1[2].segments[0].param_offset, 2);
+  // One group: consecutive parameters join one piece with two segments. W = 3: shards of 3.
+  const auto one = xlaunch::zero::pieces_of_rank(buckets, numel, {0, 0, 0}, 3, 1);
+  ASSERT_EQ(one.size(), 2u);
+  EXPECT_EQ(one[0].offset, 3);
+  EXPECT_EQ(one[0].length, 3);
+  ASSERT_EQ(one[0].segments.size(), 2u);
+  EXPECT_EQ(one[0].segments[0].param, 2u);
+  EXPECT_EQ(one[0].segments[0].param_offset, 3);
+  EXPECT_EQ(one[0].segments[0].length, 2);
+  EXPECT_EQ(one[0].segments[1].param, 1u);
+  EXPECT_EQ(one[0].segments[1].length, 1);
+  // A parameter the optimizer does not hold is in no piece; padding is in none either.
+  const auto none = xlaunch::zero::pieces_of_rank(buckets, numel, {-1, -1, 0}, 3, 2);
+  EXPECT_TRUE(none.empty());  // rank 2 of bucket 0 holds param 1 and padding; bucket 1's is padding
+  // Every element of every held parameter is in exactly one rank's pieces.
+  for (int w : {1, 2, 3, 4, 5, 13}) {
+    std::vector<int64_t> covered(3, 0);
+    for (int r = 0; r < w; ++r)
+      for (const Piece& p : xlaunch::zero::pieces_of_rank(buckets, numel, group, w, r)) {
+        int64_t sum = 0;
+        for (const Segment& s : p.segments) {
+          covered[s.param] += s.length;
+          sum += s.length;
+        }
+        EXPECT_EQ(sum, p.length);
+      }
+    EXPECT_EQ(covered, numel) << "world " << w;
+  }
+}
+
+TEST(ZeroLayout, LargeParametersGetBucketsOfTheirOwnAtStageTwo) {
+  std::vector<xlaunch::BucketParam> params{{400, "f"}, {40, "f"}, {4000, "f"}, {40, "f"}};
+  xlaunch::BucketCaps caps{100, 1000, false};
+  EXPECT_EQ(xlaunch::assign_buckets(params, caps), (std::vector<std::vector<size_t>>{{3, 2}, {1, 0}}));
+  caps.alone_from_cap = true;
+  EXPECT_EQ(xlaunch::assign_buckets(params, caps), (std::vector<std::vector<size_t>>{{3}, {2}, {1, 0}}));
+}
+
+TEST(StagingRing, TakesInOrderAndWrapsAroundTheOldest) {
+  xlaunch::StagingRing ring(10);
+  EXPECT_EQ(ring.take(11), -1);
+  EXPECT_EQ(ring.take(4), 0);
+  EXPECT_EQ(ring.take(4), 4);
+  EXPECT_EQ(ring.take(4), -1);  // 2 left at the end, and the start is held
+  EXPECT_TRUE(ring.give_back_oldest());
+  EXPECT_EQ(ring.take(4), 0);  // wraps: [0, 4) is free again
+  EXPECT_EQ(ring.take(1), -1);  // wrapped: free room is [4, 4)
+  EXPECT_TRUE(ring.give_back_oldest());
+  EXPECT_EQ(ring.take(6), 4);  // [4, 10) free, up to the end
+  EXPECT_TRUE(ring.give_back_oldest());
+  EXPECT_TRUE(ring.give_back_oldest());
+  EXPECT_FALSE(ring.give_back_oldest());
+  EXPECT_TRUE(ring.empty());
+  EXPECT_EQ(ring.take(10), 0);
+}
+
+namespace {
+
+enum class Opt { Sgd, AdamW };
+
+struct Job {
+  int world = 2;
+  int stage = 0;
+  Opt opt = Opt::Sgd;
+  int accumulation = 1;
+  bool fp16 = false;
+  double clip = 0;  // max norm; 0: no clipping
+  std::string comm_hook = "none";
+};
+
+struct Result {
+  std::vector<at::Tensor> params;  // rank 0's, flattened, after the last step
+  std::vector<int64_t> state_bytes;  // per rank
+  int skipped = 0;
+  std::vector<double> norms;  // rank 0's clip_grad_norm_ results
+};
+
+at::Tensor flat_params(const torch::nn::Module& m) {
+  std::vector<at::Tensor> ps;
+  for (const auto& p : m.parameters()) ps.push_back(p.detach().reshape({-1}).clone());
+  return at::cat(ps);
+}
+
+// 50 optimizer steps of the test MLP on `world` ranks; replicas are compared bitwise after each.
+Result train(const Job& s, int steps = 50) {
+  torch::manual_seed(5);
+  Mlp init;
+  Result out;
+  out.state_bytes.resize(s.world);
+  std::vector<std::vector<at::Tensor>> snapshots(s.world);
+  std::mutex mu;
+  run_ranks(s.world, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    xlaunch::AcceleratorOptions o;
+    o.cpu = true;
+    o.ddp.first_bucket_bytes = 64;
+    o.ddp.bucket_cap_mb = 0.002;  // several buckets, and pieces that cut parameters
+    o.ddp.zero_stage = s.stage;
+    o.ddp.comm_hook = s.comm_hook;
+    o.gradient_accumulation_steps = s.accumulation;
+    if (s.fp16) {
+      o.mixed_precision = "fp16";
+      o.scaler.init_scale = 1024;
+    }
+    xlaunch::Accelerator acc(o, c);
+    Mlp mlp;
+    copy_state(*mlp, *init);
+    auto model = acc.prepare(mlp);
+    std::unique_ptr<torch::optim::Optimizer> inner;
+    if (s.opt == Opt::Sgd) {
+      inner = std::make_unique<torch::optim::SGD>(mlp->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    } else {
+      // Weights decay, biases do not: two groups, so pieces split where the groups change.
+      std::vector<at::Tensor> weights, biases;
+      for (const auto& p : mlp->named_parameters())
+        (p.key().find("bias") != std::string::npos ? biases : weights).push_back(p.value());
+      std::vector<torch::optim::OptimizerParamGroup> groups;
+      groups.emplace_back(weights, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).weight_decay(0.1)));
+      groups.emplace_back(biases, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).weight_decay(0)));
+      inner = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(0.01));
+    }
+    auto& opt = acc.prepare(*inner);
+    int skipped = 0;
+    for (int step = 0; step < steps; ++step) {
+      for (int micro = 0; micro < s.accumulation; ++micro) {
+        acc.accumulate();
+        const Batch b = mlp_batch(c->rank(), step * s.accumulation + micro);
+        at::Tensor loss = loss_of(model(b.x), b.y);
+        // fp16: rank 1's loss overflows on steps 3 and 17: every rank skips them.
+        if (s.fp16 && c->rank() == 1 % s.world && (step == 3 || step == 17) && micro + 1 == s.accumulation)
+          loss = loss * std::numeric_limits<float>::infinity();
+        acc.backward(loss);
+        if (s.clip > 0 && acc.sync_gradients()) {
+          const double n = acc.clip_grad_norm_(s.clip);
+          if (c->rank() == 0) out.norms.push_back(n);
+        }
+        opt.step();
+        opt.zero_grad();
+      }
+      if (opt.step_was_skipped()) ++skipped;
+      const at::Tensor mine = flat_params(*mlp);
+      std::lock_guard<std::mutex> lk(mu);
+      snapshots[c->rank()].push_back(mine);
+    }
+    std::lock_guard<std::mutex> lk(mu);
+    out.state_bytes[c->rank()] = opt.state_bytes();
+    if (c->rank() == 0) {
+      out.skipped = skipped;
+      for (const auto& p : mlp->parameters()) out.params.push_back(p.detach().clone());
+    }
+  });
+  for (int r = 1; r < s.world; ++r)
+    for (int step = 0; step < steps; ++step)
+      EXPECT_TRUE(snapshots[r][step].equal(snapshots[0][step])) << "rank " << r << " differs from rank 0 after step " << step;
+  return out;
+}
+
+void expect_close(const Result& got, const Result& want, double tol) {
+  ASSERT_EQ(got.params.size(), want.params.size());
+  for (size_t i = 0; i < got.params.size(); ++i) EXPECT_LE(rel_err(got.params[i], want.params[i]), tol) << "parameter " << i;
+}
+
+}  // namespace
+
+class ZeroEquivalence : public ::testing::TestWithParam<std::tuple<int, int, Opt>> {};
+
+TEST_P(ZeroEquivalence, MatchesStageZero) {
+  const auto [world, stage, opt] = GetParam();
+  Job s;
+  s.world = world;
+  s.opt = opt;
+  const Result ref = train(s);
+  s.stage = stage;
+  const Result got = train(s);
+  expect_close(got, ref, 1e-6);
+  // Measured: each rank's optimizer state is its shard's.
+  for (int r = 0; r < world; ++r)
+    EXPECT_LE(static_cast<double>(got.state_bytes[r]), 1.05 * static_cast<double>(ref.state_bytes[r]) / world) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, ZeroEquivalence,
+                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Values(1, 2),
+                                            ::testing::Values(Opt::Sgd, Opt::AdamW)));
+
+TEST(Zero, AccumulationAndFp16SkipsMatchStageZero) {
+  for (int stage : {1, 2}) {
+    for (Opt opt : {Opt::Sgd, Opt::AdamW}) {
+      Job s;
+      s.world = 3;
+      s.opt = opt;
+      s.accumulation = 2;
+      s.fp16 = true;
+      const Result ref = train(s);
+      EXPECT_EQ(ref.skipped, 2);
+      s.stage = stage;
+      const Result got = train(s);
+      EXPECT_EQ(got.skipped, 2) << "stage " << stage;
+      expect_close(got, ref, 1e-6);
+    }
+  }
+}
+
+TEST(Zero, ClippingIsOverEveryShard) {
+  for (int stage : {1, 2}) {
+    Job s;
+    s.world = 4;
+    s.clip = 0.5;
+    const Result ref = train(s, 20);
+    s.stage = stage;
+    const Result got = train(s, 20);
+    ASSERT_EQ(got.norms.size(), ref.norms.size());
+    for (size_t i = 0; i < got.norms.size(); ++i) EXPECT_NEAR(got.norms[i], ref.norms[i], 1e-5 * ref.norms[i]) << i;
+    expect_close(got, ref, 1e-5);
+  }
+}
+
+TEST(Zero, SixteenBitHookReduceScattersLikeItsAllreduce) {
+  Job s;
+  s.world = 2;
+  s.comm_hook = "bf16";
+  const Result ref = train(s, 20);
+  s.stage = 2;
+  const Result got = train(s, 20);
+  // Both divide by W, round to bf16 and sum two values: the same bits on 2 ranks.
+  expect_close(got, ref, 0);
+}
+
+TEST(Zero, RefusesWhatCannotBeSharded) {
+  auto message = [](const std::function<void(xlaunch::Accelerator&, Mlp&)>& fn, int stage, const std::string& hook) {
+    std::string what;
+    run_ranks(1, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+      xlaunch::AcceleratorOptions o;
+      o.cpu = true;
+      o.ddp.zero_stage = stage;
+      o.ddp.comm_hook = hook;
+      try {
+        xlaunch::Accelerator acc(o, c);
+        Mlp mlp;
+        fn(acc, mlp);
+      } catch (const xlaunch::UsageError& e) {
+        what = e.what();
+      }
+    });
+    return what;
+  };
+  EXPECT_NE(message([](auto& acc, Mlp& m) { acc.prepare(m); }, 2, "powersgd").find("PowerSGD approximates"),
+            std::string::npos);
+  EXPECT_NE(message([](auto& acc, Mlp& m) { acc.prepare(m); }, 3, "none").find("zero_stage 3 is not built"),
+            std::string::npos);
+  EXPECT_NE(message(
+                [](auto& acc, Mlp& m) {
+                  acc.prepare(m);
+                  torch::optim::LBFGS lbfgs(m->parameters(), torch::optim::LBFGSOptions(1));
+                  acc.prepare(lbfgs);
+                },
+                1, "none")
+                .find("LBFGS cannot be sharded"),
+            std::string::npos);
+  EXPECT_NE(message(
+                [](auto& acc, Mlp& m) {
+                  torch::optim::SGD sgd(m->parameters(), torch::optim::SGDOptions(0.1));
+                  acc.prepare(sgd);  // before the model
+                },
+                1, "none")
+                .find("belong to no prepared model"),
+            std::string::npos);
+  EXPECT_NE(message(
+                [](auto& acc, Mlp& m) {
+                  acc.prepare(m);
+                  torch::optim::SGD sgd(m->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+                  for (auto& p : m->parameters()) p.mutable_grad() = at::ones_like(p);
+                  sgd.step();
+                  acc.prepare(sgd);
+                },
+                1, "none")
+                .find("already has state"),
+            std::string::npos);
+}
