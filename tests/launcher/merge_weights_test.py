@@ -6,7 +6,7 @@
 1. merge_weights_job saves a checkpoint on 2 ranks (two prepared models, buffers among them);
    merge-weights writes it; safetensors.torch.load_file reads model.safetensors and
    model_1.safetensors, and every tensor equals, bit for bit and in dtype, the one torch.load reads
-   from the checkpoint's rank0/model_<i>.pt.
+   from the checkpoint's rank0/model_<i>.pt; the same for a checkpoint saved at ZeRO stage 2.
 2. Sharded (--max_shard_size): the index's weight_map names files that exist and that together hold
    exactly the checkpoint's tensors; model_<i>'s files carry its stem.
 3. Refused, with exit code 2, a message naming the problem and the fix, and nothing written: a
@@ -160,6 +160,20 @@ try:
           "the new model.safetensors equals the checkpoint")
     for d in (out, shards):
         check(staging_left(d) == [], f"no staging directory left in {os.path.basename(d)}", str(staging_left(d)))
+
+    # A checkpoint saved at ZeRO stage 2 (optimizer state and gradients sharded; the parameters,
+    # and so rank0/model_<i>.pt, whole) merges the same way.
+    ckpt2 = os.path.join(work, "ckpt_stage2")
+    r = subprocess.run([*MPIRUN, "-np", "2", JOB, "--save", ckpt2, "--steps", "3"], capture_output=True, text=True,
+                       env=dict(env, XLAUNCH_ZERO_STAGE="2"), timeout=300)
+    check(r.returncode == 0, "the job saved a checkpoint at ZeRO stage 2", r.stdout + r.stderr)
+    out2 = os.path.join(work, "out_stage2")
+    rc, text = merge(ckpt2, out2)
+    check(rc == 0, "merge-weights of the stage-2 checkpoint", text)
+    for i, name in enumerate(["model.safetensors", "model_1.safetensors"]):
+        want2 = torch.load(os.path.join(ckpt2, "rank0", f"model_{i}.pt"), weights_only=False)
+        diff = same_tensors(load_file(os.path.join(out2, name)), want2) if rc == 0 else "not written"
+        check(diff == "", f"stage 2: {name} equals rank0/model_{i}.pt bit for bit", diff)
 
     rc, text = merge("--help")
     check(rc == 0 and "CHECKPOINT" in text and "--overwrite" in text and "--max_shard_size" in text,
