@@ -14,6 +14,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "accelerate_deepspeed.h"
 #include "accelerate_keys.h"
 #include "schema.h"
 #include "xlaunch/config/config_error.h"
@@ -212,6 +213,11 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
         "an integer from 1 to 1024", "1 to 4 is usual: the rank of the approximation of each weight matrix");
   check(c.ddp.powersgd_start_step >= 0, "ddp.powersgd_start_step", q(c.ddp.powersgd_start_step), "an integer >= 0",
         "0 compresses from the first step; PyTorch's default is 1000");
+  check(c.ddp.zero_stage != 3, "ddp.zero_stage", "'3'", "0, 1 or 2",
+        "stage 3 would also shard the parameters themselves, gathering each layer's before its forward and "
+        "backward; it is not built. Use 1 (optimizer state) or 2 (optimizer state and gradients): docs/memory.md");
+  check(c.ddp.zero_stage >= 0 && c.ddp.zero_stage <= 2, "ddp.zero_stage", q(c.ddp.zero_stage), "0, 1 or 2",
+        "0: nothing sharded; 1: optimizer state; 2: optimizer state and gradients (docs/memory.md)");
   check(c.loader.prefetch_factor >= 1, "loader.prefetch_factor", q(c.loader.prefetch_factor), "an integer >= 1");
   check(c.loader.num_workers >= 0 || c.loader.num_workers == LoaderSection::kAutoWorkers, "loader.num_workers",
         q(c.loader.num_workers), "'auto' or an integer >= 0");
@@ -233,6 +239,11 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
         "the ranks need this long to reach their next optimizer step and save a checkpoint");
 
   // Relations between keys.
+  check(!(c.ddp.comm_hook == "powersgd" && c.ddp.zero_stage == 2), "ddp.comm_hook", "'powersgd' with ddp.zero_stage 2",
+        "none, fp16 or bf16 with ddp.zero_stage 2",
+        "PowerSGD approximates whole weight matrices and allreduces the low-rank factors; stage 2 reduce-scatters "
+        "the gradients, so each rank keeps only a shard of each and there is no matrix to approximate. Use "
+        "ddp.zero_stage 1 with powersgd, or comm_hook none, fp16 or bf16 with stage 2");
   const bool distributed = c.distributed_type != DistributedType::No;
   check(distributed || c.num_processes == 1, "num_processes", q(c.num_processes),
         "1 with distributed_type NO", "set distributed_type: MULTI_CPU or MULTI_GPU to start several processes");
@@ -309,6 +320,9 @@ LoadedConfig parse_config(const std::string& text, const std::string& file, std:
   if (!root.IsMap())
     throw ConfigError({file, "", line_of(root), describe(root), "a YAML mapping of key: value lines"});
   read_map(root, "", out);
+  const YAML::Node& top = root;
+  if (top["distributed_type"] && top["distributed_type"].IsScalar() && top["distributed_type"].Scalar() == "DEEPSPEED")
+    detail::apply_deepspeed(top, out);
   for (const auto& f : fields())
     if (!out.lines.count(f.key)) out.defaulted.push_back(f.key);
   validate(out.config, gpu_count, file, out.lines);

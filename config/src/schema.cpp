@@ -203,8 +203,10 @@ std::vector<Field> build_fields() {
   f.push_back(make(
       "distributed_type",
       [](const YAML::Node& n, LaunchConfig& c, const FieldCtx& ctx) {
-        const std::string s = read_choice(n, ctx, {"NO", "MULTI_CPU", "MULTI_GPU"},
-                                          "DEEPSPEED, FSDP, XLA and the other Accelerate types are not supported");
+        // DEEPSPEED is an Accelerate file's: it runs as MULTI_GPU (MULTI_CPU with use_cpu) at the ZeRO
+        // stage its deepspeed_config asks for, which accelerate_deepspeed.h reads once the whole file is.
+        const std::string s = read_choice(n, ctx, {"NO", "MULTI_CPU", "MULTI_GPU", "DEEPSPEED"},
+                                          "FSDP, XLA and the other Accelerate types are not supported");
         c.distributed_type = s == "NO" ? DistributedType::No
                              : s == "MULTI_CPU" ? DistributedType::MultiCpu
                                                 : DistributedType::MultiGpu;
@@ -269,6 +271,7 @@ std::vector<Field> build_fields() {
                                  }));
   f.push_back(int_field("ddp.powersgd_rank", [](LaunchConfig& c) -> int& { return c.ddp.powersgd_rank; }));
   f.push_back(int_field("ddp.powersgd_start_step", [](LaunchConfig& c) -> int& { return c.ddp.powersgd_start_step; }));
+  f.push_back(int_field("ddp.zero_stage", [](LaunchConfig& c) -> int& { return c.ddp.zero_stage; }));
 
   f.push_back(make(
       "loader.num_workers",

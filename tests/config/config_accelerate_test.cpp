@@ -31,6 +31,16 @@ ConfigErrorInfo load_error(const std::string& path) {
   return {};
 }
 
+ConfigErrorInfo load_error_text(const std::string& text) {
+  try {
+    parse_config(text, "t.yaml");
+  } catch (const ConfigError& e) {
+    return e.info();
+  }
+  ADD_FAILURE() << "no ConfigError for " << text;
+  return {};
+}
+
 }  // namespace
 
 TEST(ConfigNull, EveryKeyGivenAsNullTakesItsDefaultAndIsListedAsDefaulted) {
@@ -101,17 +111,30 @@ TEST(ConfigAccelerate, NoFileLoads) {
   EXPECT_TRUE(l.config.gpu_ids.empty());
 }
 
-TEST(ConfigAccelerate, DeepSpeedTypeIsRefusedByNameWithTheLine) {
-  try {
-    load_config(XLAUNCH_TEST_DATA "/accelerate_deepspeed.yaml", 0);
-    FAIL() << "no error";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.info().key, "distributed_type");
-    EXPECT_EQ(e.info().line, 7);
-    EXPECT_EQ(e.info().found, "'DEEPSPEED'");
-    EXPECT_TRUE(contains(e.info().allowed, "NO, MULTI_CPU, MULTI_GPU"));
-    EXPECT_TRUE(contains(e.what(), "accelerate_deepspeed.yaml:7: key 'distributed_type'")) << e.what();
-  }
+TEST(ConfigAccelerate, DeepSpeedTypeRunsAsItsZeroStage) {
+  // Stage 2 without offload: xlaunch's own ZeRO stage 2 (config_zero_test.cpp has every case).
+  const LoadedConfig l = load_config(XLAUNCH_TEST_DATA "/accelerate_deepspeed.yaml", 2);
+  EXPECT_EQ(l.config.distributed_type, DistributedType::MultiGpu);
+  EXPECT_EQ(l.config.ddp.zero_stage, 2);
+  EXPECT_TRUE(l.unsupported.empty());
+}
+
+TEST(ConfigAccelerate, OtherTypesAreRefusedWithTheAllowedList) {
+  const ConfigErrorInfo e = load_error_text("distributed_type: XLA\n");
+  EXPECT_EQ(e.key, "distributed_type");
+  EXPECT_EQ(e.line, 1);
+  EXPECT_EQ(e.found, "'XLA'");
+  EXPECT_TRUE(contains(e.allowed, "NO, MULTI_CPU, MULTI_GPU, DEEPSPEED")) << e.allowed;
+}
+
+// Every key of the schema has its row in docs/config-reference.md's key table.
+TEST(ConfigReference, EverySchemaKeyIsDocumented) {
+  std::ifstream in(XLAUNCH_CONFIG_DOC);
+  ASSERT_TRUE(in) << XLAUNCH_CONFIG_DOC;
+  std::stringstream doc;
+  doc << in.rdbuf();
+  for (const std::string& key : schema_keys())
+    EXPECT_TRUE(contains(doc.str(), "\n| `" + key + "` | ")) << key << " has no row in " << XLAUNCH_CONFIG_DOC;
 }
 
 TEST(ConfigAccelerate, OlderYamlWithNullsLoads) {

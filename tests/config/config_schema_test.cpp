@@ -66,6 +66,7 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   c.ddp.comm_hook = "powersgd";
   c.ddp.powersgd_rank = 4;
   c.ddp.powersgd_start_step = 0;
+  c.ddp.zero_stage = 1;
   c.loader.num_workers = LoaderSection::kAutoWorkers;
   c.loader.pin_memory = false;
   c.loader.prefetch_factor = 4;
@@ -103,6 +104,7 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   EXPECT_EQ(l.config.ddp.comm_hook, "powersgd");
   EXPECT_EQ(l.config.ddp.powersgd_rank, 4);
   EXPECT_EQ(l.config.ddp.powersgd_start_step, 0);
+  EXPECT_EQ(l.config.ddp.zero_stage, 1);
   EXPECT_FALSE(l.config.report);
   EXPECT_EQ(l.config.trace_dir, "/tmp/trace");
   EXPECT_EQ(l.config.trace_steps, 7);

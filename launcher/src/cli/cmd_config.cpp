@@ -104,6 +104,8 @@ void ask_questions(Prompter& p, LaunchConfig& c, const LaunchConfig& proposed, i
   c.gradient_accumulation_steps =
       p.integer("How many gradient accumulation steps?", proposed.gradient_accumulation_steps, 1, 1 << 20);
   c.debug = p.yes_no("Turn on debug checks (slower)?", proposed.debug);
+  // Not asked: an Accelerate DeepSpeed config's stage (accelerate_deepspeed.h) carries over as it is.
+  c.ddp.zero_stage = proposed.ddp.zero_stage;
 }
 
 // The answers proposed: before the first xlaunch config, Accelerate's default config when there is a

@@ -54,7 +54,15 @@ constexpr const char* kNoPython =
     "it runs a Python module, and xlaunch has no Python: pass the training program itself, "
     "as in `xlaunch launch [options] ./train [args...]`";
 constexpr const char* kNoTpu = "xlaunch trains on CPUs and NVIDIA GPUs; TPUs are not supported";
-constexpr const char* kNoDeepSpeed = "DeepSpeed is not supported; xlaunch trains data-parallel, every rank holding the whole model";
+constexpr const char* kNoDeepSpeed =
+    "DeepSpeed itself is not used: xlaunch's own ZeRO stages 1 and 2 are ddp.zero_stage in the config "
+    "(docs/memory.md), and an Accelerate config's deepspeed_config is read as them";
+constexpr const char* kZeroStage = "set ddp.zero_stage: 0, 1 or 2 in the config file (docs/memory.md)";
+constexpr const char* kNoOffload =
+    "offloading to the CPU or NVMe is not built; ddp.zero_stage: 2 divides the optimizer state and gradients by "
+    "the number of ranks instead (docs/memory.md)";
+constexpr const char* kNoZero3 = "ZeRO stage 3 is not built; ddp.zero_stage 1 or 2 shards the optimizer state "
+                                 "(and the gradients) over the ranks (docs/memory.md)";
 constexpr const char* kNoFsdp = "FSDP is not supported; xlaunch trains data-parallel, every rank holding the whole model";
 constexpr const char* kNoMegatron = "Megatron-LM is not supported; xlaunch trains data-parallel";
 constexpr const char* kNoParallelism = "only data parallelism is supported (no tensor, context or sharded parallelism)";
@@ -73,10 +81,11 @@ constexpr Refused kRefused[] = {
     {"--use_xpu", false, "Intel XPUs are not supported"},
     {"--use_deepspeed", false, kNoDeepSpeed},
     {"--deepspeed_", true, kNoDeepSpeed},
-    {"--zero_stage", false, kNoDeepSpeed},
-    {"--zero3_", true, kNoDeepSpeed},
-    {"--offload_", true, kNoDeepSpeed},
-    {"--gradient_clipping", false, kNoDeepSpeed},
+    {"--zero_stage", false, kZeroStage},
+    {"--zero3_", true, kNoZero3},
+    {"--offload_", true, kNoOffload},
+    {"--gradient_clipping", false,
+     "xlaunch has no clipping setting: call acc.clip_grad_norm_(params, max_norm) before the optimizer step"},
     {"--use_fsdp", false, kNoFsdp},
     {"--fsdp_", true, kNoFsdp},
     {"--use_megatron_lm", false, kNoMegatron},

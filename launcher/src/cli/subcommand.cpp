@@ -7,6 +7,8 @@ const std::vector<Subcommand>& subcommands() {
       {"config", "Ask a few questions and write the launch config", &setup_config, false},
       {"env", "Print versions, hardware and the config in use, for bug reports", &setup_env, false},
       {"run", "Launch train_bin on every rank through Open MPI's mpirun", &setup_run, true},
+      {"merge-weights", "Write the full model(s) of a checkpoint as safetensors (as `accelerate merge-weights`)",
+       &setup_merge_weights, false},
       {"test", "Check the setup: launch xlaunch's self-test with the config, as `run` would", &setup_test, true},
   };
   return table;

@@ -1,0 +1,44 @@
+// A small job for merge_weights_test.py: two prepared models (the first with BatchNorm, so its
+// checkpoint holds buffers too, one of them int64), trained a few steps on every rank's own data,
+// then saved with save_state. `xlaunch merge-weights` then turns the checkpoint into safetensors.
+//
+//   merge_weights_job --save DIR [--steps N]
+// Settings (zero stage, mixed precision...) come from the XLAUNCH_* environment.
+#include <torch/torch.h>
+
+#include "test_args.h"
+#include "xlaunch/accelerator.h"
+
+int main(int argc, char** argv) {
+  const auto args = xlaunch::test::parse_args(argc, argv);
+  const std::string save = xlaunch::test::get(args, "--save");
+  const int64_t steps = std::stoll(xlaunch::test::get(args, "--steps", "3"));
+  if (save.empty()) {
+    std::fprintf(stderr, "usage: merge_weights_job --save DIR [--steps N]\n");
+    return 2;
+  }
+  xlaunch::Accelerator acc;
+  acc.set_seed(11);
+  torch::nn::Sequential body(torch::nn::Linear(8, 16), torch::nn::BatchNorm1d(16), torch::nn::ReLU(),
+                             torch::nn::Linear(16, 4));
+  torch::nn::Linear head(4, 3);
+  auto m0 = acc.prepare(body);
+  auto m1 = acc.prepare(head);
+  torch::optim::SGD sgd0(m0->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::Adam adam1(m1->parameters(), torch::optim::AdamOptions(1e-2));
+  auto& opt0 = acc.prepare(sgd0);
+  auto& opt1 = acc.prepare(adam1);
+  torch::Generator gen = at::detail::createCPUGenerator(100 + acc.process_index());
+  for (int64_t s = 0; s < steps; ++s) {
+    const auto x = torch::randn({6, 8}, gen);
+    const auto y = torch::randn({6, 3}, gen);
+    acc.backward(torch::mse_loss(m1(m0(x)), y));
+    opt0.step();
+    opt1.step();
+    opt0.zero_grad();
+    opt1.zero_grad();
+  }
+  acc.save_state(save);
+  acc.print("saved ", save, " at step ", acc.step());
+  return 0;
+}

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""`xlaunch merge-weights` against torch and the safetensors package as oracles.
+
+  merge_weights_test.py XLAUNCH MERGE_WEIGHTS_JOB MPIEXEC [MPIEXEC_FLAGS...]
+
+1. merge_weights_job saves a checkpoint on 2 ranks (two prepared models, buffers among them);
+   merge-weights writes it; safetensors.torch.load_file reads model.safetensors and
+   model_1.safetensors, and every tensor equals, bit for bit and in dtype, the one torch.load reads
+   from the checkpoint's rank0/model_<i>.pt; the same for a checkpoint saved at ZeRO stage 2.
+2. Sharded (--max_shard_size): the index's weight_map names files that exist and that together hold
+   exactly the checkpoint's tensors; model_<i>'s files carry its stem.
+3. Refused, with exit code 2, a message naming the problem and the fix, and nothing written: a
+   missing directory, one that is not a checkpoint, a project directory, a torn checkpoint, an OUT
+   that cannot be made, an OUT already holding model files (without --overwrite; with it, the
+   earlier merge's files are replaced, shards and index included).
+
+Fails (does not skip) when the safetensors package is missing: scripts/install-deps.sh --test
+installs it.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+    from safetensors.torch import load_file
+except ImportError as e:
+    print(f"FAIL: {e}. Install the test peers: scripts/install-deps.sh --test", file=sys.stderr)
+    sys.exit(1)
+
+XLAUNCH, JOB = sys.argv[1], sys.argv[2]
+MPIRUN = sys.argv[3:]
+failures = []
+
+
+def check(ok, what, detail=""):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+        if detail:
+            print("    " + detail.replace("\n", "\n    "))
+
+
+def merge(*args):
+    r = subprocess.run([XLAUNCH, "merge-weights", *args], capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout + r.stderr
+
+
+def same_tensors(got, want):
+    """'' when the two dicts hold the same names, dtypes, shapes and bits; else what differs."""
+    if set(got) != set(want):
+        return f"names differ: {sorted(set(got) ^ set(want))}"
+    for k, w in want.items():
+        g = got[k]
+        if g.dtype != w.dtype or g.shape != w.shape:
+            return f"{k}: {g.dtype} {tuple(g.shape)} vs {w.dtype} {tuple(w.shape)}"
+        if not torch.equal(g.reshape(-1).view(torch.uint8), w.reshape(-1).view(torch.uint8)):
+            return f"{k}: the bytes differ"
+    return ""
+
+
+def sharded(out, stem):
+    """The tensors of a sharded model `stem` in out, read through its index, and the shard names."""
+    with open(os.path.join(out, stem + ".safetensors.index.json")) as f:
+        index = json.load(f)
+    files = sorted(set(index["weight_map"].values()))
+    tensors = {}
+    for name in files:
+        for k, v in load_file(os.path.join(out, name)).items():
+            tensors[k] = v
+            check(index["weight_map"][k] == name, f"{stem}: {k} is in the shard its index names")
+    return tensors, files
+
+
+def staging_left(out):
+    return [n for n in os.listdir(out) if n.startswith(".xlaunch-merge-")] if os.path.isdir(out) else []
+
+
+work = tempfile.mkdtemp(prefix="xlaunch_merge_weights.")
+try:
+    ckpt = os.path.join(work, "ckpt")
+    env = dict(os.environ, OMP_NUM_THREADS="1", XLAUNCH_USE_CPU="1")
+    r = subprocess.run([*MPIRUN, "-np", "2", JOB, "--save", ckpt, "--steps", "3"], capture_output=True, text=True,
+                       env=env, timeout=300)
+    check(r.returncode == 0 and os.path.isfile(os.path.join(ckpt, "MANIFEST")), "the job saved a checkpoint",
+          r.stdout + r.stderr)
+    if failures:
+        sys.exit(1)
+    # The files are the test's own, and LibTorch's pickler tags dicts with torch.jit's restore_type_tag,
+    # which weights_only refuses.
+    want = [torch.load(os.path.join(ckpt, "rank0", f"model_{i}.pt"), weights_only=False) for i in (0, 1)]
+    check(any(v.dtype == torch.int64 for v in want[0].values()), "model 0's checkpoint holds an int64 buffer")
+
+    # 1. One file per model.
+    out = os.path.join(work, "out")
+    rc, text = merge(ckpt, out)
+    check(rc == 0, "merge-weights CHECKPOINT OUT", text)
+    check(sorted(os.listdir(out)) == ["model.safetensors", "model_1.safetensors"], "OUT holds exactly the two files",
+          str(os.listdir(out)))
+    for i, name in enumerate(["model.safetensors", "model_1.safetensors"]):
+        diff = same_tensors(load_file(os.path.join(out, name)), want[i])
+        check(diff == "", f"{name} equals rank0/model_{i}.pt bit for bit", diff)
+    check("model 1 of" in text and "model_1.safetensors" in text, "it says what it wrote", text)
+
+    # 2. Sharded.
+    shards = os.path.join(work, "sharded")
+    rc, text = merge(ckpt, shards, "--max_shard_size", "40B")
+    check(rc == 0, "merge-weights --max_shard_size 40B", text)
+    for i, stem in enumerate(["model", "model_1"]):
+        got, files = sharded(shards, stem)
+        check(len(files) > 1 and all(f.startswith(stem + "-") for f in files), f"{stem} is in shards named {stem}-*",
+              str(files))
+        diff = same_tensors(got, want[i])
+        check(diff == "", f"{stem}'s shards equal rank0/model_{i}.pt bit for bit", diff)
+    check(not os.path.exists(os.path.join(shards, "model.safetensors")), "no single file beside the shards")
+
+    # 3. Refusals.
+    def refused(args, what, *parts):
+        rc, text = merge(*args)
+        check(rc == 2 and all(p in text for p in parts), what, f"exit {rc}: {text}")
+
+    refused([os.path.join(work, "nowhere"), os.path.join(work, "o1")], "a missing directory is refused",
+            "no checkpoint directory at", "give a directory save_state wrote")
+    check(not os.path.exists(os.path.join(work, "o1")), "nothing was made for it")
+    empty = os.path.join(work, "empty")
+    os.mkdir(empty)
+    refused([empty, os.path.join(work, "o2")], "a directory that is not a checkpoint is refused",
+            "is not a complete xlaunch checkpoint", "MANIFEST is missing")
+    project = os.path.join(work, "project")
+    os.makedirs(os.path.join(project, "checkpoints"))
+    refused([project, os.path.join(work, "o3")], "a project directory is refused, naming its checkpoints",
+            "is a project directory", "checkpoints/checkpoint_<step>")
+    torn = os.path.join(work, "torn")
+    shutil.copytree(ckpt, torn)
+    with open(os.path.join(torn, "rank0", "model_0.pt"), "r+b") as f:
+        f.truncate(10)
+    refused([torn, os.path.join(work, "o4")], "a torn checkpoint is refused, naming the file",
+            "is corrupt", "rank0/model_0.pt", "merge a complete checkpoint")
+    check(not os.path.exists(os.path.join(work, "o4")), "nothing was written for it")
+    a_file = os.path.join(work, "a_file")
+    open(a_file, "w").close()
+    refused([ckpt, os.path.join(a_file, "out")], "an OUT that cannot be made is refused",
+            "cannot make the output directory", "choose a directory you can write")
+    refused([ckpt, a_file], "an OUT that is a file is refused", "cannot make the output directory")
+
+    before = {n: open(os.path.join(out, n), "rb").read() for n in os.listdir(out)}
+    refused([ckpt, out], "an OUT holding model files is refused without --overwrite",
+            "already holds model files (model.safetensors, model_1.safetensors)", "--overwrite")
+    after = {n: open(os.path.join(out, n), "rb").read() for n in os.listdir(out)}
+    check(before == after, "and its files are left as they were")
+
+    rc, text = merge(ckpt, shards, "--overwrite")
+    check(rc == 0, "--overwrite replaces an earlier (sharded) merge", text)
+    check(sorted(os.listdir(shards)) == ["model.safetensors", "model_1.safetensors"],
+          "the earlier merge's shards and indexes are gone", str(os.listdir(shards)))
+    check(same_tensors(load_file(os.path.join(shards, "model.safetensors")), want[0]) == "",
+          "the new model.safetensors equals the checkpoint")
+    for d in (out, shards):
+        check(staging_left(d) == [], f"no staging directory left in {os.path.basename(d)}", str(staging_left(d)))
+
+    # A checkpoint saved at ZeRO stage 2 (optimizer state and gradients sharded; the parameters,
+    # and so rank0/model_<i>.pt, whole) merges the same way.
+    ckpt2 = os.path.join(work, "ckpt_stage2")
+    r = subprocess.run([*MPIRUN, "-np", "2", JOB, "--save", ckpt2, "--steps", "3"], capture_output=True, text=True,
+                       env=dict(env, XLAUNCH_ZERO_STAGE="2"), timeout=300)
+    check(r.returncode == 0, "the job saved a checkpoint at ZeRO stage 2", r.stdout + r.stderr)
+    out2 = os.path.join(work, "out_stage2")
+    rc, text = merge(ckpt2, out2)
+    check(rc == 0, "merge-weights of the stage-2 checkpoint", text)
+    for i, name in enumerate(["model.safetensors", "model_1.safetensors"]):
+        want2 = torch.load(os.path.join(ckpt2, "rank0", f"model_{i}.pt"), weights_only=False)
+        diff = same_tensors(load_file(os.path.join(out2, name)), want2) if rc == 0 else "not written"
+        check(diff == "", f"stage 2: {name} equals rank0/model_{i}.pt bit for bit", diff)
+
+    rc, text = merge("--help")
+    check(rc == 0 and "CHECKPOINT" in text and "--overwrite" in text and "--max_shard_size" in text,
+          "xlaunch merge-weights --help", text)
+    r = subprocess.run([XLAUNCH, "--help"], capture_output=True, text=True)
+    check("merge-weights" in r.stdout + r.stderr, "xlaunch --help lists merge-weights", r.stdout + r.stderr)
+finally:
+    if not failures:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print(f"kept {work}")
+
+print(f"{len(failures)} failure(s)" if failures else "all passed")
+sys.exit(1 if failures else 0)
