@@ -255,5 +255,45 @@ TEST_P(ZeroMpi, Bf16HookReduceScattersLikeItsAllreduce) {
   }
 }
 
+// Stage 2 keeps a rank's shard of the gradients only: once a synced backward has reduce-scattered
+// a bucket, the whole gradient it read is gone, also where it was reduced from the gradient itself
+// (fc1's weight over MPI; through the ring over shared memory). The gradient is made in a backward
+// without sync (accumulation), where it stays in param.grad, and the synced one adds to it in place.
+TEST_P(ZeroMpi, Stage2ReleasesTheWholeGradientsAfterTheSyncedBackward) {
+  xlaunch::AcceleratorOptions o;
+  o.cpu = true;
+  o.num_threads = 1;
+  o.cpu_allreduce = GetParam();
+  o.ddp.first_bucket_bytes = 64;
+  o.ddp.bucket_cap_mb = 0.002;
+  o.ddp.zero_stage = 2;
+  o.gradient_accumulation_steps = 2;
+  xlaunch::Accelerator acc(o);
+  torch::manual_seed(5);
+  Mlp mlp(kIn, kHidden, kOut);
+  auto model = acc.prepare(mlp);
+  expect_stage2_plan(acc.reducer(0));
+  torch::optim::SGD sgd(mlp->parameters(), torch::optim::SGDOptions(0.05));
+  auto& opt = acc.prepare(sgd);
+  const at::Tensor& weight = mlp->fc1->weight;
+  c10::weak_intrusive_ptr<c10::StorageImpl> whole{c10::intrusive_ptr<c10::StorageImpl>()};
+  for (int micro = 0; micro < 2; ++micro) {
+    acc.accumulate();
+    const Batch b = mlp_batch(acc.process_index(), micro, 8, kIn);
+    acc.backward(loss_of(model(b.x), b.y));
+    if (micro == 0) {
+      ASSERT_FALSE(acc.sync_gradients());
+      ASSERT_TRUE(weight.grad().defined()) << "without sync the whole gradient stays in param.grad";
+      whole = weight.grad().storage().getWeakStorageImpl();
+    }
+  }
+  EXPECT_FALSE(weight.grad().defined());
+  EXPECT_TRUE(whole.expired()) << "fc1.weight's whole gradient (" << weight.numel()
+                               << " elements) is still alive after the synced backward that reduce-scattered it";
+  opt.step();
+  opt.zero_grad();
+  EXPECT_TRUE(whole.expired()) << "fc1.weight's whole gradient is still alive after the optimizer step";
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, ZeroMpi, ::testing::Values("mpi", "auto"),
                          [](const auto& info) { return info.param; });
