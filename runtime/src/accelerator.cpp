@@ -418,8 +418,23 @@ void PreparedOptimizer::step() {
     if (acc_->optimizers_.back().get() == this) acc_->track_optimizer_step();  // after every optimizer stepped
   }
   acc_->boundary_pending_ = true;
+  // The report's ZeRO figures (RankStats::zero): the state once (state_bytes() walks all of it)...
+  if (sharded_ && !skipped_ && !state_reported_ && profile::enabled()) {
+    profile::zero_state(static_cast<uint64_t>(state_bytes()));
+    state_reported_ = true;
+  }
   // With several optimizers, the first one prepared ends the report's step.
-  if (!acc_->optimizers_.empty() && acc_->optimizers_.front().get() == this) profile::step_done(acc_->step_);
+  if (!acc_->optimizers_.empty() && acc_->optimizers_.front().get() == this) {
+    if (sharded_) {  // ... and the bytes of every model's buckets, once per step
+      uint64_t scattered = 0, gathered = 0;
+      for (const auto& m : acc_->models_) {
+        scattered += static_cast<uint64_t>(m.reducer->reduce_scattered_bytes());
+        gathered += static_cast<uint64_t>(m.reducer->gathered_bytes());
+      }
+      profile::zero_step(acc_->options_.ddp.zero_stage, scattered, skipped_ ? 0 : gathered);
+    }
+    profile::step_done(acc_->step_);
+  }
 }
 
 void PreparedOptimizer::zero_grad(bool set_to_none) {

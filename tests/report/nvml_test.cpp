@@ -146,7 +146,7 @@ TEST(NvmlAttributionUnits, AStatsFileOfAnUnknownFormatIsNotRead) {
   std::string why;
   xlaunch::profile::RankStats* st = xlaunch::status::create_stats_file(dir.path, 0, &why);
   ASSERT_NE(st, nullptr) << why;
-  st->magic = xlaunch::profile::kStatsMagicV2;  // format 3's size with format 2's magic: neither
+  st->magic = xlaunch::profile::kStatsMagicV2;  // format 4's size with format 2's magic: neither
   EXPECT_FALSE(xlaunch::status::read_stats_file(dir.path, 0).has_value());
   st->magic = xlaunch::profile::kStatsMagic;
   EXPECT_TRUE(xlaunch::status::read_stats_file(dir.path, 0).has_value());

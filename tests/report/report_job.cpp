@@ -1,15 +1,18 @@
 // A training job built to be slow in one chosen way, for the utilization report's tests
 // (report_test.sh): a loader whose samples take time to make (--get_us), a model with many
 // parameters and a tiny batch (communication dominates), one rank that sleeps in every step
-// (--straggler_rank, --straggler_ms), or none of these (balanced).
+// (--straggler_rank, --straggler_ms), or none of these (balanced). --adamw steps AdamW instead of
+// SGD: optimizer state for the report's ZeRO line (ddp.zero_stage).
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "xlaunch/accelerator.h"
@@ -39,6 +42,7 @@ int main(int argc, char** argv) {
   int64_t steps = 60, hidden = 64, layers = 2, batch = 32, features = 32;
   int get_us = 0, straggler_rank = -1, straggler_ms = 0;
   std::string cpu_allreduce = "auto";
+  bool adamw = false;
   CLI::App app{"A job that is slow on purpose, for the utilization report's tests"};
   app.add_option("--steps", steps, "Optimizer steps");
   app.add_option("--hidden", hidden, "Width of the hidden layers");
@@ -49,6 +53,7 @@ int main(int argc, char** argv) {
   app.add_option("--straggler_rank", straggler_rank, "This rank sleeps --straggler_ms in every step");
   app.add_option("--straggler_ms", straggler_ms, "Milliseconds the straggler sleeps per step");
   app.add_option("--cpu_allreduce", cpu_allreduce, "auto (shared memory on one machine) or mpi");
+  app.add_flag("--adamw", adamw, "AdamW instead of SGD (without momentum: no state)");
   CLI11_PARSE(app, argc, argv);
 
   xlaunch::AcceleratorOptions ao = xlaunch::AcceleratorOptions::from_env();
@@ -63,8 +68,10 @@ int main(int argc, char** argv) {
   }
   net->push_back(torch::nn::Linear(in, 10));
   auto model = acc.prepare(net);
-  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.01));
-  auto& opt = acc.prepare(sgd);
+  std::unique_ptr<torch::optim::Optimizer> inner;
+  if (adamw) inner = std::make_unique<torch::optim::AdamW>(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  else inner = std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.01));
+  auto& opt = acc.prepare(*inner);
   xlaunch::LoaderOptions lo = xlaunch::LoaderOptions::from_env();
   lo.batch_size = batch;
   auto& loader = acc.prepare(xlaunch::Loader(std::make_shared<SlowRows>(batch * acc.num_processes() * 50, features, get_us), lo));

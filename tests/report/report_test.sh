@@ -3,7 +3,8 @@
 # `xlaunch run`, each checked for the report's verdict in report.json; and the timeline of one of
 # them (--trace): trace.json parses, has every rank, its spans nest per thread, and every
 # collective's sequence numbers agree across ranks; report.html is self-contained and says why it
-# charts no logged scalars (tests/report/logged_scalars_test charts a tracker's file).
+# charts no logged scalars (tests/report/logged_scalars_test charts a tracker's file); a ZeRO job's
+# figures.
 #   report_test.sh XLAUNCH_BIN REPORT_JOB_BIN
 set -uo pipefail
 XLAUNCH=$1
@@ -132,6 +133,18 @@ grep -q "<h2>Logged scalars over steps</h2>" "$work/trace/report.html" \
   && pass "report.html: no tracker, no logged scalars, said plainly" || fail "report.html's logged scalars"
 ls "$work"/trace/trace-rank* > /dev/null 2>&1 && fail "the ranks' parts are removed after merging" \
   || pass "the ranks' parts are removed after merging"
+
+# 5. ZeRO stage 2 with AdamW: report.json has the optimizer state per rank and the bytes
+# reduce-scattered and gathered per step that the reducer's layout implies. The model (32-63-63-10,
+# 6751 parameters, 27 KB) is one bucket (the first holds 1 MB), padded to 6752 elements: shards of
+# 3376 elements, rank 0's all parameters, rank 1's one of padding; AdamW keeps two fp32 moments.
+YAML=$'ddp:\n  zero_stage: 2\n' run zero 1 "$JOB" --steps 30 --hidden 63 --layers 2 --features 32 --batch 16 --adamw \
+  || fail "zero ran"
+check zero '[x["zero"] for x in ranks] == [{"stage": 2, "optimizer_state_bytes": 2 * 4 * n, "reduce_scattered_bytes_per_step": 6752 * 4,
+             "gathered_bytes_per_step": 6752 * 4} for n in (3376, 3375)]' \
+  "ZeRO stage 2: report.json has each rank's optimizer state and the bytes per step of its layout"
+grep -qx "xlaunch: ZeRO stage 2: optimizer state 0.027 MB per rank; per step 0.027 MB reduce-scattered, 0.027 MB gathered" \
+  "$work/zero.log" && pass "ZeRO stage 2: the report's line" || { fail "ZeRO stage 2: the report's line"; cat "$work/zero.log"; }
 
 if [ "$failures" -eq 0 ]; then
   rm -rf "$work"

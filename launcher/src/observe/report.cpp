@@ -35,6 +35,12 @@ RankReport summarize(const RankStats& s, uint64_t warmup) {
   r.rank = s.rank;
   r.present = true;
   r.host = std::string(s.host, strnlen(s.host, sizeof s.host));
+  if (s.zero.stage > 0 && s.zero.steps > 0) {
+    r.zero_stage = s.zero.stage;
+    r.optimizer_state_bytes = static_cast<double>(s.zero.optimizer_state_bytes);
+    r.reduce_scattered_bytes_per_step = static_cast<double>(s.zero.reduce_scattered_bytes) / static_cast<double>(s.zero.steps);
+    r.gathered_bytes_per_step = static_cast<double>(s.zero.gathered_bytes) / static_cast<double>(s.zero.steps);
+  }
   const uint64_t steps = s.total.steps;
   if (steps <= warmup) return r;
   profile::Totals w;  // the window's
@@ -216,6 +222,28 @@ std::vector<std::string> advise(const JobReport& r, const config::LaunchConfig& 
   return out;
 }
 
+std::string zero_line(const JobReport& r) {
+  std::vector<const RankReport*> zero;
+  for (const auto& rr : r.ranks)
+    if (rr.present && rr.zero_stage > 0) zero.push_back(&rr);
+  if (zero.empty()) return "";
+  // MB with a digit that shows even a small model's figures.
+  const auto mb = [](double bytes) { return fixed(bytes / 1e6, bytes >= 1e6 ? 1 : 3); };
+  // One number when every rank's prints alike, else the ranks' lowest and highest.
+  const auto over_ranks = [&](double RankReport::*field) {
+    const auto [lo, hi] = std::minmax_element(zero.begin(), zero.end(), [&](const RankReport* a, const RankReport* b) {
+      return a->*field < b->*field;
+    });
+    return mb((*lo)->*field) == mb((*hi)->*field) ? mb((*hi)->*field) : mb((*lo)->*field) + "-" + mb((*hi)->*field);
+  };
+  std::string line = "ZeRO stage " + std::to_string(zero.front()->zero_stage) + ": optimizer state " +
+                     over_ranks(&RankReport::optimizer_state_bytes) + " MB per rank; per step ";
+  if (zero.front()->zero_stage >= 2) line += over_ranks(&RankReport::reduce_scattered_bytes_per_step) + " MB reduce-scattered, ";
+  line += over_ranks(&RankReport::gathered_bytes_per_step) + " MB gathered";
+  if (zero.front()->zero_stage == 1) line += " (the gradients are allreduced whole at stage 1)";
+  return line;
+}
+
 std::string format_report(const JobReport& r) {
   std::ostringstream os;
   os << "xlaunch: utilization, steps " << r.first_step << "-" << r.last_step << " of " << r.total_steps << ", "
@@ -267,6 +295,7 @@ std::string format_report(const JobReport& r) {
                   rr.rank, g[profile::kForward], g[profile::kBackward], g[profile::kOptimizer], rr.step_ms);
     os << line;
   }
+  if (const std::string zero = zero_line(r); !zero.empty()) os << "xlaunch: " << zero << "\n";
   for (const auto& a : r.advice) os << "xlaunch: advice: " << a << "\n";
   return os.str();
 }
@@ -289,10 +318,15 @@ std::string report_json(const JobReport& r) {
     if (rr.gpu)
       j["gpu"] = {{"sm_pct", rr.gpu->sm_pct}, {"mem_used_gib", rr.gpu->mem_used_gib},
                   {"mem_total_gib", rr.gpu->mem_total_gib}, {"power_w", rr.gpu->power_w}};
+    if (rr.zero_stage > 0)
+      j["zero"] = {{"stage", rr.zero_stage}, {"optimizer_state_bytes", rr.optimizer_state_bytes},
+                   {"reduce_scattered_bytes_per_step", rr.reduce_scattered_bytes_per_step},
+                   {"gathered_bytes_per_step", rr.gathered_bytes_per_step}};
     ranks.push_back(std::move(j));
   }
-  const json out = {{"world", r.world}, {"first_step", r.first_step}, {"last_step", r.last_step},
-                    {"total_steps", r.total_steps}, {"ranks", std::move(ranks)}, {"advice", r.advice}};
+  json out = {{"world", r.world}, {"first_step", r.first_step}, {"last_step", r.last_step},
+              {"total_steps", r.total_steps}, {"ranks", std::move(ranks)}, {"advice", r.advice}};
+  if (const std::string zero = zero_line(r); !zero.empty()) out["zero"] = zero;
   return out.dump(2, ' ', false, json::error_handler_t::replace) + "\n";  // a stray byte in a host name: U+FFFD
 }
 

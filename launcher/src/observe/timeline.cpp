@@ -176,7 +176,9 @@ std::string write_report_html(const std::string& dir, const JobReport& report, c
     std::snprintf(buf, sizeof buf, "<td>%.0f%%</td>", rr.cpu_pct);
     h << buf << "<td>" << (rr.gpu ? std::to_string(static_cast<int>(rr.gpu->sm_pct)) + "%" : "-") << "</td></tr>\n";
   }
-  h << "</table>\n<h2>Advice</h2>\n";
+  h << "</table>\n";
+  if (const std::string zero = zero_line(report); !zero.empty()) h << "<p>" << html_escaped(zero) << "</p>\n";
+  h << "<h2>Advice</h2>\n";
   if (report.advice.empty()) h << "<p>Nothing crosses a threshold: no advice.</p>\n";
   else {
     h << "<ul>\n";

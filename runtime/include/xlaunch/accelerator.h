@@ -168,6 +168,7 @@ class PreparedOptimizer {
   std::shared_ptr<ShardedOptimizer> sharded_;
   bool skipped_ = false;
   int64_t steps_ = 0;
+  bool state_reported_ = false;  // ZeRO: state_bytes() went to the report (after the first step)
 };
 
 // A prepared learning-rate scheduler (lr_scheduler.h): advances exactly once per optimizer step

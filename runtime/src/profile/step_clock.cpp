@@ -27,6 +27,7 @@ struct Clock {
   uint64_t phase_ns[kPhases] = {};           // this step's, so far
   uint64_t samples = 0;
   std::atomic<uint64_t> collectives{0}, bytes{0};
+  ZeroStats zero;                            // what the next step_done publishes
 };
 
 Clock& clock() {
@@ -159,6 +160,7 @@ void step_done(int64_t step) {
   t.collectives = c.collectives.load(std::memory_order_relaxed);
   t.bytes = c.bytes.load(std::memory_order_relaxed);
   if (t.steps == static_cast<uint64_t>(kWarmupSteps)) st.at_warmup = t;
+  st.zero = c.zero;
   st.version.fetch_add(1, std::memory_order_release);  // even: consistent
 
   if (trace::active()) trace::span(trace::kTrainThread, "step", c.step_start_ns, wall, {{"step", step}});
@@ -167,6 +169,20 @@ void step_done(int64_t step) {
   c.samples = 0;
   c.step_start_ns = now;
   c.step_start_real_ns = realtime_ns();
+}
+
+void zero_step(int stage, uint64_t reduce_scattered_bytes, uint64_t gathered_bytes) {
+  Clock& c = clock();
+  if (!c.enabled || !on_training_thread(c)) return;
+  c.zero.stage = stage;
+  ++c.zero.steps;
+  c.zero.reduce_scattered_bytes += reduce_scattered_bytes;
+  c.zero.gathered_bytes += gathered_bytes;
+}
+
+void zero_state(uint64_t bytes) {
+  Clock& c = clock();
+  if (c.enabled && on_training_thread(c)) c.zero.optimizer_state_bytes += bytes;
 }
 
 void set_gpu_bus_id(const std::string& bus_id) {

@@ -42,6 +42,13 @@ void add_samples(uint64_t n);             // a prepared loader handed over a bat
 void collective_done(uint64_t bytes);     // any thread: a collective over `bytes` finished
 void step_done(int64_t step);             // the prepared optimizer stepped (step: steps so far)
 
+// ZeRO (ddp.zero_stage >= 1; RankStats::zero): the step that ends next, at `stage`, reduce-scattered
+// and gathered these bytes (the prepared optimizer that ends the report's step calls it before
+// step_done); and a prepared optimizer's state, once after its first step, adds `bytes`. Published
+// with the next step_done. Training thread.
+void zero_step(int stage, uint64_t reduce_scattered_bytes, uint64_t gathered_bytes);
+void zero_state(uint64_t bytes);
+
 // This rank's GPU, by PCI bus id, in its stats (status::set_gpu_bus_id); nothing when the clock
 // is off. See job_profile.h's publish_cuda_device.
 void set_gpu_bus_id(const std::string& bus_id);

@@ -16,8 +16,10 @@ namespace xlaunch::status {
 namespace {
 
 static_assert(std::is_standard_layout_v<profile::RankStats>, "read_stats_file copies the layout by offsets");
-static_assert(profile::kStatsV2Bytes + sizeof(profile::RankStats::gpu_bus_id) == sizeof(profile::RankStats),
+static_assert(profile::kStatsV2Bytes + sizeof(profile::RankStats::gpu_bus_id) == profile::kStatsV3Bytes,
               "format 3 is format 2 and the bus id, nothing else");
+static_assert(profile::kStatsV3Bytes + sizeof(profile::ZeroStats) == sizeof(profile::RankStats),
+              "format 4 is format 3 and the ZeRO figures, nothing else");
 
 std::string path_of(const std::string& dir, int rank) { return dir + "/stats-" + std::to_string(rank); }
 
@@ -33,14 +35,20 @@ std::optional<profile::RankStats> read_stats_file(const std::string& dir, int ra
   const int dirfd = files::open_private_dir(dir, &why);
   if (dirfd < 0) return std::nullopt;
   close(dirfd);
-  // Format 3, else the format 2 of an older runtime: the same layout without gpu_bus_id.
-  size_t bytes = sizeof(profile::RankStats);
-  uint64_t magic = profile::kStatsMagic;
-  const void* p = files::map_own_file(path_of(dir, rank), bytes);
-  if (!p) {
-    bytes = profile::kStatsV2Bytes;
-    magic = profile::kStatsMagicV2;
-    p = files::map_own_file(path_of(dir, rank), bytes);
+  // Format 4, else the formats of older runtimes: the same layout cut short (the file's size says which).
+  struct Format {
+    size_t bytes;
+    uint64_t magic;
+  };
+  const Format formats[] = {{sizeof(profile::RankStats), profile::kStatsMagic},
+                            {profile::kStatsV3Bytes, profile::kStatsMagicV3},
+                            {profile::kStatsV2Bytes, profile::kStatsMagicV2}};
+  size_t bytes = 0;
+  uint64_t magic = 0;
+  const void* p = nullptr;
+  for (const Format& f : formats) {
+    bytes = f.bytes, magic = f.magic;
+    if ((p = files::map_own_file(path_of(dir, rank), bytes))) break;
   }
   if (!p) return std::nullopt;
   const auto* live = static_cast<const profile::RankStats*>(p);
@@ -52,7 +60,7 @@ std::optional<profile::RankStats> read_stats_file(const std::string& dir, int ra
       continue;
     }
     out.emplace();
-    // Member by member up to what the file holds (a format 2 file ends where gpu_bus_id begins).
+    // Member by member up to what the file holds (a format 3 file ends where zero begins, 2 at gpu_bus_id).
     std::memcpy(reinterpret_cast<char*>(&*out) + offsetof(profile::RankStats, start_ns),
                 static_cast<const char*>(p) + offsetof(profile::RankStats, start_ns),
                 bytes - offsetof(profile::RankStats, start_ns));

@@ -19,9 +19,10 @@ namespace xlaunch::profile {
 enum Phase : int { kDataWait, kForward, kBackward, kCommWait, kOptimizer, kOther, kPhases };
 inline constexpr const char* kPhaseNames[kPhases] = {"data_wait", "forward", "backward", "comm_wait", "optimizer", "other"};
 
-inline constexpr uint64_t kStatsMagic = 0x33737461'74736c78ull;    // "xlstats3"
-// The format before the GPU's bus id: the same layout without gpu_bus_id (read_stats_file still
-// reads it, with no bus id, so a program built against an older runtime keeps its report).
+inline constexpr uint64_t kStatsMagic = 0x34737461'74736c78ull;    // "xlstats4"
+// The formats before: 3 without `zero`, 2 without `gpu_bus_id` either (read_stats_file still reads
+// them, with those left empty, so a program built against an older runtime keeps its report).
+inline constexpr uint64_t kStatsMagicV3 = 0x33737461'74736c78ull;  // "xlstats3"
 inline constexpr uint64_t kStatsMagicV2 = 0x32737461'74736c78ull;  // "xlstats2"
 inline constexpr int kRingSteps = 4096;  // the last steps, one record each
 inline constexpr int kWarmupSteps = 10;  // left out of the report (first allocations, autotuning)
@@ -40,6 +41,18 @@ struct Totals {
   uint64_t gpu_ns[kPhases] = {};        // device time of the phases on CUDA (device_clock.h); 0 on CPUs
 };
 
+// Sharded data parallelism (ZeRO, docs/memory.md): what the prepared optimizers move and keep. All
+// zero at ddp.zero_stage 0. The bytes are this rank's, summed over `steps` optimizer steps (those
+// that ended the report's step: see step_clock.h's zero_step).
+struct ZeroStats {
+  int32_t stage = 0;
+  int32_t reserved = 0;  // explicit padding: the file's layout has no hidden bytes
+  uint64_t steps = 0;
+  uint64_t reduce_scattered_bytes = 0;  // by the synced backwards (stage 2; 0 at stage 1: allreduced)
+  uint64_t gathered_bytes = 0;          // by the allgathers after the steps not skipped
+  uint64_t optimizer_state_bytes = 0;   // every prepared optimizer's, counted after its first step
+};
+
 struct RankStats {
   RankStats() = default;
   // A copy (the launcher's snapshot): the sequence lock's value, not the lock.
@@ -55,6 +68,7 @@ struct RankStats {
     at_warmup = o.at_warmup;
     std::memcpy(ring, o.ring, sizeof ring);
     std::memcpy(gpu_bus_id, o.gpu_bus_id, sizeof gpu_bus_id);
+    zero = o.zero;
     return *this;
   }
 
@@ -74,9 +88,12 @@ struct RankStats {
   // NVML's GPUs whatever CUDA_VISIBLE_DEVICES, gpu_ids and CUDA's device order did; with `host`, it
   // names the GPU across machines. Empty on a CPU rank.
   char gpu_bus_id[32] = {};
+  // Added in format 4, last so that what comes before is format 3's layout.
+  ZeroStats zero;
 };
 
-// How large a file of format 2 is: format 3 without gpu_bus_id.
+// How large files of the older formats are: format 4 without zero (3), and without gpu_bus_id (2).
+inline constexpr size_t kStatsV3Bytes = offsetof(RankStats, zero);
 inline constexpr size_t kStatsV2Bytes = offsetof(RankStats, gpu_bus_id);
 
 }  // namespace xlaunch::profile
@@ -91,8 +108,8 @@ profile::RankStats* create_stats_file(const std::string& dir, int rank, std::str
 
 // Rank `rank`'s stats file in dir, copied consistently (its sequence lock: a copy made while the
 // rank wrote is taken again), when dir is a private directory of this user's and the file a
-// regular file this user owns that holds that rank's stats; nullopt otherwise. A file of format 2
-// (an older runtime's) is read too, with an empty gpu_bus_id.
+// regular file this user owns that holds that rank's stats; nullopt otherwise. Files of formats 3
+// and 2 (an older runtime's) are read too, with an empty `zero` (and gpu_bus_id for 2).
 std::optional<profile::RankStats> read_stats_file(const std::string& dir, int rank);
 
 // Publishes the rank's GPU (its PCI bus id, any form normalize_pci_bus_id takes) in its stats,
