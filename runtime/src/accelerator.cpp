@@ -379,8 +379,7 @@ void Accelerator::run_backward(const at::Tensor& loss, bool by_items) {
   if (factor != 1) {
     std::vector<at::Tensor> grads;
     for (auto& m : models_)
-      for (const auto& p : m.module->parameters())
-        if (p.requires_grad()) grads.push_back(p.grad());
+      for (at::Tensor& g : m.reducer->reduced_grads()) grads.push_back(std::move(g));
     scale_gradients(grads, factor);
   }
   pending_accumulation_ = !sync;
@@ -444,13 +443,17 @@ void PreparedOptimizer::zero_grad(bool set_to_none) {
     return;
   }
   // The model's gradients, not the pieces': theirs are views of the reduced gradients, which the
-  // next synced backward overwrites.
+  // next synced backward overwrites. At stage 1 the gradients are views of their buckets, where the
+  // optimizer reads them: zeroed there, they stay (autograd accumulates into them), which saves
+  // freeing and faulting in a fresh gradient and copying it into its bucket every step, as
+  // PyTorch's DDP with gradient_as_bucket_view. (At stage 2 they are released already.)
   at::NoGradGuard no_grad;
+  const bool keep = acc_->options().ddp.zero_stage == 1;
   for (const auto& group : sharded_->original_params())
     for (const at::Tensor& p : group) {
       at::Tensor& grad = const_cast<at::Tensor&>(p).mutable_grad();
       if (!grad.defined()) continue;
-      if (set_to_none) grad = at::Tensor();
+      if (set_to_none && !keep) grad = at::Tensor();
       else grad.zero_();
     }
 }

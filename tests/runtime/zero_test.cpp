@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ops/cat.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/ones_like.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/lbfgs.h>
@@ -129,6 +130,7 @@ struct Job {
   bool fp16 = false;
   double clip = 0;  // max norm; 0: no clipping
   std::string comm_hook = "none";
+  bool by_items = false;  // backward(loss_sum, num_items), with a different batch size per rank
 };
 
 struct Result {
@@ -186,12 +188,16 @@ Result train(const Job& s, int steps = 50) {
     for (int step = 0; step < steps; ++step) {
       for (int micro = 0; micro < s.accumulation; ++micro) {
         acc.accumulate();
-        const Batch b = mlp_batch(c->rank(), step * s.accumulation + micro);
-        at::Tensor loss = loss_of(model(b.x), b.y);
+        const Batch b = mlp_batch(c->rank(), step * s.accumulation + micro, s.by_items ? 5 + 2 * c->rank() : 8);
+        at::Tensor loss = s.by_items ? torch::nn::functional::cross_entropy(
+                                           model(b.x), b.y,
+                                           torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                                     : loss_of(model(b.x), b.y);
         // fp16: rank 1's loss overflows on steps 3 and 17: every rank skips them.
         if (s.fp16 && c->rank() == 1 % s.world && (step == 3 || step == 17) && micro + 1 == s.accumulation)
           loss = loss * std::numeric_limits<float>::infinity();
-        acc.backward(loss);
+        if (s.by_items) acc.backward(loss, static_cast<double>(b.y.size(0)));
+        else acc.backward(loss);
         if (s.clip > 0 && acc.sync_gradients()) {
           const double n = acc.clip_grad_norm_(s.clip);
           if (c->rank() == 0) out.norms.push_back(n);
@@ -262,6 +268,20 @@ TEST(Zero, AccumulationAndFp16SkipsMatchStageZero) {
   }
 }
 
+TEST(Zero, LossSumsOverItemsMatchStageZero) {
+  // backward(loss_sum, num_items) scales the averaged gradients at the sync step: at stage 2 that is
+  // this rank's shard of them.
+  for (int stage : {1, 2}) {
+    Job s;
+    s.world = 3;
+    s.accumulation = 2;
+    s.by_items = true;
+    const Result ref = train(s, 20);
+    s.stage = stage;
+    expect_close(train(s, 20), ref, 1e-6);
+  }
+}
+
 TEST(Zero, ClippingIsOverEveryShard) {
   for (int stage : {1, 2}) {
     Job s;
@@ -285,6 +305,31 @@ TEST(Zero, SixteenBitHookReduceScattersLikeItsAllreduce) {
   const Result got = train(s, 20);
   // Both divide by W, round to bf16 and sum two values: the same bits on 2 ranks.
   expect_close(got, ref, 0);
+}
+
+TEST(Zero, EveryRankGathersBucketsItsShardHasNothingOf) {
+  // One bucket of 2 elements on 4 ranks: ranks 2 and 3 own padding only, and must still take part
+  // in the allgather (else the collectives stop matching).
+  for (int stage : {1, 2}) {
+    std::vector<at::Tensor> after(4);
+    run_ranks(4, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+      xlaunch::AcceleratorOptions o;
+      o.cpu = true;
+      o.ddp.zero_stage = stage;
+      xlaunch::Accelerator acc(o, c);
+      torch::nn::Linear lin(1, 1);
+      auto model = acc.prepare(lin);
+      torch::optim::SGD sgd(lin->parameters(), torch::optim::SGDOptions(0.1));
+      auto& opt = acc.prepare(sgd);
+      for (int step = 0; step < 3; ++step) {
+        acc.backward(model(at::full({2, 1}, static_cast<float>(c->rank() + step))).sum());
+        opt.step();
+        opt.zero_grad();
+      }
+      after[c->rank()] = at::cat({lin->weight.detach().reshape({-1}), lin->bias.detach().reshape({-1})});
+    });
+    for (int r = 1; r < 4; ++r) EXPECT_TRUE(after[r].equal(after[0])) << "stage " << stage << " rank " << r;
+  }
 }
 
 TEST(Zero, RefusesWhatCannotBeSharded) {

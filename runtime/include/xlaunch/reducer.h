@@ -199,6 +199,9 @@ class Reducer {
   // This rank's shard of every bucket's averaged gradients, parameter elements only (padding and
   // the control element left out): what a global norm sums over. Stage >= 1.
   std::vector<at::Tensor> grad_shards() const;
+  // Everything this rank holds of the averaged gradients after a synced backward, to scale them
+  // (normalisations): the parameters' gradients, or at stage 2 grad_shards().
+  std::vector<at::Tensor> reduced_grads() const;
   // Allgathers bucket b's updated shards into every rank's flat parameters (stage >= 1).
   std::shared_ptr<Work> gather_params_async(size_t b);
   // Bytes each synced backward reduce-scatters (stage 2: the padded buckets) and each

@@ -407,6 +407,7 @@ void Reducer::wait_oldest(size_t ring_index) {
     oldest.work.reset();
   }
   oldest.rs_input = at::Tensor();
+  oldest.buffer = at::Tensor();
   ring.plan->give_back_oldest();
 }
 
@@ -478,7 +479,11 @@ void Reducer::complete_sync(const std::vector<size_t>& unused) {
     for (auto& bucket : buckets_) {
       if (bucket.work) bucket.work->wait();  // stage 2: a ring may have waited for it already
       bucket.work.reset();
-      bucket.rs_input = at::Tensor();
+      if (options_.zero_stage == 2) {
+        // The whole gradients go with the input (which may be a member's own gradient).
+        bucket.rs_input = at::Tensor();
+        bucket.buffer = at::Tensor();
+      }
     }
     for (auto& ring : rings_)
       while (!ring.holders.empty()) {
@@ -498,10 +503,7 @@ void Reducer::complete_sync(const std::vector<size_t>& unused) {
     // The hook divided the sum by every rank; only c of them put anything in it.
     if (c > 0 && c < w) {
       at::NoGradGuard no_grad;
-      std::vector<at::Tensor> grads;
-      if (options_.zero_stage == 2) grads = grad_shards();
-      else for (auto& p : params_) grads.push_back(p.grad());
-      scale_gradients(grads, static_cast<double>(w) / c);
+      scale_gradients(reduced_grads(), static_cast<double>(w) / c);
     }
   }
   if (unused.empty() || options_.find_unused_parameters) return;
@@ -577,6 +579,13 @@ at::Tensor Reducer::reduced_grad(size_t b, int64_t offset, int64_t length) const
   const int64_t begin = bucket.shard * rank_;
   XLAUNCH_ASSERT(offset >= begin && offset + length <= begin + bucket.shard, "a range inside this rank's shard");
   return bucket.grad_shard.narrow(0, offset - begin, length);
+}
+
+std::vector<at::Tensor> Reducer::reduced_grads() const {
+  if (options_.zero_stage == 2) return grad_shards();
+  std::vector<at::Tensor> out;
+  for (const auto& p : params_) out.push_back(p.grad());
+  return out;
 }
 
 std::vector<at::Tensor> Reducer::grad_shards() const {

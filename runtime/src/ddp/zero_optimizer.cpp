@@ -41,6 +41,12 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, std::vect
       if (it != group_of.end()) ++found;
     }
     per_model.push_back(zero::pieces_of_rank(m.reducer->buckets(), numel, group, m.reducer->world(), m.reducer->rank()));
+    // Every bucket holding any of the optimizer's parameters is gathered, on every rank alike: also
+    // where this rank's shard of it is padding only, or parameters the optimizer does not hold.
+    const auto& plan = m.reducer->buckets();
+    for (size_t b = 0; b < plan.size(); ++b)
+      if (std::any_of(plan[b].begin(), plan[b].end(), [&](size_t i) { return group[i] >= 0; }))
+        buckets_.emplace_back(per_model.size() - 1, b);
   }
   if (found != group_of.size())
     throw UsageError("acc.prepare(optimizer): " + std::to_string(group_of.size() - found) + " of the optimizer's " +
@@ -52,8 +58,6 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, std::vect
     for (const zero::Piece& piece : per_model[m]) {
       at::Tensor t = models_[m].reducer->bucket_params(piece.bucket).narrow(0, piece.offset, piece.length);
       bound_[static_cast<size_t>(piece.group)].push_back(Bound{m, piece, t});
-      const auto key = std::make_pair(m, piece.bucket);
-      if (std::find(buckets_.begin(), buckets_.end(), key) == buckets_.end()) buckets_.push_back(key);
     }
   }
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -61,7 +65,6 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, std::vect
     for (const Bound& b : bound_[g]) tensors.push_back(b.tensor);
     groups[g].params() = std::move(tensors);
   }
-  std::sort(buckets_.begin(), buckets_.end());
   bind_grads();
 }
 
