@@ -276,6 +276,15 @@ TEST(ZeroCheckpoint, RefusesOtherGroupsOrOptimizersNamingTheCheckpoint) {
   const std::string kind = refusal(Leg{4, 2, Opt::Sgd}, Leg{2, 1, Opt::AdamW, false});
   EXPECT_NE(kind.find("are not this optimizer's kind"), std::string::npos) << kind;
 
+  // Groups that hold other parameters than when saved: named, by parameter.
+  Leg swapped{2, 1, Opt::AdamW};
+  swapped.biases_first = true;
+  const std::string names = refusal(saved, swapped);
+  EXPECT_NE(names.find("the optimizer's parameter 0 is 'fc1.bias' of model 0 (32 elements) in group 0 here, and "
+                       "'fc1.weight' of model 0 (640 elements) in group 0 in optimizer 0 of checkpoint"),
+            std::string::npos)
+      << names;
+
   // A stage-0 checkpoint whose groups held other parameters.
   Leg whole_one_group{2, 0, Opt::AdamW, false};
   const std::string sizes = refusal(whole_one_group, Leg{2, 1, Opt::AdamW});

@@ -39,6 +39,7 @@ struct Leg {
   int stage = 0;
   Opt opt = Opt::Sgd;
   bool groups = true;  // AdamW: weights and biases in two groups (else one)
+  bool biases_first = false;  // AdamW: the biases' group first
   double bucket_cap_mb = 0.002;  // several buckets, and pieces that cut parameters
   int from = 0, to = 0;          // global steps trained: [from, to)
   std::vector<at::Tensor> init;  // the model's parameters to start from (before a load)
@@ -52,7 +53,7 @@ struct LegResult {
   Whole whole;        // every rank's optimizer state, whole, at the end
 };
 
-inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(Mlp& mlp, Opt opt, bool two_groups) {
+inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(Mlp& mlp, Opt opt, bool two_groups, bool biases_first) {
   if (opt == Opt::Sgd)
     return std::make_unique<torch::optim::SGD>(mlp->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   std::vector<at::Tensor> weights, biases;
@@ -61,7 +62,8 @@ inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(Mlp& mlp, Opt opt
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(weights, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).weight_decay(0.1)));
   if (two_groups)
-    groups.emplace_back(biases, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).weight_decay(0)));
+    groups.emplace(biases_first ? groups.begin() : groups.end(), biases,
+                   std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).weight_decay(0)));
   return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(0.01));
 }
 
@@ -190,7 +192,7 @@ inline LegResult leg_on_rank(const Leg& leg, std::shared_ptr<Communicator> comm)
     for (size_t i = 0; i < params.size(); ++i) params[i].copy_(leg.init[i]);
   }
   auto model = acc.prepare(mlp);
-  auto inner = make_optimizer(mlp, leg.opt, leg.groups);
+  auto inner = make_optimizer(mlp, leg.opt, leg.groups, leg.biases_first);
   auto& opt = acc.prepare(*inner);
   if (!leg.load.empty()) acc.load_state(leg.load);
   if (leg.seed) seed_whole(*inner, opt.sharded(), mlp, *leg.seed, leg.opt);

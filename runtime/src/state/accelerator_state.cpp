@@ -4,7 +4,9 @@
 // ranks then agree on the outcome (comm/agree.h), so every rank returns only once the checkpoint
 // exists, and a failed write throws the same error on every rank instead of hanging. On load,
 // rank 0 reads and verifies the files and broadcasts them, so the directory need only be visible
-// to rank 0, and every rank validates the same bytes (a refusal happens everywhere).
+// to rank 0, and every rank validates the same bytes (a refusal happens everywhere). At ZeRO
+// stage >= 1 every rank's optimizer file travels to rank 0 the same way (one rank at a time), and on
+// load each rank re-slices its own part (state/zero_state.h), the ranks agreeing on any refusal.
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 #include <unistd.h>

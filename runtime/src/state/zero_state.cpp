@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "check.h"
 #include "ddp/optim_state.h"
 #include "ddp/zero_optimizer.h"
 #include "xlaunch/error.h"
@@ -276,9 +277,11 @@ Resharded reshard(const torch::optim::Optimizer& inner, const HeldGroups& held, 
             const at::Tensor& src = value.toTensor();
             if (src.numel() != piece_numel)
               throw UsageError("load_state: the state '" + key + "' of " + list(pieces[g][c.piece].segments) + " in " +
-                               what + " has " + std::to_string(src.numel()) + " elements, not one per element (" +
-                               std::to_string(piece_numel) + "): this optimizer's state cannot be re-sliced. Resume "
-                               "with the world size and ddp.zero_stage it was saved with");
+                               what + " has " + std::to_string(src.numel()) + " elements where they have " +
+                               std::to_string(piece_numel) + ": the optimizer's groups held other parameters when it "
+                               "was saved, or its state is not one value per element and cannot be re-sliced. Build "
+                               "the optimizer as the program that saved it did, or resume with the world size and "
+                               "ddp.zero_stage it was saved with");
             at::Tensor& dst = a.elementwise[key];
             if (!dst.defined()) dst = at::empty({numel}, src.options());
             dst.narrow(0, c.offset, c.length).copy_(src.reshape({-1}).narrow(0, c.saved_offset, c.length));
@@ -311,6 +314,7 @@ Resharded reshard(const torch::optim::Optimizer& inner, const HeldGroups& held, 
       const StateEntries* first = nullptr;
       for (const auto& [offset, values] : a.scalars)
         if (offset == 0) first = &values;
+      XLAUNCH_ASSERT(first, "a tensor covered by saved pieces has no piece at its first element");
       for (const auto& [offset, values] : a.scalars)
         for (size_t e = 0; e < values.size() && note.empty(); ++e)
           if (!same_value(values[e].second, first->at(e).second))
