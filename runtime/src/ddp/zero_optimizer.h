@@ -51,6 +51,8 @@ class ShardedOptimizer {
     at::Tensor tensor;  // what the optimizer holds
   };
   const std::vector<std::vector<Bound>>& pieces() const { return bound_; }
+  // The models given (Bound::model indexes them): checkpoints name a piece's segments through them.
+  const std::vector<Model>& models() const { return models_; }
 
  private:
   torch::optim::Optimizer& optimizer_;

@@ -4,7 +4,9 @@
 // ranks then agree on the outcome (comm/agree.h), so every rank returns only once the checkpoint
 // exists, and a failed write throws the same error on every rank instead of hanging. On load,
 // rank 0 reads and verifies the files and broadcasts them, so the directory need only be visible
-// to rank 0, and every rank validates the same bytes (a refusal happens everywhere).
+// to rank 0, and every rank validates the same bytes (a refusal happens everywhere). At ZeRO
+// stage >= 1 every rank's optimizer file travels to rank 0 the same way (one rank at a time), and on
+// load each rank re-slices its own part (state/zero_state.h), the ranks agreeing on any refusal.
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 #include <unistd.h>
@@ -24,6 +26,7 @@
 #include "state/named_checkpoints.h"
 #include "state/trainer_state.h"
 #include "state/torch_state.h"
+#include "state/zero_state.h"
 #include "watch/watchdog.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/env_vars.h"
@@ -110,17 +113,31 @@ std::string changed_settings(const Files& files) {
 
 // What a checkpoint holds of an Accelerator, and putting it back (the Accelerator's friend).
 struct CheckpointIO {
+  // A sharded optimizer's state (ZeRO stage >= 1), on rank 0: every rank's optimizer file, and
+  // every rank's pieces (checkpoint::rank_layout_text). Empty for an optimizer that is not sharded.
+  struct OptimizerShards {
+    std::vector<std::string> files;
+    std::string pieces;
+  };
   // hook_states[i][r]: rank r's communication-hook state of model i, pickled (empty: none).
   // stream_states[r]: rank r's streaming loaders' positions (empty: no loader streams).
   static Files files_of(const Accelerator& a, const std::vector<std::string>& rng_states,
                         const std::vector<std::vector<std::string>>& hook_states,
-                        const std::vector<std::string>& stream_states);
+                        const std::vector<std::string>& stream_states, const std::vector<OptimizerShards>& shards);
   // Every rank's hook state of every model, on rank 0 (collective).
   static std::vector<std::vector<std::string>> gather_hook_states(Accelerator& a);
+  // Every rank's state of every sharded optimizer, on rank 0 (collective).
+  static std::vector<OptimizerShards> gather_optimizer_shards(Accelerator& a);
+  static checkpoint::Reducers reducers_of(const Accelerator& a);
+  // The archive each optimizer loads: the saved one, or at another world size or stage (either
+  // side sharded) this rank's state re-sliced from the saved pieces. Collective: a refusal on any
+  // rank is every rank's. `checkpoint` names it in messages.
+  static std::vector<std::unique_ptr<torch::serialize::InputArchive>> optimizer_archives(
+      Accelerator& a, const Files& files, const KeyValues& state, const std::string& checkpoint);
   // The saved hook state each model takes on this rank; throws UsageError when one does not fit.
   static std::vector<Named> hook_states_to_restore(const Accelerator& a, const Files& files, int64_t saved_world);
   // Everything is validated before anything is changed: a refused checkpoint leaves the run as it was.
-  static void restore(Accelerator& a, const Files& files);
+  static void restore(Accelerator& a, const Files& files, const std::string& checkpoint);
   static void restore_scaler(Accelerator& a, const KeyValues& state);
   // "scheduler <i> <name>" and "custom <i> <type>" lines: what was prepared and registered.
   static std::string registered_text(const Accelerator& a);
@@ -144,6 +161,7 @@ void Accelerator::save_state(const std::string& dir) {
   // Every rank's generators differ (dropout masks, device_specific seeds): rank 0 writes them all.
   const std::vector<std::string> rng = cpu_comm_->allgather_strings(rng_bytes(device_));
   const auto hook_states = CheckpointIO::gather_hook_states(*this);
+  const auto shards = CheckpointIO::gather_optimizer_shards(*this);
   // Streaming loaders stand differently on every rank (loader_state.h).
   const std::vector<std::string> streams =
       checkpoint::any_stream(loaders_)
@@ -152,7 +170,7 @@ void Accelerator::save_state(const std::string& dir) {
   std::string error;
   if (rank_ == 0) {
     try {
-      checkpoint::write_atomically(dir, CheckpointIO::files_of(*this, rng, hook_states, streams));
+      checkpoint::write_atomically(dir, CheckpointIO::files_of(*this, rng, hook_states, streams, shards));
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -178,12 +196,44 @@ std::vector<std::vector<std::string>> CheckpointIO::gather_hook_states(Accelerat
   return out;
 }
 
+checkpoint::Reducers CheckpointIO::reducers_of(const Accelerator& a) {
+  checkpoint::Reducers out;
+  for (const auto& m : a.models_) out.push_back(m.reducer.get());
+  return out;
+}
+
+std::vector<CheckpointIO::OptimizerShards> CheckpointIO::gather_optimizer_shards(Accelerator& a) {
+  std::vector<OptimizerShards> out(a.optimizers_.size());
+  for (size_t i = 0; i < a.optimizers_.size(); ++i) {
+    PreparedOptimizer& opt = *a.optimizers_[i];
+    if (!opt.sharded_) continue;  // the same on every rank: zero_stage is an agreed setting
+    const std::string mine = archive_bytes([&](auto& ar) { opt.inner().save(ar); });
+    std::vector<std::vector<checkpoint::PieceLayout>> pieces;
+    for (const auto& group : checkpoint::held_tensors(opt.inner(), opt.sharded(), reducers_of(a))) {
+      pieces.emplace_back();
+      for (const auto& h : group) pieces.back().push_back(h.layout);
+    }
+    const std::string my_pieces = checkpoint::rank_layout_text(a.rank_, pieces);
+    // One rank at a time, as a broadcast (as gather_hook_states): all of them at once could be
+    // the size of the whole unsharded state.
+    for (int r = 0; r < a.world_; ++r) {
+      std::string file = r == 0 ? mine : broadcast_string(*a.cpu_comm_, a.rank_ == r ? mine : std::string(), r);
+      std::string text = r == 0 ? my_pieces : broadcast_string(*a.cpu_comm_, a.rank_ == r ? my_pieces : std::string(), r);
+      if (a.rank_ != 0) continue;
+      out[i].files.push_back(std::move(file));
+      out[i].pieces += text;
+    }
+  }
+  return out;
+}
+
 Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string>& rng,
                              const std::vector<std::vector<std::string>>& hook_states,
-                             const std::vector<std::string>& stream_states) {
+                             const std::vector<std::string>& stream_states, const std::vector<OptimizerShards>& shards) {
   Files files;
   KeyValues state{{"format_version", std::to_string(checkpoint::kFormatVersion)},
                   {"world_size", std::to_string(a.world_)},
+                  {"zero_stage", std::to_string(a.options_.ddp.zero_stage)},
                   {"step", std::to_string(a.step_)},
                   {"micro_step", std::to_string(a.micro_step_)},
                   {"models", std::to_string(a.models_.size())},
@@ -194,7 +244,7 @@ Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string
                   {"custom_objects", std::to_string(a.custom_.size())}};
   std::ostringstream meta;
   meta << "xlaunch checkpoint\nformat_version " << checkpoint::kFormatVersion << "\nworld_size " << a.world_
-       << "\nsaved_by rank 0 on " << host_name() << "\ntime " << utc_now() << "\nstep " << a.step_
+       << "\nzero_stage " << a.options_.ddp.zero_stage << "\nsaved_by rank 0 on " << host_name() << "\ntime " << utc_now() << "\nstep " << a.step_
        << "\nmicro_step " << a.micro_step_ << "\n";
   for (size_t i = 0; i < a.models_.size(); ++i) {
     const Named named = model_state(*a.models_[i].module);
@@ -202,12 +252,22 @@ Files CheckpointIO::files_of(const Accelerator& a, const std::vector<std::string
     for (const auto& [name, t] : named) meta << "model " << i << " '" << name << "' " << describe(t) << "\n";
   }
   for (size_t i = 0; i < a.optimizers_.size(); ++i) {
-    torch::serialize::OutputArchive archive;
-    a.optimizers_[i]->inner().save(archive);
-    std::ostringstream os;
-    archive.save_to(os);
-    files["rank0/optimizer_" + std::to_string(i) + ".pt"] = os.str();
-    state["optimizer." + std::to_string(i) + ".steps"] = std::to_string(a.optimizers_[i]->steps_);
+    PreparedOptimizer& opt = *a.optimizers_[i];
+    state["optimizer." + std::to_string(i) + ".steps"] = std::to_string(opt.steps_);
+    if (!opt.sharded_) {
+      files["rank0/optimizer_" + std::to_string(i) + ".pt"] = archive_bytes([&](auto& ar) { opt.inner().save(ar); });
+      continue;
+    }
+    // Sharded: every rank's file, and what their pieces hold (state/sharded_layout.h).
+    const std::string dir = "optimizer_" + std::to_string(i) + "/";
+    for (size_t r = 0; r < shards[i].files.size(); ++r) files[dir + "rank_" + std::to_string(r) + ".pt"] = shards[i].files[r];
+    checkpoint::OptimizerLayout layout;
+    layout.world = a.world_;
+    layout.stage = a.options_.ddp.zero_stage;
+    layout.groups = static_cast<int>(opt.inner().param_groups().size());
+    layout.params = checkpoint::params_of(opt.inner(), opt.sharded(), reducers_of(a));
+    files[dir + "layout.txt"] = checkpoint::layout_text(layout) + shards[i].pieces;
+    meta << "optimizer " << i << " sharded over " << a.world_ << " ranks (zero_stage " << layout.stage << ")\n";
   }
   files["rank0/registered.txt"] = registered_text(a);
   for (size_t i = 0; i < a.schedulers_.size(); ++i) {
@@ -280,7 +340,7 @@ void Accelerator::load_state(const std::string& dir) {
     log_main(rank_, "load_state: " + dir + " is missing; loading " + dir + ".old, the previous checkpoint that an "
                     "interrupted save_state left in place");
   files = broadcast_files(*cpu_comm_, files);
-  CheckpointIO::restore(*this, files);
+  CheckpointIO::restore(*this, files, fell_back ? chosen + ".old" : chosen);
   if (const std::string changed = changed_settings(files); !changed.empty())
     log_main(rank_, "load_state: this run's settings differ from those the checkpoint was saved with: " + changed);
   boundary_pending_ = false;
@@ -300,7 +360,7 @@ void check_count(const KeyValues& state, const char* what, size_t mine) {
 
 }  // namespace
 
-void CheckpointIO::restore(Accelerator& a, const Files& files) {
+void CheckpointIO::restore(Accelerator& a, const Files& files, const std::string& checkpoint) {
   const auto state_it = files.find("rank0/trainer_state.txt");
   if (state_it == files.end()) throw UsageError("load_state: the checkpoint has no rank0/trainer_state.txt");
   const KeyValues state = parse_key_values(state_it->second);
@@ -316,15 +376,8 @@ void CheckpointIO::restore(Accelerator& a, const Files& files) {
     saved_models.push_back(unpickle(files, "rank0/model_" + std::to_string(i) + ".pt"));
     check_same_model(i, model_state(*a.models_[i].module), saved_models.back());
   }
-  std::vector<std::unique_ptr<torch::serialize::InputArchive>> saved_optimizers;
-  for (size_t i = 0; i < a.optimizers_.size(); ++i) {
-    const std::string path = "rank0/optimizer_" + std::to_string(i) + ".pt";
-    const auto it = files.find(path);
-    if (it == files.end()) throw UsageError("load_state: the checkpoint has no " + path);
-    saved_optimizers.push_back(std::make_unique<torch::serialize::InputArchive>());
-    std::istringstream in(it->second);
-    saved_optimizers.back()->load_from(in, a.device_);
-  }
+  // First among the checks whose outcome may differ by rank (each re-slices its own pieces).
+  auto saved_optimizers = optimizer_archives(a, files, state, checkpoint);
   check_registered(a, files);
   std::vector<std::unique_ptr<torch::serialize::InputArchive>> saved_schedulers, saved_custom;
   for (size_t i = 0; i < a.schedulers_.size(); ++i)
@@ -388,6 +441,66 @@ void CheckpointIO::restore(Accelerator& a, const Files& files) {
                                                 " keep their own RNG state (none was saved for them)"
                                           : "") +
                     ". The resume is not bitwise exact (another world size reduces in another order)");
+}
+
+std::vector<std::unique_ptr<torch::serialize::InputArchive>> CheckpointIO::optimizer_archives(
+    Accelerator& a, const Files& files, const KeyValues& state, const std::string& checkpoint) {
+  std::vector<std::unique_ptr<torch::serialize::InputArchive>> out;
+  std::string error;
+  try {
+    const int64_t saved_world = get_int(state, "world_size");
+    for (size_t i = 0; i < a.optimizers_.size(); ++i) {
+      PreparedOptimizer& opt = *a.optimizers_[i];
+      const std::string dir = "optimizer_" + std::to_string(i) + "/";
+      const std::string whole = "rank0/optimizer_" + std::to_string(i) + ".pt";
+      const bool sharded_saved = files.count(dir + "layout.txt") > 0;
+      if (!sharded_saved && !opt.sharded_) {  // stage 0 on both sides: the file as it is
+        out.push_back(archive_of(files, whole, a.device_));
+        continue;
+      }
+      const std::string what = "optimizer " + std::to_string(i) + " of checkpoint " + checkpoint;
+      const checkpoint::Reducers reducers = reducers_of(a);
+      const auto mine = checkpoint::params_of(opt.inner(), opt.sharded(), reducers);
+      const int groups = static_cast<int>(opt.inner().param_groups().size());
+      checkpoint::OptimizerLayout saved;
+      checkpoint::RankFile rank_file;
+      if (sharded_saved) {
+        saved = checkpoint::parse_layout(files.at(dir + "layout.txt"), checkpoint + "/" + dir + "layout.txt");
+        checkpoint::check_same_params(saved, mine, groups, what);
+        rank_file = [&](int r) { return archive_of(files, dir + "rank_" + std::to_string(r) + ".pt", a.device_); };
+      } else {
+        saved = checkpoint::whole_layout(mine, groups);
+        rank_file = [&](int) { return archive_of(files, whole, a.device_); };
+      }
+      const auto held = checkpoint::held_tensors(opt.inner(), opt.sharded(), reducers);
+      checkpoint::Resharded r = checkpoint::reshard(opt.inner(), held, saved, rank_file, a.device_, what);
+      if (!r.note.empty()) log_main(a.rank_, "load_state: " + what + ": " + r.note);
+      const int64_t from_world = sharded_saved ? saved.world : saved_world;
+      const int64_t from_stage = sharded_saved ? saved.stage : 0;
+      if (from_world != a.world_ || from_stage != a.options_.ddp.zero_stage) {
+        log_main(a.rank_, "load_state: optimizer state of " + std::to_string(from_world) + " ranks at stage " +
+                        std::to_string(from_stage) + " re-sliced for " + std::to_string(a.world_) + " ranks at stage " +
+                        std::to_string(a.options_.ddp.zero_stage) + " (optimizer " + std::to_string(i) + ")");
+      } else if (a.rank_ == 0) {
+        bool same = true;
+        for (size_t g = 0; g < held.size(); ++g) {
+          std::vector<checkpoint::PieceLayout> layouts;
+          for (const auto& h : held[g]) layouts.push_back(h.layout);
+          same = same && layouts == saved.pieces[0][g];
+        }
+        if (!same)
+          log_main(0, "load_state: optimizer state of " + std::to_string(from_world) + " ranks at stage " +
+                      std::to_string(from_stage) + " re-sliced for this run's buckets, which differ from the saved "
+                      "ones (bucket_cap_mb changed?) (optimizer " + std::to_string(i) + ")");
+      }
+      out.push_back(std::move(r.archive));
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const Agreement outcome = agree_on_error(*a.cpu_comm_, error);
+  if (outcome.failed()) throw UsageError(outcome.message);
+  return out;
 }
 
 std::vector<Named> CheckpointIO::hook_states_to_restore(const Accelerator& a, const Files& files, int64_t saved_world) {

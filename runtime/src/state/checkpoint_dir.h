@@ -12,12 +12,16 @@
 //   rank0/trainer_state.txt  "key value" lines: counters, loader positions, GradScaler state
 //   rank0/model_<i>.pt       prepared model i: parameters and buffers by name (torch pickle,
 //                            torch.load reads it)
-//   rank0/optimizer_<i>.pt   prepared optimizer i (torch::optim::Optimizer::save archive)
+//   rank0/optimizer_<i>.pt   prepared optimizer i (torch::optim::Optimizer::save archive); at
+//                            ZeRO stage 0 only
+//   optimizer_<i>/rank_<r>.pt, optimizer_<i>/layout.txt   at ZeRO stages 1 and 2: rank r's
+//                            optimizer over its pieces, and what every piece holds
+//                            (state/sharded_layout.h, state/zero_state.h)
 //   rng/rank_<r>.pt          rank r's generator states: "cpu", and "cuda" on a GPU
 //   ddp/model_<i>_rank_<r>.pt  rank r's communication-hook state of model i, when the hook keeps
 //                            one (Reducer::hook_state, torch pickle)
 // "rank0/" holds the state every rank shares, written by rank 0; sharded state (one file per
-// rank) would sit next to it as rank<r>/.
+// rank) sits next to it.
 #pragma once
 
 #include <cstdint>

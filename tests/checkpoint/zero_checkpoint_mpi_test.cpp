@@ -1,0 +1,48 @@
+// Under mpirun -np 4: ZeRO stage 2 over the real transport (the world's bucket communicator: shared
+// memory on one machine), saved; then resumed on MPI sub-communicators of 2 ranks at stage 1 and of
+// 3 ranks at stage 0, and compared bit for bit with a run on the same sub-communicator started from
+// the state gathered whole (zero_resume.h), as zero_checkpoint_test does with ranks as threads.
+#include <gtest/gtest.h>
+
+#include "comm/agree.h"
+#include "comm/mpi_communicator.h"
+#include "scratch_dir.h"
+#include "zero_resume.h"
+
+using namespace xlaunch::test;
+
+TEST(ZeroCheckpointMpi, FourRanksAtStageTwoResumeOnTwoAndThreeRanks) {
+  const auto world = xlaunch::MpiCommunicator::world();
+  ASSERT_EQ(world->size(), 4) << "run under mpirun -np 4";
+  // One directory for all ranks: rank 0 makes it, and alone writes and reads in it.
+  const std::string dir = xlaunch::broadcast_string(*world, world->rank() == 0 ? make_scratch_dir() : "");
+  constexpr int kSaved = 6, kMore = 5;
+  for (Opt opt : {Opt::Sgd, Opt::AdamW}) {
+    const std::string name = opt == Opt::Sgd ? "sgd" : "adamw";
+    Leg a{4, 2, opt};
+    a.init = initial_params();
+    a.to = kSaved;
+    a.save = dir + "/" + name;
+    const LegResult saved = leg_on_rank(a, world);
+    for (const auto& [w, stage] : {std::pair{2, 1}, std::pair{3, 0}}) {
+      const auto sub = world->split(world->rank() < w ? 0 : MPI_UNDEFINED, world->rank());
+      if (!sub) continue;  // the ranks left out go on to the next split
+      Leg to{w, stage, opt};
+      to.from = kSaved;
+      to.to = kSaved + kMore;
+      Leg resumed = to;
+      resumed.init = initial_params(99);
+      resumed.load = a.save;
+      const LegResult got = leg_on_rank(resumed, sub);
+      Leg straight = to;
+      straight.init = unflatten(saved.params);
+      straight.seed = &saved.whole;
+      const LegResult want = leg_on_rank(straight, sub);
+      EXPECT_TRUE(got.params.equal(want.params)) << name << " on " << w << " ranks at stage " << stage;
+      ASSERT_EQ(got.whole.size(), want.whole.size());
+      for (const auto& [k, t] : want.whole) EXPECT_TRUE(got.whole.at(k).equal(t)) << k;
+    }
+  }
+  world->barrier();  // the ranks left out of the last split wait for those in it
+  if (world->rank() == 0 && !::testing::Test::HasFailure()) remove_scratch_dir(dir);
+}

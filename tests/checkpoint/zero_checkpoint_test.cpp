@@ -1,0 +1,292 @@
+// Checkpoints at ZeRO stages 1 and 2, ranks as threads: the layout file and the chunk planning from
+// literal input; then training saved on one world size and stage and resumed on another, compared
+// bit for bit with a run that continues from the same state gathered whole by the test itself
+// (zero_resume.h); the files a sharded checkpoint holds; the refusals.
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "../runtime/inprocess_ranks.h"
+#include "scratch_dir.h"
+#include "state/checkpoint_dir.h"
+#include "state/sharded_layout.h"
+#include "xlaunch/error.h"
+#include "zero_resume.h"
+
+using namespace xlaunch::test;
+using xlaunch::checkpoint::Chunk;
+using xlaunch::checkpoint::NamedSegment;
+using xlaunch::checkpoint::OptimizerLayout;
+using xlaunch::checkpoint::PieceLayout;
+
+namespace {
+
+// Two ranks; model 0's "w" (6 elements) and "b" (2), model 1's "w" (3), one group.
+// Rank 0: w[0, 4); rank 1: w[4, 6) + b[0, 2) in one piece, then model 1's w whole.
+OptimizerLayout two_rank_layout() {
+  OptimizerLayout l;
+  l.world = 2;
+  l.stage = 2;
+  l.groups = 1;
+  l.params = {{0, 0, "w", 6}, {0, 0, "b", 2}, {0, 1, "w", 3}};
+  l.pieces = {{{PieceLayout{0, {{"w", 0, 4}}}}},
+              {{PieceLayout{0, {{"w", 4, 2}, {"b", 0, 2}}}, PieceLayout{1, {{"w", 0, 3}}}}}};
+  return l;
+}
+
+}  // namespace
+
+TEST(ShardedLayout, TextRoundTripsAndNamesMayHoldSpaces) {
+  OptimizerLayout l = two_rank_layout();
+  l.params.push_back({0, 1, "odd name", 1});
+  l.pieces[1][0].push_back(PieceLayout{1, {{"odd name", 0, 1}}});
+  const std::string text = xlaunch::checkpoint::layout_text(l);
+  EXPECT_EQ(text.substr(0, text.find("param")), "xlaunch sharded optimizer layout\nworld_size 2\nzero_stage 2\ngroups 1\n");
+  EXPECT_NE(text.find("rank 1 group 0 pieces 3\npiece 0 2\nsegment 4 2 w\nsegment 0 2 b\n"), std::string::npos) << text;
+  EXPECT_EQ(xlaunch::checkpoint::parse_layout(text, "x"), l);
+  // The file as save_state writes it: the head, then each rank's own lines.
+  OptimizerLayout head = l;
+  head.pieces.clear();
+  const std::string joined = xlaunch::checkpoint::layout_text(head) +
+                             xlaunch::checkpoint::rank_layout_text(0, l.pieces[0]) +
+                             xlaunch::checkpoint::rank_layout_text(1, l.pieces[1]);
+  EXPECT_EQ(joined, text);
+}
+
+TEST(ShardedLayout, DamagedFilesAreRefusedNamingTheLine) {
+  const std::string good = xlaunch::checkpoint::layout_text(two_rank_layout());
+  auto error = [](const std::string& text) {
+    try {
+      xlaunch::checkpoint::parse_layout(text, "ck/optimizer_0/layout.txt");
+    } catch (const xlaunch::UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error("something else\n").find("ck/optimizer_0/layout.txt line 1"), std::string::npos);
+  std::string bad = good;
+  bad.replace(bad.find("segment 4 2 w"), 13, "segment x 2 w");
+  EXPECT_NE(error(bad).find("('segment x 2 w'): expected a number"), std::string::npos) << error(bad);
+  // A rank's pieces missing.
+  const std::string cut = good.substr(0, good.find("rank 1 group 0"));
+  EXPECT_NE(error(cut).find("lists no pieces of rank 1 in group 0"), std::string::npos) << error(cut);
+  EXPECT_NE(error(good.substr(0, good.size() - 8)).find("line"), std::string::npos);  // ends inside a piece
+}
+
+TEST(ShardedLayout, ChunksFindEveryElementInTheSavedPieces) {
+  const xlaunch::checkpoint::SavedIndex index(two_rank_layout());
+  // Model 0's w whole (a stage-0 tensor): rank 0's piece, then the start of rank 1's first.
+  EXPECT_EQ(index.chunks(PieceLayout{0, {{"w", 0, 6}}}),
+            (std::vector<Chunk>{{0, 0, 0, 0, 0, 4}, {1, 0, 0, 0, 4, 2}}));
+  // Another cut: w[3, 6) + b[0, 1), across both ranks; then model 1's w[1, 3).
+  EXPECT_EQ(index.chunks(PieceLayout{0, {{"w", 3, 3}, {"b", 0, 1}}}),
+            (std::vector<Chunk>{{0, 0, 0, 3, 0, 1}, {1, 0, 0, 0, 1, 2}, {1, 0, 0, 2, 3, 1}}));
+  EXPECT_EQ(index.chunks(PieceLayout{1, {{"w", 1, 2}}}), (std::vector<Chunk>{{1, 0, 1, 1, 0, 2}}));
+  // Elements nobody saved are in no chunk (the caller refuses).
+  EXPECT_TRUE(index.chunks(PieceLayout{1, {{"b", 0, 2}}}).empty());
+}
+
+namespace {
+
+// A leg on leg.world threads: rank 0's results, replicas checked equal.
+LegResult run_leg(const Leg& leg) {
+  std::vector<LegResult> results(leg.world);
+  run_ranks(leg.world, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) { results[c->rank()] = leg_on_rank(leg, c); });
+  for (int r = 1; r < leg.world; ++r)
+    EXPECT_TRUE(results[r].params.equal(results[0].params)) << "rank " << r << " differs from rank 0";
+  return results[0];
+}
+
+void expect_same_state(const Whole& got, const Whole& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [k, t] : want) {
+    ASSERT_TRUE(got.count(k)) << k;
+    EXPECT_TRUE(got.at(k).equal(t)) << k;
+  }
+}
+
+constexpr int kSaved = 6, kMore = 5;  // steps before the checkpoint, and after it
+
+// Saved by `from` at step kSaved; resumed on `to`: the resumed run and the run started from the
+// gathered state (the same layout as `to`) end with the same bits, parameters and state.
+void expect_resumes_exactly(Leg from, Leg to, std::string* log = nullptr) {
+  ScratchDir dir;
+  from.init = initial_params();
+  from.from = 0;
+  from.to = kSaved;
+  from.save = dir.path + "/ckpt";
+  const LegResult saved = run_leg(from);
+  ASSERT_FALSE(saved.whole.empty());
+
+  to.from = kSaved;
+  to.to = kSaved + kMore;
+  Leg resumed = to;
+  resumed.init = initial_params(99);  // load_state replaces them
+  resumed.load = from.save;
+  if (log) testing::internal::CaptureStderr();
+  const LegResult got = run_leg(resumed);
+  if (log) *log = testing::internal::GetCapturedStderr();
+  Leg straight = to;
+  straight.init = unflatten(saved.params);
+  straight.seed = &saved.whole;
+  const LegResult want = run_leg(straight);
+  EXPECT_TRUE(got.params.equal(want.params)) << "parameters differ after resuming";
+  expect_same_state(got.whole, want.whole);
+}
+
+class ZeroResharding : public ::testing::TestWithParam<std::tuple<Opt, int, int>> {};
+
+}  // namespace
+
+// The check: saved on 4 ranks at stage 2, resumed on 2 and 3 ranks at stages 1 and 0.
+TEST_P(ZeroResharding, FourRanksAtStageTwoResumeExactly) {
+  const auto [opt, world, stage] = GetParam();
+  std::string log;
+  expect_resumes_exactly(Leg{4, 2, opt}, Leg{world, stage, opt}, &log);
+  EXPECT_NE(log.find("optimizer state of 4 ranks at stage 2 re-sliced for " + std::to_string(world) + " ranks at stage " +
+                     std::to_string(stage)),
+            std::string::npos)
+      << log;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ZeroResharding,
+                         ::testing::Combine(::testing::Values(Opt::Sgd, Opt::AdamW), ::testing::Values(2, 3),
+                                            ::testing::Values(1, 0)));
+
+TEST(ZeroCheckpoint, SameWorldAndStageResumesLikeTheUninterruptedRun) {
+  for (Opt opt : {Opt::Sgd, Opt::AdamW}) {
+    ScratchDir dir;
+    Leg straight{3, 1, opt};
+    straight.init = initial_params();
+    straight.to = kSaved + kMore;
+    const LegResult want = run_leg(straight);
+    Leg first = straight;
+    first.to = kSaved;
+    first.save = dir.path + "/ckpt";
+    run_leg(first);
+    Leg second = straight;
+    second.init = initial_params(99);
+    second.from = kSaved;
+    second.load = first.save;
+    const LegResult got = run_leg(second);
+    EXPECT_TRUE(got.params.equal(want.params)) << (opt == Opt::Sgd ? "SGD" : "AdamW");
+    expect_same_state(got.whole, want.whole);
+    // The state matters: the same steps from a fresh optimizer end elsewhere.
+    Leg fresh = second;
+    fresh.load.clear();
+    const LegResult without_state = [&] {
+      Leg f = fresh;
+      Leg at_save = straight;
+      at_save.to = kSaved;
+      f.init = unflatten(run_leg(at_save).params);
+      return run_leg(f);
+    }();
+    EXPECT_FALSE(without_state.params.equal(want.params));
+  }
+}
+
+TEST(ZeroCheckpoint, StageZeroToStageTwoAndBackOnTheSameWorld) {
+  for (Opt opt : {Opt::Sgd, Opt::AdamW}) {
+    expect_resumes_exactly(Leg{2, 0, opt}, Leg{2, 2, opt});
+    expect_resumes_exactly(Leg{2, 2, opt}, Leg{2, 0, opt});
+  }
+}
+
+TEST(ZeroCheckpoint, AnotherBucketCapResumesExactly) {
+  Leg from{2, 1, Opt::AdamW};
+  Leg to = from;
+  to.bucket_cap_mb = 0.01;  // fc2 and fc1 in one bucket (two before): other pieces on the same ranks
+  std::string log;
+  expect_resumes_exactly(from, to, &log);
+  EXPECT_NE(log.find("re-sliced for this run's buckets"), std::string::npos) << log;
+}
+
+TEST(ZeroCheckpoint, ASingleProcessResumesAFourRankCheckpoint) {
+  expect_resumes_exactly(Leg{4, 2, Opt::AdamW}, Leg{1, 0, Opt::AdamW});
+  expect_resumes_exactly(Leg{4, 1, Opt::Sgd}, Leg{1, 1, Opt::Sgd});
+}
+
+TEST(ZeroCheckpoint, FilesHoldEveryRanksStateAndTheLayout) {
+  ScratchDir dir;
+  Leg leg{3, 2, Opt::AdamW};
+  leg.init = initial_params();
+  leg.to = 2;
+  leg.save = dir.path + "/sharded";
+  run_leg(leg);
+  const auto files = xlaunch::checkpoint::read_verified(leg.save);
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(files.count("optimizer_0/rank_" + std::to_string(r) + ".pt")) << r;
+  EXPECT_FALSE(files.count("optimizer_0/rank_3.pt"));
+  EXPECT_FALSE(files.count("rank0/optimizer_0.pt"));
+  const OptimizerLayout layout = xlaunch::checkpoint::parse_layout(files.at("optimizer_0/layout.txt"), "layout");
+  EXPECT_EQ(layout.world, 3);
+  EXPECT_EQ(layout.stage, 2);
+  EXPECT_EQ(layout.groups, 2);
+  ASSERT_EQ(layout.params.size(), 6u);
+  EXPECT_EQ(layout.params[0].name, "fc1.weight");
+  EXPECT_EQ(layout.params[0].numel, 640);
+  EXPECT_EQ(layout.params[3].name, "fc1.bias");
+  EXPECT_EQ(layout.params[3].group, 1);
+  const std::string meta = files.at("metadata.txt");
+  EXPECT_NE(meta.find("world_size 3\nzero_stage 2\n"), std::string::npos) << meta;
+  EXPECT_NE(files.at("rank0/trainer_state.txt").find("zero_stage 2"), std::string::npos);
+  // Stage 0 writes the optimizer as before: one file of rank 0's.
+  leg.stage = 0;
+  leg.save = dir.path + "/whole";
+  run_leg(leg);
+  const auto whole = xlaunch::checkpoint::read_verified(leg.save);
+  EXPECT_TRUE(whole.count("rank0/optimizer_0.pt"));
+  EXPECT_FALSE(whole.count("optimizer_0/layout.txt"));
+}
+
+namespace {
+
+// The message every rank of a refused resume throws (they must agree).
+std::string refusal(const Leg& saved_leg, Leg resume) {
+  ScratchDir dir;
+  Leg s = saved_leg;
+  s.init = initial_params();
+  s.to = 2;
+  s.save = dir.path + "/ckpt";
+  run_leg(s);
+  resume.init = initial_params();
+  resume.load = s.save;
+  std::vector<std::string> what(resume.world);
+  run_ranks(resume.world, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    try {
+      leg_on_rank(resume, c);
+    } catch (const xlaunch::UsageError& e) {
+      what[c->rank()] = e.what();
+    }
+  });
+  for (int r = 1; r < resume.world; ++r) EXPECT_EQ(what[r], what[0]) << "rank " << r;
+  return what[0];
+}
+
+}  // namespace
+
+TEST(ZeroCheckpoint, RefusesOtherGroupsOrOptimizersNamingTheCheckpoint) {
+  Leg saved{4, 2, Opt::AdamW};
+  Leg one_group{2, 1, Opt::AdamW};
+  one_group.groups = false;
+  const std::string groups = refusal(saved, one_group);
+  EXPECT_NE(groups.find("optimizer 0 of checkpoint /tmp/"), std::string::npos) << groups;
+  EXPECT_NE(groups.find("has 2 parameter groups, this optimizer has 1"), std::string::npos) << groups;
+  EXPECT_NE(groups.find("Build the optimizer as the program that saved it did"), std::string::npos) << groups;
+
+  const std::string kind = refusal(Leg{4, 2, Opt::Sgd}, Leg{2, 1, Opt::AdamW, false});
+  EXPECT_NE(kind.find("are not this optimizer's kind"), std::string::npos) << kind;
+
+  // Groups that hold other parameters than when saved: named, by parameter.
+  Leg swapped{2, 1, Opt::AdamW};
+  swapped.biases_first = true;
+  const std::string names = refusal(saved, swapped);
+  EXPECT_NE(names.find("the optimizer's parameter 0 is 'fc1.bias' of model 0 (32 elements) in group 0 here, and "
+                       "'fc1.weight' of model 0 (640 elements) in group 0 in optimizer 0 of checkpoint"),
+            std::string::npos)
+      << names;
+
+  // A stage-0 checkpoint whose groups held other parameters.
+  Leg whole_one_group{2, 0, Opt::AdamW, false};
+  const std::string sizes = refusal(whole_one_group, Leg{2, 1, Opt::AdamW});
+  EXPECT_NE(sizes.find("has 1 parameter groups, this optimizer has 2"), std::string::npos) << sizes;
+}
