@@ -199,7 +199,7 @@ Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicato
   if (device_.is_cuda()) profile::device::set_device(device_.index());  // phases timed on the GPU too
   // The report finds this rank's GPU among NVML's by its PCI bus id (docs/performance.md).
   if (device_.is_cuda()) profile::publish_cuda_device(device_.index());
-  if (needs_grad_scaler(mixed_precision_)) scaler_ = std::make_unique<GradScaler>(options_.scaler, communicator(device_));
+  if (needs_grad_scaler(mixed_precision_)) scaler_ = std::make_unique<GradScaler>(options_.scaler, communicator(device_), device_);
   if (device_.is_cpu()) {
     // Like torchrun: ranks sharing a machine split its cores instead of oversubscribing them.
     int threads = options_.num_threads;
@@ -514,7 +514,8 @@ double Accelerator::clip_grad_norm_(double max_norm, double norm_type) {
     for (auto& o : optimizers_)
       if (!scaler_->is_unscaled(o->inner())) scaler_->unscale_(o->inner());
   if (sync_gradients()) step_clip_ = {max_norm, norm_type};  // what a joined rank repeats (join)
-  if (options_.ddp.zero_stage >= 1 && !models_.empty()) return clip_sharded(max_norm, norm_type);
+  // On accumulation micro-steps the gradients are local and whole at every stage: clipped as at stage 0.
+  if (options_.ddp.zero_stage >= 1 && !models_.empty() && sync_gradients()) return clip_sharded(max_norm, norm_type);
   std::vector<at::Tensor> params;
   for (auto& m : models_)
     for (const auto& p : m.module->parameters())

@@ -133,6 +133,12 @@ TEST_F(MpiReduceScatter, SubCommunicatorsAndAWorldOfOne) {
   xlaunch::test::check_allgather(*alone, 402, 9, at::kFloat, /*in_place=*/true);
 }
 
+TEST_F(MpiReduceScatter, AllgatherAboveAnIntCountGoesPieceByPiece) {
+  // 128 MiB + 20 bytes per rank: MPI's int counts take it in pieces (a ZeRO shard of a large parameter).
+  const int64_t count = (int64_t{128} << 20) / 4 + 5;
+  for (bool in_place : {false, true}) xlaunch::test::check_allgather(*comm, 900 + in_place, count, at::kFloat, in_place);
+}
+
 TEST_F(MpiReduceScatter, AllgatherOfOddSizesAndInPlace) {
   uint64_t seed = 500;
   for (auto dtype : {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf, at::kLong, at::kBool})

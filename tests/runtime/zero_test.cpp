@@ -7,7 +7,9 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/ones_like.h>
+#include <torch/optim/adagrad.h>
 #include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
 #include <torch/optim/lbfgs.h>
 #include <torch/optim/sgd.h>
 
@@ -305,6 +307,69 @@ TEST(Zero, SixteenBitHookReduceScattersLikeItsAllreduce) {
   const Result got = train(s, 20);
   // Both divide by W, round to bf16 and sum two values: the same bits on 2 ranks.
   expect_close(got, ref, 0);
+}
+
+TEST(Zero, AdagradAndRmspropMatchStageZero) {
+  // Adagrad makes its state in its constructor: rebound to the pieces, not taken for a stepped one.
+  for (int which : {0, 1}) {
+    std::vector<std::vector<at::Tensor>> finals(3);
+    for (int stage : {0, 1, 2}) {
+      std::vector<at::Tensor> rank0;
+      torch::manual_seed(9);
+      Mlp init;
+      run_ranks(3, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+        xlaunch::AcceleratorOptions o;
+        o.cpu = true;
+        o.ddp.first_bucket_bytes = 64;
+        o.ddp.bucket_cap_mb = 0.002;
+        o.ddp.zero_stage = stage;
+        xlaunch::Accelerator acc(o, c);
+        Mlp mlp;
+        copy_state(*mlp, *init);
+        auto model = acc.prepare(mlp);
+        std::unique_ptr<torch::optim::Optimizer> inner;
+        if (which == 0)
+          inner = std::make_unique<torch::optim::Adagrad>(mlp->parameters(),
+                                                          torch::optim::AdagradOptions(0.05).initial_accumulator_value(0.1));
+        else
+          inner = std::make_unique<torch::optim::RMSprop>(mlp->parameters(), torch::optim::RMSpropOptions(0.01).momentum(0.5));
+        auto& opt = acc.prepare(*inner);
+        for (int step = 0; step < 30; ++step) {
+          const Batch b = mlp_batch(c->rank(), step);
+          acc.backward(loss_of(model(b.x), b.y));
+          opt.step();
+          opt.zero_grad();
+        }
+        if (c->rank() == 0) rank0.push_back(flat_params(*mlp));
+      });
+      finals[stage] = rank0;
+    }
+    EXPECT_LE(rel_err(finals[1][0], finals[0][0]), 1e-6) << (which ? "RMSprop" : "Adagrad") << " stage 1";
+    EXPECT_LE(rel_err(finals[2][0], finals[0][0]), 1e-6) << (which ? "RMSprop" : "Adagrad") << " stage 2";
+  }
+}
+
+TEST(Zero, ParameterGroupsAddedAfterPrepareAreRefused) {
+  std::string what;
+  run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    xlaunch::AcceleratorOptions o;
+    o.cpu = true;
+    o.ddp.zero_stage = 2;
+    xlaunch::Accelerator acc(o, c);
+    Mlp mlp;
+    auto model = acc.prepare(mlp);
+    torch::optim::SGD sgd(std::vector<at::Tensor>{mlp->fc1->weight}, torch::optim::SGDOptions(0.1));
+    auto& opt = acc.prepare(sgd);
+    sgd.add_param_group(torch::optim::OptimizerParamGroup({mlp->fc2->weight}));
+    const Batch b = mlp_batch(c->rank(), 0);
+    acc.backward(loss_of(model(b.x), b.y));
+    try {
+      opt.step();
+    } catch (const xlaunch::UsageError& e) {
+      if (c->rank() == 0) what = e.what();
+    }
+  });
+  EXPECT_NE(what.find("add_param_group"), std::string::npos) << what;
 }
 
 TEST(Zero, EveryRankGathersBucketsItsShardHasNothingOf) {

@@ -76,7 +76,10 @@ struct GradScalerState {
 class GradScaler {
  public:
   // Throws UsageError when an option is out of range, naming it. `comm` may be null (one rank).
-  explicit GradScaler(GradScalerOptions options = {}, std::shared_ptr<Communicator> comm = nullptr);
+  // `device`: where `comm` reduces, for the verdict of a rank whose optimizer holds no parameter
+  // here (at ZeRO stages 1 and 2 a small optimizer's shard can be empty on some ranks).
+  explicit GradScaler(GradScalerOptions options = {}, std::shared_ptr<Communicator> comm = nullptr,
+                      at::Device device = at::kCPU);
 
   bool is_enabled() const { return options_.enabled; }
   const GradScalerOptions& options() const { return options_; }
@@ -133,6 +136,7 @@ class GradScaler {
 
   GradScalerOptions options_;
   std::shared_ptr<Communicator> comm_;
+  at::Device device_;
   float scale_;  // float32, as torch keeps it, so growth and backoff round identically
   int64_t growth_tracker_ = 0;
   bool last_step_skipped_ = false;

@@ -103,8 +103,8 @@ at::Tensor unscale_and_check_(const std::vector<at::Tensor>& tensors, double inv
   return result;
 }
 
-GradScaler::GradScaler(GradScalerOptions options, std::shared_ptr<Communicator> comm)
-    : options_(options), comm_(std::move(comm)), scale_(static_cast<float>(options.init_scale)) {
+GradScaler::GradScaler(GradScalerOptions options, std::shared_ptr<Communicator> comm, at::Device device)
+    : options_(options), comm_(std::move(comm)), device_(device), scale_(static_cast<float>(options.init_scale)) {
   validate(options.init_scale, options.growth_factor, options.backoff_factor, options.growth_interval);
 }
 
@@ -143,11 +143,13 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   // CPU, but the other ranks' flags live on the parameters' device, and so must this one before it
   // goes to that device's communicator (NCCL takes device memory only).
   if (grads.empty()) {
+    at::Device where = device_;
     for (const auto& group : optimizer.param_groups())
       if (!group.params().empty()) {
-        r.found_inf = r.found_inf.to(group.params().front().device());
+        where = group.params().front().device();
         break;
       }
+    r.found_inf = r.found_inf.to(where);
   }
   // Agree on the verdict: a non-finite gradient on any rank skips the step on every rank.
   if (comm_ && comm_->size() > 1) comm_->allreduce(r.found_inf, ReduceOp::Max);

@@ -1,6 +1,7 @@
 #include "comm/mpi_communicator.h"
 
 #include <climits>
+#include <cstring>
 #include <utility>
 
 #include "check.h"
@@ -112,10 +113,24 @@ void MpiCommunicator::run_broadcast(at::Tensor& t, int root) {
 
 void MpiCommunicator::run_allgather(const at::Tensor& in, at::Tensor& out) {
   const int64_t bytes = in.numel() * in.element_size();
-  if (bytes > kMaxChunk) throw UsageError("allgather: inputs above 128 MiB per rank are not supported");
   // `in` may be this rank's chunk of `out` (allgather_async checked that nothing else overlaps):
   // MPI forbids overlapping buffers unless the input is named MPI_IN_PLACE.
   const bool in_place = in.data_ptr() == static_cast<char*>(out.data_ptr()) + rank_ * bytes;
+  if (bytes > kMaxChunk) {
+    // MPI counts are ints: piece by piece through a buffer of one piece per rank, each rank's piece
+    // then copied to its place (a ZeRO shard of a large parameter is this big).
+    const int64_t piece = int64_t{16} << 20;
+    gather_scratch_.resize(static_cast<size_t>(piece * size_));
+    const char* src = static_cast<const char*>(in.data_ptr());
+    char* dst = static_cast<char*>(out.data_ptr());
+    for (int64_t off = 0; off < bytes; off += piece) {
+      const int n = static_cast<int>(std::min(piece, bytes - off));
+      XLAUNCH_CHECK_MPI(MPI_Allgather(src + off, n, MPI_BYTE, gather_scratch_.data(), n, MPI_BYTE, comm_));
+      for (int r = 0; r < size_; ++r)
+        if (!(in_place && r == rank_)) std::memcpy(dst + r * bytes + off, gather_scratch_.data() + int64_t{r} * n, n);
+    }
+    return;
+  }
   XLAUNCH_CHECK_MPI(MPI_Allgather(in_place ? MPI_IN_PLACE : in.data_ptr(), static_cast<int>(bytes), MPI_BYTE,
                                   out.data_ptr(), static_cast<int>(bytes), MPI_BYTE, comm_));
 }

@@ -57,6 +57,7 @@ class MpiCommunicator final : public ThreadedCommunicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::atomic<ReduceScatterAlgorithm> forced_reduce_scatter_{ReduceScatterAlgorithm::Auto};
   std::vector<char> scratch_;  // the reduce-scatter's partial results; communication thread only
+  std::vector<char> gather_scratch_;  // an allgather of more than kMaxChunk per rank, piece by piece
 };
 
 }  // namespace xlaunch

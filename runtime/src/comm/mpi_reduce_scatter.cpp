@@ -55,20 +55,22 @@ void reduce_scatter_ring(const void* in, void* out, int64_t count, MPI_Datatype 
   const int64_t elem = type_size(type), bytes = count * elem;
   const char* data = static_cast<const char*>(in);
   const auto chunk = [&](int k) { return data + static_cast<int64_t>(((k % w) + w) % w) * bytes; };
-  // Two chunks of scratch, each step's partial result and the next one's, so that `in` stays as it
-  // was (MPI_Sendrecv's buffers must not overlap).
-  scratch.resize(static_cast<size_t>(std::max<int64_t>(2 * bytes, scratch.size())));
-  char* partial[2] = {scratch.data(), scratch.data() + bytes};
-  // Step s sends chunk me-s-1 (this rank's own input in step 0, then the partial result of step
-  // s-1) and receives the left neighbour's partial result of chunk me-s-2, to which it adds this
-  // rank's input. In the last step (s = w-2) that is chunk me: it lands in `out`, or, when `out` is
-  // chunk me of `in`, in scratch, and is reduced into `out` from there.
+  // Each step's partial result lands where the next step sends it from, never in `in` (left as it
+  // was; MPI_Sendrecv's buffers must not overlap). The last step's lands in `out`; stepping back
+  // from there the partial results alternate between one chunk of scratch and `out` itself, so one
+  // chunk of scratch does. When `out` is chunk me of `in` (read in the last step), two chunks of
+  // scratch hold the partial results instead, and the last one is reduced into `out`.
   const bool aliased = out == chunk(me);
+  scratch.resize(static_cast<size_t>(std::max<int64_t>((aliased ? 2 : 1) * bytes, scratch.size())));
+  const auto partial = [&](int s) -> char* {
+    if (aliased) return scratch.data() + (s % 2) * bytes;
+    return (w - 2 - s) % 2 == 0 ? static_cast<char*>(out) : scratch.data();
+  };
   for (int s = 0; s + 1 < w; ++s) {
     const bool last = s + 2 == w;
-    const char* send = s == 0 ? chunk(me - 1) : partial[(s - 1) % 2];
+    const char* send = s == 0 ? chunk(me - 1) : partial(s - 1);
     const char* mine = chunk(me - s - 2);
-    char* recv = last && !aliased ? static_cast<char*>(out) : partial[s % 2];
+    char* recv = partial(s);
     for (int64_t off = 0; off < count; off += kMpiMaxCount) {
       const int n = static_cast<int>(std::min(kMpiMaxCount, count - off));
       XLAUNCH_CHECK_MPI(MPI_Sendrecv(send + off * elem, n, type, right, s, recv + off * elem, n, type, left, s, comm,

@@ -52,7 +52,7 @@ void reduce_scatter_block(void* in, void* out, int64_t count, MPI_Datatype type,
                           std::vector<char>& scratch);
 
 // The ring over `in` (world * count elements) into `out` (count elements, which may be this rank's
-// chunk of `in`). `scratch` is grown to two chunks and kept by the caller.
+// chunk of `in`). `scratch` is grown to one chunk (two when `out` is chunk me of `in`) and kept by the caller.
 void reduce_scatter_ring(const void* in, void* out, int64_t count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                          std::vector<char>& scratch);
 

@@ -1,5 +1,7 @@
 #include "ddp/zero_optimizer.h"
 
+#include <ATen/ops/full_like.h>
+#include <torch/optim/adagrad.h>
 #include <torch/optim/lbfgs.h>
 
 #include <algorithm>
@@ -17,7 +19,16 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, std::vect
   if (dynamic_cast<torch::optim::LBFGS*>(&optimizer))
     throw UsageError("acc.prepare(optimizer): LBFGS cannot be sharded (ddp.zero_stage >= 1): its line search takes "
                      "dot products over all of its parameters, which no rank holds alone. Use zero_stage 0 with LBFGS");
-  if (!optimizer.state().empty())
+  // Adagrad makes its state (step 0, the initial accumulator) in its constructor: made again below for
+  // the pieces. Any other state means the optimizer has stepped.
+  auto* adagrad = dynamic_cast<torch::optim::Adagrad*>(&optimizer);
+  bool fresh = optimizer.state().empty();
+  if (adagrad) {
+    fresh = true;
+    for (const auto& [impl, state] : optimizer.state())
+      if (static_cast<const torch::optim::AdagradParamState&>(*state).step() != 0) fresh = false;
+  }
+  if (!fresh)
     throw UsageError("acc.prepare(optimizer): the optimizer already has state (it has stepped), and ddp.zero_stage >= 1 "
                      "rebinds it to this rank's shard of the parameters. Prepare it before its first step; to continue a "
                      "run, prepare a fresh optimizer and acc.load_state the checkpoint");
@@ -65,10 +76,31 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, std::vect
     for (const Bound& b : bound_[g]) tensors.push_back(b.tensor);
     groups[g].params() = std::move(tensors);
   }
+  if (adagrad) {
+    optimizer.state().clear();
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const double init = static_cast<const torch::optim::AdagradOptions&>(groups[g].options()).initial_accumulator_value();
+      for (const Bound& b : bound_[g]) {
+        auto state = std::make_unique<torch::optim::AdagradParamState>();
+        state->step(0);
+        state->sum(at::full_like(b.tensor, init));
+        optimizer.state()[b.tensor.unsafeGetTensorImpl()] = std::move(state);
+      }
+    }
+  }
   bind_grads();
 }
 
 void ShardedOptimizer::bind_grads() {
+  // Groups added (add_param_group) or changed after prepare would hold whole parameters whose
+  // gradients do not exist at stage 2 and whose buckets nobody gathers.
+  const auto& groups = optimizer_.param_groups();
+  bool same = groups.size() == bound_.size();
+  for (size_t g = 0; same && g < groups.size(); ++g) same = groups[g].params().size() == bound_[g].size();
+  if (!same)
+    throw UsageError("the prepared optimizer's parameter groups changed after acc.prepare(optimizer) (add_param_group?): "
+                     "with ddp.zero_stage >= 1 they were rebound to this rank's shard at prepare. Build every group "
+                     "before prepare (one to unfreeze later with lr 0), or use zero_stage 0");
   for (auto& group : bound_)
     for (Bound& b : group) {
       b.tensor.mutable_grad() = models_[b.model].reducer->reduced_grad(b.piece.bucket, b.piece.offset, b.piece.length);

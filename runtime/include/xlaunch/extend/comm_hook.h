@@ -65,8 +65,12 @@ class CommHook {
   // all buckets should send together goes here.
   virtual void all_started() {}
   // ZeRO stage 2: "" when the hook can reduce-scatter, else why not (the reducer refuses the pair,
-  // quoting it). Default "".
-  virtual std::string reduce_scatter_refusal() const { return ""; }
+  // quoting it). Default: it cannot (a hook that transforms buckets in start() would be bypassed);
+  // a hook that overrides start_reduce_scatter(), or whose plain average is right, returns "".
+  virtual std::string reduce_scatter_refusal() const {
+    return "this hook defines how buckets are allreduced (start), not how they are reduce-scattered "
+           "(start_reduce_scatter)";
+  }
   // ZeRO stage 2: starts reduce-scattering bucket.buffer (comm->size() * out.numel() elements) so
   // that, once the Work is waited for, `out` holds this rank's chunk of the average over the ranks.
   // Called like start(). Default: the communicator's reduce-scatter with Avg.

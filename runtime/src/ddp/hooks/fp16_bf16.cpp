@@ -19,6 +19,7 @@ class SixteenBitHook final : public CommHook {
       return bucket.comm->allreduce_compressed_async({bucket.buffer}, ReduceOp::Avg, wire_);
     return bucket.comm->allreduce_async(bucket.buffer, ReduceOp::Avg);
   }
+  std::string reduce_scatter_refusal() const override { return ""; }
   // Stage 2: divided by W and cast in one pass, reduce-scattered as 16-bit sums, cast back into out.
   std::shared_ptr<Work> start_reduce_scatter(const GradBucket& bucket, at::Tensor out) override {
     const at::ScalarType t = bucket.buffer.scalar_type();

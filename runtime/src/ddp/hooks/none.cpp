@@ -7,6 +7,7 @@ namespace {
 class NoHook final : public CommHook {
  public:
   bool reduces_in_place() const override { return true; }
+  std::string reduce_scatter_refusal() const override { return ""; }
   std::shared_ptr<Work> start(const GradBucket& bucket) override {
     if (!bucket.in_place.empty()) return bucket.comm->allreduce_coalesced_async(bucket.in_place, ReduceOp::Avg);
     return bucket.comm->allreduce_async(bucket.buffer, ReduceOp::Avg);
