@@ -188,6 +188,20 @@ if [ $cpu_only = 0 ]; then
     part grad_scaler_cuda 120 "$B/bin/grad_scaler_test" --gtest_filter='UnscaleAndCheck.Cuda*'
     part autocast_cuda 180 "$B/bin/autocast_test" --gtest_filter='AutocastTraining.Cuda*'
 
+    # ZeRO stages 1 and 2 on the GPU (issue 26; never run on one before): NCCL's reduce-scatter and
+    # allgather, the staging ring and the gradient shards in device memory, fp16's agreed skips. One
+    # epoch each: the accuracy must be that of stage 0 (>= 0.85, as below).
+    for z in 1 2; do
+      { cat "$WORK/gpu.yaml"; printf 'ddp:\n  zero_stage: %s\n' "$z"; } >"$WORK/zero$z.yaml"
+      if part fashion_mnist_zero$z 150 xlaunch run --config_file "$WORK/zero$z.yaml" --mixed_precision fp16 \
+           "$B/bin/train_fashion_mnist" --data_dir "$B/data/fashion-mnist" --epochs 1 --project_dir "$WORK/fm_zero$z"; then
+        line=$(grep -o 'epoch=1 .*' "$LOGS/fashion_mnist_zero$z.log" | tail -1)
+        say "  fashion_mnist zero_stage=$z fp16 $line"
+        acc=$(echo "$line" | sed -n 's/.*test_acc=\([0-9.]*\).*/\1/p')
+        awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.85) }' || { say "FAIL fashion_mnist_zero$z accuracy ${acc:-?} < 0.85"; failed=$((failed + 1)); passed=$((passed - 1)); }
+      fi
+    done
+
     # Fashion-MNIST, one epoch on the GPU(s) per precision: the accuracy line, and under fp16 the
     # GradScaler's scale in the checkpoint (from 65536, halved once per skipped step; it grows only
     # after 2000 clean steps, more than one epoch has).
