@@ -349,6 +349,44 @@ TEST(Zero, AdagradAndRmspropMatchStageZero) {
   }
 }
 
+TEST(Zero, TwoModelsAndTwoOptimizersMatchStageZero) {
+  // A generator and a critic, each with its optimizer, trained by one loss: each optimizer shards
+  // its own model's buckets.
+  std::vector<std::vector<at::Tensor>> finals(3);
+  for (int stage : {0, 1, 2}) {
+    torch::manual_seed(21);
+    Mlp init_a(20, 24, 16), init_b(16, 12, 10);
+    run_ranks(3, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+      xlaunch::AcceleratorOptions o;
+      o.cpu = true;
+      o.ddp.first_bucket_bytes = 64;
+      o.ddp.bucket_cap_mb = 0.002;
+      o.ddp.zero_stage = stage;
+      xlaunch::Accelerator acc(o, c);
+      Mlp a(20, 24, 16), b(16, 12, 10);
+      copy_state(*a, *init_a);
+      copy_state(*b, *init_b);
+      auto ma = acc.prepare(a);
+      auto mb = acc.prepare(b);
+      torch::optim::AdamW adam(a->parameters(), torch::optim::AdamWOptions(0.01));
+      torch::optim::SGD sgd(b->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+      auto& oa = acc.prepare(adam);
+      auto& ob = acc.prepare(sgd);
+      for (int step = 0; step < 25; ++step) {
+        const Batch batch = mlp_batch(c->rank(), step);
+        acc.backward(loss_of(mb(ma(batch.x)), batch.y));
+        oa.step();
+        ob.step();
+        oa.zero_grad();
+        ob.zero_grad();
+      }
+      if (c->rank() == 0) finals[stage] = {flat_params(*a), flat_params(*b)};
+    });
+  }
+  for (int stage : {1, 2})
+    for (size_t m = 0; m < 2; ++m) EXPECT_LE(rel_err(finals[stage][m], finals[0][m]), 1e-6) << "stage " << stage << " model " << m;
+}
+
 TEST(Zero, ParameterGroupsAddedAfterPrepareAreRefused) {
   std::string what;
   run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {

@@ -15,10 +15,14 @@ StateEntries state_entries(const torch::optim::OptimizerParamState& state) {
   out.save_to(bytes);
   torch::serialize::InputArchive in;
   in.load_from(bytes);
+  return entries_of(in);
+}
+
+StateEntries entries_of(torch::serialize::InputArchive& archive) {
   StateEntries entries;
-  for (const std::string& key : in.keys()) {
+  for (const std::string& key : archive.keys()) {
     c10::IValue value;
-    in.read(key, value);
+    archive.read(key, value);
     entries.emplace_back(key, std::move(value));
   }
   return entries;

@@ -17,6 +17,8 @@ namespace xlaunch {
 
 using StateEntries = std::vector<std::pair<std::string, c10::IValue>>;
 
+// Every entry of an archive one parameter's state was written to, in its order.
+StateEntries entries_of(torch::serialize::InputArchive& archive);
 // The entries one parameter's state writes, in the order it writes them.
 StateEntries state_entries(const torch::optim::OptimizerParamState& state);
 // The bytes of every tensor in the optimizer's state (this process's, all parameters).

@@ -84,13 +84,7 @@ class SavedFile {
   std::optional<StateEntries> entries(size_t g, size_t k) {
     InputArchive one;
     if (!state_.try_read(keys_[g][k], one)) return std::nullopt;
-    StateEntries out;
-    for (const std::string& key : one.keys()) {
-      c10::IValue value;
-      one.read(key, value);
-      out.emplace_back(key, std::move(value));
-    }
-    return out;
+    return entries_of(one);
   }
   // Group g's options, read into a copy of `mine` (this optimizer's own type).
   std::unique_ptr<torch::optim::OptimizerOptions> options(size_t g, const torch::optim::OptimizerOptions& mine) {
