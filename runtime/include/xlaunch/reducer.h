@@ -204,10 +204,9 @@ class Reducer {
   std::vector<at::Tensor> reduced_grads() const;
   // Allgathers bucket b's updated shards into every rank's flat parameters (stage >= 1).
   std::shared_ptr<Work> gather_params_async(size_t b);
-  // Bytes each synced backward reduce-scatters (stage 2: the padded buckets) and each
-  // gather_params_async of every bucket gathers, per rank: for the report.
+  // Bytes each synced backward reduce-scatters (stage 2: the padded buckets), per rank: for the
+  // report (what the optimizers gather: ShardedOptimizer::gathered_bytes).
   int64_t reduce_scattered_bytes() const;
-  int64_t gathered_bytes() const;
 
   // Tests and profiling: called (under the reducer's lock) as each bucket's allreduce is started.
   void set_launch_observer(std::function<void(size_t bucket)> fn) { on_launch_ = std::move(fn); }

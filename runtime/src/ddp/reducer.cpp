@@ -613,11 +613,4 @@ int64_t Reducer::reduce_scattered_bytes() const {
   return bytes;
 }
 
-int64_t Reducer::gathered_bytes() const {
-  if (options_.zero_stage < 1) return 0;
-  int64_t bytes = 0;
-  for (const Bucket& bucket : buckets_) bytes += bucket.shard * world_ * bucket.params.element_size();
-  return bytes;
-}
-
 }  // namespace xlaunch

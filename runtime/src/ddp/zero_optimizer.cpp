@@ -107,6 +107,15 @@ void ShardedOptimizer::bind_grads() {
     }
 }
 
+int64_t ShardedOptimizer::gathered_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [m, b] : buckets_) {
+    const Reducer& r = *models_[m].reducer;
+    if (r.world() > 1) bytes += r.bucket_shard(b) * r.world() * static_cast<int64_t>(r.bucket_params(b).element_size());
+  }
+  return bytes;
+}
+
 void ShardedOptimizer::gather() {
   std::vector<std::shared_ptr<Work>> works;
   for (const auto& [m, b] : buckets_) works.push_back(models_[m].reducer->gather_params_async(b));

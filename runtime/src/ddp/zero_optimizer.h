@@ -42,6 +42,8 @@ class ShardedOptimizer {
   void bind_grads();
   // Allgathers every bucket this optimizer steps (all started, then all waited for).
   void gather();
+  // The bytes one gather() gathers into this rank's parameters (the padded buckets; 0 alone).
+  int64_t gathered_bytes() const;
   // The models' parameters as the user's optimizer held them: per group, in group order.
   const std::vector<std::vector<at::Tensor>>& original_params() const { return original_; }
   // Each piece, group by group in the order the optimizer's groups now hold them.
