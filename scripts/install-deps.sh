@@ -60,10 +60,13 @@ say "torch cmake prefix: $("$PY" -c 'import torch; print(torch.utils.cmake_prefi
 #   safetensors: tests/checkpoint/safetensors_oracle_test.py; safetensors.torch imports packaging,
 #   and its save_file numpy (its "torch" extra, pinned here)
 #   tensorboard: tests/track, reading xlaunch's event files back with TensorBoard's EventAccumulator
+#   gymnasium: tests/rl/gym_trace.py, Gymnasium's classic-control trajectories that xlaunch's
+#   environments replay (its numpy requirement is met by the pinned numpy above)
 TEST_PEERS=("packaging==25.0 packaging"
             "numpy==2.2.6 numpy"
             "safetensors==0.7.0 safetensors.torch"
-            "tensorboard==2.21.0 tensorboard.backend.event_processing.event_accumulator")
+            "tensorboard==2.21.0 tensorboard.backend.event_processing.event_accumulator"
+            "gymnasium==1.4.0 gymnasium")
 if [ "$WITH_TEST_PEERS" = 1 ]; then
   for row in "${TEST_PEERS[@]}"; do
     read -r spec module <<<"$row"

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Records Gymnasium 1.4's own trajectories of the classic-control set, for gym_equivalence_test.
+
+usage: gym_trace.py OUT.json [STEPS]   (default 10000 steps of each environment)
+
+Each environment is gymnasium.make(id), with its TimeLimit, stepped STEPS times and reset whenever
+an episode terminates or is truncated. The trace holds, per environment, Gymnasium's spaces and
+max_episode_steps, and per episode the initial state (env.unwrapped.state), the first observation,
+and per step the action, observation, reward, terminated, truncated and the state after it. Floats are written by the
+json module (repr), so every finite double and float32 value reads back exactly.
+
+Actions are seeded: even episodes draw them at random from the action space; odd ones follow a
+simple controller (90% of its steps) that reaches the ends random actions rarely reach: CartPole
+balanced to its time limit, Acrobot and MountainCar driven to their goals. Pendulum's torques are
+drawn from [-2.5, 2.5], past the action space's [-2, 2], so the environment's clipping is replayed.
+
+Fails (does not skip) when gymnasium 1.4 is missing: scripts/install-deps.sh --test.
+"""
+import json
+import sys
+
+try:
+    import gymnasium
+    import numpy as np
+except ImportError as e:
+    sys.exit(f"FAIL: {e}: gym_equivalence_test compares against Gymnasium 1.4. "
+             "Install the test peers: scripts/install-deps.sh --test")
+if not gymnasium.__version__.startswith("1.4."):
+    sys.exit(f"FAIL: gymnasium {gymnasium.__version__} is installed; gym_equivalence_test compares against "
+             "Gymnasium 1.4. Install the pinned test peers: scripts/install-deps.sh --test")
+
+SEED = 27
+ENV_IDS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1"]
+
+
+def controller(env_id, state, rng):
+    """The odd episodes' action from the physical state (10% of steps random)."""
+    if rng.random() < 0.1:
+        return None
+    if env_id == "CartPole-v1":  # push under the falling pole
+        x, x_dot, theta, theta_dot = state
+        return int(theta + 0.5 * theta_dot + 0.05 * x + 0.1 * x_dot > 0)
+    if env_id == "Acrobot-v1":  # pump energy: torque along the second joint's velocity
+        return 2 if state[3] > 0 else 0
+    if env_id == "MountainCar-v0":  # pump energy: push along the velocity
+        return 2 if state[1] > 0 else 0
+    return None
+
+
+def action_for(env, env_id, episode, rng):
+    if env_id == "Pendulum-v1":
+        return rng.uniform(-2.5, 2.5, size=(1,)).astype(np.float32)
+    a = controller(env_id, env.unwrapped.state, rng) if episode % 2 else None
+    return int(rng.integers(env.action_space.n)) if a is None else a
+
+
+def space(s):
+    """A space's bounds; JSON has no infinity, so an unbounded element is "inf" or "-inf"."""
+    if isinstance(s, gymnasium.spaces.Discrete):
+        return {"n": int(s.n)}
+    bound = lambda v: float(v) if np.isfinite(v) else ("inf" if v > 0 else "-inf")
+    return {"low": [bound(v) for v in s.low.ravel()], "high": [bound(v) for v in s.high.ravel()]}
+
+
+def floats(a):
+    return [float(v) for v in np.asarray(a).ravel()]
+
+
+def trace(env_id, steps):
+    env = gymnasium.make(env_id)
+    rng = np.random.default_rng(SEED)
+    out = {"id": env_id, "max_episode_steps": env.spec.max_episode_steps,
+           "observation_space": space(env.observation_space), "action_space": space(env.action_space),
+           "episodes": []}
+    episode = None
+    for t in range(steps):
+        if episode is None:
+            obs, _ = env.reset(seed=SEED if t == 0 else None)
+            episode = {"initial_state": floats(env.unwrapped.state), "reset_observation": floats(obs),
+                       "actions": [], "observations": [], "rewards": [], "terminated": [], "truncated": [],
+                       "states": []}
+            out["episodes"].append(episode)
+        action = action_for(env, env_id, len(out["episodes"]) - 1, rng)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        episode["actions"].append(floats(action)[0] if env_id == "Pendulum-v1" else int(action))
+        episode["observations"].append(floats(obs))
+        episode["rewards"].append(float(reward))
+        episode["terminated"].append(bool(terminated))
+        episode["truncated"].append(bool(truncated))
+        episode["states"].append(floats(env.unwrapped.state))
+        if terminated or truncated:
+            episode = None
+    env.close()
+    ends = [(e["terminated"][-1], e["truncated"][-1]) for e in out["episodes"]]
+    print(f"{env_id}: {steps} steps, {len(ends)} episodes, {sum(te for te, _ in ends)} terminated, "
+          f"{sum(tr for _, tr in ends)} truncated")
+    return out
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    steps = int(sys.argv[2]) if len(sys.argv) == 3 else 10000
+    result = {"gymnasium": gymnasium.__version__, "numpy": np.__version__, "steps": steps,
+              "envs": [trace(env_id, steps) for env_id in ENV_IDS]}
+    with open(sys.argv[1], "w") as f:
+        json.dump(result, f, allow_nan=False)
+
+
+if __name__ == "__main__":
+    main()
