@@ -4,13 +4,17 @@
 # Usage: scripts/install-deps.sh          (as root, or with sudo available)
 #        scripts/install-deps.sh --test   the same, and the python packages the tests compare
 #                                         against (TEST_PEERS below, pinned; scripts/test.sh)
+#        scripts/install-deps.sh --bench  the same, and the python packages benchmarks compare
+#                                         with that the tests do not need (BENCH_PEERS below)
 set -euo pipefail
 
 WITH_TEST_PEERS=0
+WITH_BENCH_PEERS=0
 for arg in "$@"; do
   case "$arg" in
     --test) WITH_TEST_PEERS=1 ;;
-    *) echo "[install-deps] unknown argument '$arg'; usage: $0 [--test]" >&2; exit 2 ;;
+    --bench) WITH_BENCH_PEERS=1 ;;
+    *) echo "[install-deps] unknown argument '$arg'; usage: $0 [--test] [--bench]" >&2; exit 2 ;;
   esac
 done
 
@@ -67,16 +71,27 @@ TEST_PEERS=("packaging==25.0 packaging"
             "safetensors==0.7.0 safetensors.torch"
             "tensorboard==2.21.0 tensorboard.backend.event_processing.event_accumulator"
             "gymnasium==1.4.0 gymnasium")
-if [ "$WITH_TEST_PEERS" = 1 ]; then
-  for row in "${TEST_PEERS[@]}"; do
+# Benchmark peers (scripts/bench/): "name==version module" rows as above.
+#   envpool: scripts/bench/envpool.sh's peer (the newest that installs here), with Gymnasium's vector
+#   environments (scripts/bench/peers/vector_envs.py)
+BENCH_PEERS=("numpy==2.2.6 numpy"
+             "gymnasium==1.4.0 gymnasium"
+             "envpool==1.2.5 envpool")
+
+install_peers() {  # kind row... : pip-installs each row whose pinned version does not import yet
+  local kind="$1" row spec module want have
+  shift
+  for row in "$@"; do
     read -r spec module <<<"$row"
     want="${spec#*==}"
     have=$("$PY" -c "import importlib.metadata as m; print(m.version('${spec%%==*}'))" 2>/dev/null || true)
     if [ "$have" = "$want" ] && "$PY" -c "import $module" 2>/dev/null; then
-      say "test peer $spec already installed"
+      say "$kind peer $spec already installed"
     else
-      say "test peer: found '${have:-none}', installing $spec"
+      say "$kind peer: found '${have:-none}', installing $spec"
       pip_install "$spec"
     fi
   done
-fi
+}
+if [ "$WITH_TEST_PEERS" = 1 ]; then install_peers test "${TEST_PEERS[@]}"; fi
+if [ "$WITH_BENCH_PEERS" = 1 ]; then install_peers bench "${BENCH_PEERS[@]}"; fi
