@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pool_test_envs.h"
+#include "profile/step_clock.h"
 #include "xlaunch/rl/env_pool.h"
 
 namespace {
@@ -247,6 +250,41 @@ TEST(EnvPoolSync, AsynchronousCallsOnASynchronousPoolContinueItsEpisodes) {
     }
   }
   EXPECT_EQ(pool.env_steps(), 20 * n);
+}
+
+// The training thread's time in reset/step/recv is the step's data wait in the utilization report.
+TEST(EnvPoolProfile, WaitsCountAsDataWait) {
+  namespace profile = xlaunch::profile;
+  profile::ClockSettings c;  // no status directory: the stats stay in this process
+  profile::start(c);
+  class SleepyWalk : public WalkEnv {  // each step sleeps 2 ms: the waits below last at least that
+   public:
+    xlaunch::rl::StepResult step(const Action& a, Rng& rng, float* obs) override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      return WalkEnv::step(a, rng, obs);
+    }
+  };
+  const uint64_t before = profile::stats().total.phase_ns[profile::kDataWait];
+  for (int64_t batch : {0, 2}) {
+    EnvPoolOptions o;
+    o.factory = [] { return std::make_unique<SleepyWalk>(); };
+    o.num_envs = 4;
+    o.batch_size = batch;
+    o.num_threads = 2;
+    EnvPool pool(o);
+    if (batch == 0) {
+      pool.reset();
+      // The caller steps chunk 0 (two environments) itself: >= 4 ms of each step() is its own.
+      for (int t = 0; t < 3; ++t) pool.step(torch::zeros({4}, torch::kLong));
+    } else {
+      pool.async_reset();
+      for (int t = 0; t < 2; ++t) pool.send(torch::zeros({2}, torch::kLong), pool.recv().env_id);
+      for (int t = 0; t < 3; ++t) pool.send(torch::zeros({2}, torch::kLong), pool.recv().env_id);
+    }
+  }
+  profile::step_done(1);
+  const uint64_t waited = profile::stats().total.phase_ns[profile::kDataWait] - before;
+  EXPECT_GE(waited, 3u * 4'000'000u) << "the pool's calls are data wait";
 }
 
 }  // namespace
