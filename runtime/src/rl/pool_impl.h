@@ -164,6 +164,7 @@ struct EnvPool::Impl {
   // Threads and failure.
   std::unique_ptr<Worker[]> workers;
   int started_workers = 0;
+  uint64_t next_worker = 0;  // the caller's: which worker a send() wakes first
   Doorbell caller_bell;
   std::atomic<bool> stopping{false};
   std::atomic<bool> failed{false};

@@ -192,7 +192,8 @@ void EnvPool::Impl::push(const int64_t* ids, int64_t k) {
   const int64_t p = pushed.load(std::memory_order_relaxed);
   for (int64_t j = 0; j < k; ++j) queue[(p + j) % num_envs].store(ids[j], std::memory_order_relaxed);
   pushed.store(p + k, std::memory_order_release);
-  for (int w = 0; w < std::min<int64_t>(k, num_threads); ++w) workers[w].bell.ring();
+  // k workers, taken in turn: a send of one environment at a time still reaches every worker.
+  for (int64_t j = 0; j < std::min<int64_t>(k, num_threads); ++j) workers[next_worker++ % num_threads].bell.ring();
 }
 
 void EnvPool::Impl::run_sync(Request req, const char* call) {
