@@ -1,4 +1,4 @@
-// The loader's CUDA stage: pinned collation, the host-to-device copy on a side stream, and the
+// The CUDA stage of the loader and the environment pool: pinned collation, the host-to-device copy on a side stream, and the
 // hand-over to the training thread's stream. Built only with CUDA device paths.
 //
 // Stream protocol, per batch:
@@ -34,22 +34,22 @@ class CudaStage final : public DeviceStage {
     return at::empty(sizes, at::TensorOptions().dtype(dtype).pinned_memory(pin_));
   }
 
-  std::shared_ptr<void> start_copy(Batch& batch) const override {
+  std::shared_ptr<void> start_copy(at::ArrayRef<at::Tensor*> tensors) const override {
     c10::cuda::CUDAGuard device_guard(device_);
     c10::cuda::CUDAStreamGuard stream_guard(copy_stream_);
     const auto on_device = at::TensorOptions().device(device_);
-    batch.data = batch.data.to(on_device, /*non_blocking=*/true);
-    if (batch.target.defined()) batch.target = batch.target.to(on_device, /*non_blocking=*/true);
+    for (at::Tensor* t : tensors)
+      if (t->defined()) *t = t->to(on_device, /*non_blocking=*/true);
     auto copied = std::make_shared<c10::cuda::CUDAEvent>();
     copied->record(copy_stream_);
     return copied;
   }
 
-  void hand_over(Batch& batch, const std::shared_ptr<void>& fence) const override {
+  void hand_over(at::ArrayRef<at::Tensor*> tensors, const std::shared_ptr<void>& fence) const override {
     const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device_.index());
     static_cast<c10::cuda::CUDAEvent*>(fence.get())->block(current);
-    batch.data.record_stream(current);
-    if (batch.target.defined()) batch.target.record_stream(current);
+    for (at::Tensor* t : tensors)
+      if (t->defined()) t->record_stream(current);
   }
 
   std::string describe() const override {
@@ -64,10 +64,10 @@ class CudaStage final : public DeviceStage {
 
 }  // namespace
 
-std::shared_ptr<const DeviceStage> make_cuda_stage(c10::Device device, bool pin_memory) {
+std::shared_ptr<const DeviceStage> make_cuda_stage(c10::Device device, bool pin_memory, const std::string& user) {
   if (!torch::cuda::is_available())
-    throw UsageError("Loader: device " + device.str() + " asked for, but no CUDA device is visible "
-                     "(torch::cuda::is_available() is false); load onto the CPU, or check "
+    throw UsageError(user + ": device " + device.str() + " asked for, but no CUDA device is visible "
+                     "(torch::cuda::is_available() is false); use the CPU, or check "
                      "CUDA_VISIBLE_DEVICES and the driver");
   if (!device.has_index()) device = c10::Device(c10::kCUDA, c10::cuda::current_device());
   return std::make_shared<CudaStage>(device, pin_memory);
