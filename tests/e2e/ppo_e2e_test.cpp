@@ -39,10 +39,11 @@ TEST_F(PpoE2E, TwoRanksLearnCartPoleWithinTheBudget) {
   EXPECT_GE(std::stod(m[1]), 475.0);
   EXPECT_LE(std::stoll(m[2]), 500000);
   EXPECT_EQ(count(r.output, "\nppo: reached "), 1) << r.output;  // the main process only
-  // Progress lines with the job's environment steps per second.
-  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\nppo: update=10 env_steps=\d+ episodes=\d+ mean_return_last100=\d+\.\d env_sps=\d+\n)")))
+  // Progress lines with the job's environment steps per second; the report counts them as samples.
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\nppo: update=10 env_steps=\d+ episodes=\d+ mean_return_last100=\d+\.\d env_sps=\d+ pool_sps=\d+\n)")))
       << r.output;
   // The utilization report of the job (tests/rl's env_pool_test checks that the pool's waits are
   // data wait; here their share is too small to assert on).
   EXPECT_TRUE(has(r.output, "xlaunch: utilization, steps ")) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\n0 +[0-9.]+ +[1-9][0-9]*\.[0-9] )"))) << "samples/s: " << r.output;
 }

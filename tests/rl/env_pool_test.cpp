@@ -253,7 +253,7 @@ TEST(EnvPoolSync, AsynchronousCallsOnASynchronousPoolContinueItsEpisodes) {
 }
 
 // The training thread's time in reset/step/recv is the step's data wait in the utilization report.
-TEST(EnvPoolProfile, WaitsCountAsDataWait) {
+TEST(EnvPoolProfile, WaitsCountAsDataWaitAndStepsAsSamples) {
   namespace profile = xlaunch::profile;
   profile::ClockSettings c;  // no status directory: the stats stay in this process
   profile::start(c);
@@ -265,6 +265,7 @@ TEST(EnvPoolProfile, WaitsCountAsDataWait) {
     }
   };
   const uint64_t before = profile::stats().total.phase_ns[profile::kDataWait];
+  const uint64_t samples_before = profile::stats().total.samples;
   for (int64_t batch : {0, 2}) {
     EnvPoolOptions o;
     o.factory = [] { return std::make_unique<SleepyWalk>(); };
@@ -285,6 +286,9 @@ TEST(EnvPoolProfile, WaitsCountAsDataWait) {
   profile::step_done(1);
   const uint64_t waited = profile::stats().total.phase_ns[profile::kDataWait] - before;
   EXPECT_GE(waited, 3u * 4'000'000u) << "the pool's calls are data wait";
+  // And the environment steps handed over are its samples: 3 synchronous steps of 4, and 3 batches
+  // of 2 steps after the 2 batches of first observations (resets are not steps).
+  EXPECT_EQ(profile::stats().total.samples - samples_before, 3u * 4 + 3u * 2);
 }
 
 }  // namespace

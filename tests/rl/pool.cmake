@@ -2,5 +2,6 @@
 # the same environments stepped one by one, its errors, and its GPU hand-over (skipped without one).
 xlaunch_add_unit_test(env_pool_test
   SOURCES env_pool_test.cpp env_pool_errors_test.cpp env_pool_cuda_test.cpp pool_plan_test.cpp
+          env_pool_classic_test.cpp
   LIBS xlaunch::runtime)
 set_tests_properties(env_pool_test PROPERTIES TIMEOUT 300)

@@ -157,6 +157,13 @@ at::Tensor EnvPool::Impl::cpu_contiguous(const at::Tensor& t) const {
 
 // ---- the calls --------------------------------------------------------------------------------
 
+// The environment steps a batch handed over are the report's samples (samples/s: environment steps
+// per second), as a loader's samples are.
+EnvBatch EnvPool::Impl::counted(EnvBatch b, int64_t steps_before) const {
+  profile::add_samples(static_cast<uint64_t>(env_steps - steps_before));
+  return b;
+}
+
 EnvBatch EnvPool::Impl::reset() {
   const profile::PhaseScope phase(profile::kDataWait);
   throw_if_failed();
@@ -175,7 +182,8 @@ EnvBatch EnvPool::Impl::step(const at::Tensor& a) {
   detail::store_actions(spec.action_space, cpu_contiguous(a), all_ids.data(), num_envs, call_name("step()"),
                         [this](int64_t i) { return name_env(i); }, actions);
   run_sync(Request::Step, "step()");
-  return sync_slot.take(*stage, sync_shape, &env_steps);
+  const int64_t steps_before = env_steps;
+  return counted(sync_slot.take(*stage, sync_shape, &env_steps), steps_before);
 }
 
 void EnvPool::Impl::async_reset() {
@@ -239,7 +247,8 @@ EnvBatch EnvPool::Impl::recv() {
   throw_if_failed();
   for (int64_t r = 0; r < batch_size; ++r) in_flight[s.env_id[r]] = 0;
   in_flight_count -= batch_size;
-  EnvBatch b = s.take(*stage, async_shape, &env_steps);
+  const int64_t steps_before = env_steps;
+  EnvBatch b = counted(s.take(*stage, async_shape, &env_steps), steps_before);
   s.written.store(0, std::memory_order_relaxed);
   s.batch.store(next_batch + num_slots, std::memory_order_release);
   ++next_batch;

@@ -101,6 +101,7 @@ struct EnvPool::Impl {
   void async_reset();
   void send(const at::Tensor& actions, const at::Tensor& env_ids);
   EnvBatch recv();
+  EnvBatch counted(EnvBatch b, int64_t steps_before) const;
 
   // The doing.
   Outcome advance(EnvSlot& e, int64_t i, Request req, float* obs, float* final_obs);
