@@ -3,9 +3,15 @@
 namespace xlaunch::rl::detail {
 namespace {
 
-at::Tensor field(const at::Tensor& bytes, int64_t offset, int64_t elements, at::ScalarType dtype,
-                 at::IntArrayRef shape) {
-  return bytes.narrow(0, offset, elements * static_cast<int64_t>(c10::elementSize(dtype))).view(dtype).view(shape);
+// A tensor over `elements` of `dtype` at `offset` bytes into `bytes` (aligned: batch_layout), sharing
+// its storage. Made directly rather than through narrow/view/view: those are three dispatched ops
+// per field, and with six fields they were most of a small batch's hand-over.
+at::Tensor field(const at::Tensor& bytes, int64_t offset, at::ScalarType dtype, at::IntArrayRef shape) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(bytes.storage()), bytes.key_set(),
+                                                   c10::scalarTypeToTypeMeta(dtype));
+  impl->set_storage_offset(offset / static_cast<int64_t>(c10::elementSize(dtype)));
+  impl->set_sizes_contiguous(shape);
+  return at::Tensor(std::move(impl));
 }
 
 }  // namespace
@@ -44,12 +50,12 @@ EnvBatch BatchSlot::take(const xlaunch::detail::DeviceStage& stage, const BatchS
   const int64_t n = shape.rows;
   std::vector<int64_t> obs_sizes{n};
   obs_sizes.insert(obs_sizes.end(), shape.obs_shape.begin(), shape.obs_shape.end());
-  b.obs = field(moved, l.obs, n * shape.obs_numel, at::kFloat, obs_sizes);
-  b.reward = field(moved, l.reward, n, at::kFloat, {n});
-  b.terminated = field(moved, l.terminated, n, at::kBool, {n});
-  b.truncated = field(moved, l.truncated, n, at::kBool, {n});
-  b.env_id = field(moved, l.env_id, n, at::kLong, {n});
-  if (l.final_obs >= 0) b.final_obs = field(moved, l.final_obs, n * shape.obs_numel, at::kFloat, obs_sizes);
+  b.obs = field(moved, l.obs, at::kFloat, obs_sizes);
+  b.reward = field(moved, l.reward, at::kFloat, {n});
+  b.terminated = field(moved, l.terminated, at::kBool, {n});
+  b.truncated = field(moved, l.truncated, at::kBool, {n});
+  b.env_id = field(moved, l.env_id, at::kLong, {n});
+  if (l.final_obs >= 0) b.final_obs = field(moved, l.final_obs, at::kFloat, obs_sizes);
   allocate(stage, shape);
   return b;
 }
