@@ -5,6 +5,12 @@
 // must equal Gymnasium's within 1e-6. The largest differences seen are printed; they are expected
 // to be 0 (the dynamics are transcribed operation for operation, classic_control.h).
 //
+// Acrobot is chaotic: a last-bit difference between numpy's sin/cos and the C library's, which
+// some CPU and numpy build might have, would grow over an episode into a different trajectory
+// with no error in the transcription. So a state that differs from Gymnasium's by no more than
+// 1e-12 (relative) after a step is put back onto Gymnasium's, and counted ("re-synchronised",
+// printed; 0 on the machine this was written on); a larger difference is left to grow and fail.
+//
 // usage: gym_equivalence_test --trace TRACE.json [gtest flags]
 #include <gtest/gtest.h>
 
@@ -83,7 +89,7 @@ std::string show(const float* v, size_t n) {
 
 struct Diffs {
   double reset_obs = 0, obs = 0, reward = 0, state = 0;
-  int64_t steps = 0, episodes = 0, terminated = 0, truncated = 0, states_bitwise = 0;
+  int64_t steps = 0, episodes = 0, terminated = 0, truncated = 0, states_bitwise = 0, resynced = 0;
 };
 
 void replay(const std::string& id) {
@@ -123,12 +129,18 @@ void replay(const std::string& id) {
 
       const auto gym_state = ep.at("states")[t].get<std::vector<double>>();
       const auto state = cc->state();
-      bool bitwise = true;
+      bool bitwise = true, last_bits = true;
       for (size_t i = 0; i < state.size(); ++i) {
-        d.state = std::max(d.state, std::abs(state[i] - gym_state[i]));
+        const double diff = std::abs(state[i] - gym_state[i]);
+        d.state = std::max(d.state, diff);
         bitwise = bitwise && state[i] == gym_state[i];
+        last_bits = last_bits && diff <= 1e-12 * std::max(1.0, std::abs(gym_state[i]));
       }
       d.states_bitwise += bitwise;
+      if (!bitwise && last_bits) {
+        cc->set_state(gym_state);
+        ++d.resynced;
+      }
 
       const auto gym_obs = ep.at("observations")[t].get<std::vector<double>>();
       ASSERT_LE(max_diff(obs.data(), gym_obs, d.obs), kTolerance)
@@ -144,14 +156,15 @@ void replay(const std::string& id) {
     }
     ++d.episodes;
   }
-  EXPECT_EQ(d.steps, trace().at("steps").get<int64_t>()) << id;
+  EXPECT_EQ(d.steps, trace().at("steps").get<int64_t>() + gym.at("edge_steps").get<int64_t>()) << id;
   std::printf("%s: %lld steps, %lld episodes (%lld terminated, %lld truncated); largest difference from "
               "Gymnasium %s: first observation %g, observation %g, reward %g, state %g; states bitwise "
-              "equal after %lld of %lld steps\n",
+              "equal after %lld of %lld steps; re-synchronised after %lld\n",
               id.c_str(), static_cast<long long>(d.steps), static_cast<long long>(d.episodes),
               static_cast<long long>(d.terminated), static_cast<long long>(d.truncated),
               trace().at("gymnasium").get<std::string>().c_str(), d.reset_obs, d.obs, d.reward, d.state,
-              static_cast<long long>(d.states_bitwise), static_cast<long long>(d.steps));
+              static_cast<long long>(d.states_bitwise), static_cast<long long>(d.steps),
+              static_cast<long long>(d.resynced));
 }
 
 TEST(GymEquivalence, CartPole) { replay("CartPole-v1"); }

@@ -14,6 +14,11 @@ simple controller (90% of its steps) that reaches the ends random actions rarely
 balanced to its time limit, Acrobot and MountainCar driven to their goals. Pendulum's torques are
 drawn from [-2.5, 2.5], past the action space's [-2, 2], so the environment's clipping is replayed.
 
+After those STEPS, a few short episodes per environment start from chosen edge states (put into
+env.unwrapped.state after a reset) that the random and controlled episodes never reach: Acrobot's
+and MountainCar's velocity bounds, MountainCar's left wall, Pendulum's speed limit; they are
+counted apart, as "edge_steps".
+
 Fails (does not skip) when gymnasium 1.4 is missing: scripts/install-deps.sh --test.
 """
 import json
@@ -66,6 +71,44 @@ def floats(a):
     return [float(v) for v in np.asarray(a).ravel()]
 
 
+# Per environment: (initial state, the action every step takes).
+EDGES = {
+    "CartPole-v1": [([0.0, 0.0, 0.2, 0.5], 1)],  # falls at once
+    "Acrobot-v1": [([0.0, 0.0, 12.4, 28.0], 2), ([0.3, -0.2, -12.4, -28.0], 0)],  # past 4*pi and 9*pi
+    "MountainCar-v0": [([-0.5, 0.0699], 2), ([-1.15, -0.065], 0)],  # max_speed; the left wall
+    "Pendulum-v1": [([np.pi, 7.9], 2.0), ([-np.pi, -7.9], -2.5)],  # theta_dot clipped at 8
+}
+EDGE_STEPS = 40
+
+
+def edge_episodes(env_id):
+    env = gymnasium.make(env_id)
+    episodes, steps = [], 0
+    for state, action in EDGES[env_id]:
+        env.reset(seed=SEED)
+        env.unwrapped.state = np.array(state, dtype=np.float64)
+        u = env.unwrapped
+        obs = u._get_ob() if env_id == "Acrobot-v1" else u._get_obs() if env_id == "Pendulum-v1" else \
+            np.array(state, dtype=np.float32)
+        episode = {"initial_state": floats(u.state), "reset_observation": floats(obs), "actions": [],
+                   "observations": [], "rewards": [], "terminated": [], "truncated": [], "states": []}
+        for _ in range(EDGE_STEPS):
+            a = np.array([action], dtype=np.float32) if env_id == "Pendulum-v1" else action
+            obs, reward, terminated, truncated, _ = env.step(a)
+            episode["actions"].append(float(a[0]) if env_id == "Pendulum-v1" else int(a))
+            episode["observations"].append(floats(obs))
+            episode["rewards"].append(float(reward))
+            episode["terminated"].append(bool(terminated))
+            episode["truncated"].append(bool(truncated))
+            episode["states"].append(floats(env.unwrapped.state))
+            steps += 1
+            if terminated or truncated:
+                break
+        episodes.append(episode)
+    env.close()
+    return episodes, steps
+
+
 def trace(env_id, steps):
     env = gymnasium.make(env_id)
     rng = np.random.default_rng(SEED)
@@ -91,6 +134,8 @@ def trace(env_id, steps):
         if terminated or truncated:
             episode = None
     env.close()
+    edges, out["edge_steps"] = edge_episodes(env_id)
+    out["episodes"] += edges
     ends = [(e["terminated"][-1], e["truncated"][-1]) for e in out["episodes"]]
     print(f"{env_id}: {steps} steps, {len(ends)} episodes, {sum(te for te, _ in ends)} terminated, "
           f"{sum(tr for _, tr in ends)} truncated")

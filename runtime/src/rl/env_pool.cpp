@@ -69,6 +69,8 @@ EnvPool::Impl::Impl(EnvPoolOptions o)
     if (t < 0) throw env::bad_value(env::kTimeoutS, env::raw(env::kTimeoutS), "a number of seconds >= 0");
     timeout_s = static_cast<double>(t);
   }
+  // Beyond a billion seconds (32 years) is forever; it would overflow the clock's nanoseconds.
+  if (timeout_s > 1e9) timeout_s = 0;
   stage = xlaunch::detail::make_device_stage(options.device, /*pin_memory=*/true, "EnvPool");
 
   envs.reset(new EnvSlot[num_envs]);
@@ -157,6 +159,18 @@ at::Tensor EnvPool::Impl::cpu_contiguous(const at::Tensor& t) const {
 
 // ---- the calls --------------------------------------------------------------------------------
 
+// A batch's hand-over may fail (no memory for the next buffer, a failed copy to the device); the
+// caller's bookkeeping has then moved on without it, so the pool cannot continue.
+EnvBatch EnvPool::Impl::hand_over(BatchSlot& slot, const BatchShape& shape) {
+  try {
+    return slot.take(*stage, shape, &env_steps);
+  } catch (const std::exception& e) {
+    fail(call_name("hand-over") + ": handing a batch over failed: " + e.what() +
+         ". The pool cannot continue: make a new EnvPool");
+    throw;
+  }
+}
+
 // The environment steps a batch handed over are the report's samples (samples/s: environment steps
 // per second), as a loader's samples are.
 EnvBatch EnvPool::Impl::counted(EnvBatch b, int64_t steps_before) const {
@@ -170,7 +184,7 @@ EnvBatch EnvPool::Impl::reset() {
   require_sync("reset()");
   run_sync(Request::Reset, "reset()");
   started = true;
-  return sync_slot.take(*stage, sync_shape, &env_steps);
+  return hand_over(sync_slot, sync_shape);
 }
 
 EnvBatch EnvPool::Impl::step(const at::Tensor& a) {
@@ -183,7 +197,7 @@ EnvBatch EnvPool::Impl::step(const at::Tensor& a) {
                         [this](int64_t i) { return name_env(i); }, actions);
   run_sync(Request::Step, "step()");
   const int64_t steps_before = env_steps;
-  return counted(sync_slot.take(*stage, sync_shape, &env_steps), steps_before);
+  return counted(hand_over(sync_slot, sync_shape), steps_before);
 }
 
 void EnvPool::Impl::async_reset() {
@@ -248,7 +262,7 @@ EnvBatch EnvPool::Impl::recv() {
   for (int64_t r = 0; r < batch_size; ++r) in_flight[s.env_id[r]] = 0;
   in_flight_count -= batch_size;
   const int64_t steps_before = env_steps;
-  EnvBatch b = counted(s.take(*stage, async_shape, &env_steps), steps_before);
+  EnvBatch b = counted(hand_over(s, async_shape), steps_before);
   s.written.store(0, std::memory_order_relaxed);
   s.batch.store(next_batch + num_slots, std::memory_order_release);
   ++next_batch;

@@ -23,7 +23,11 @@ BatchShape::BatchShape(int64_t rows_, std::vector<int64_t> obs_shape_, bool with
 }
 
 void BatchSlot::allocate(const xlaunch::detail::DeviceStage& stage, const BatchShape& shape) {
-  bytes = stage.host_empty({shape.layout.bytes}, at::kByte);
+  use(stage.host_empty({shape.layout.bytes}, at::kByte), shape);
+}
+
+void BatchSlot::use(at::Tensor buffer, const BatchShape& shape) {
+  bytes = std::move(buffer);
   auto* base = bytes.data_ptr<uint8_t>();
   const BatchLayout& l = shape.layout;
   obs = reinterpret_cast<float*>(base + l.obs);
@@ -43,9 +47,12 @@ EnvBatch BatchSlot::take(const xlaunch::detail::DeviceStage& stage, const BatchS
     steps += info.stepped;
     if (info.episode_length > 0) b.episodes.push_back({env_id[r], info.episode_return, info.episode_length});
   }
-  *env_steps += steps;
-  at::Tensor moved = std::move(bytes);
+  // What can throw comes first (the next buffer, the copy): until the end the slot still holds
+  // this batch's buffer, so its row pointers never dangle.
+  at::Tensor next = stage.host_empty({shape.layout.bytes}, at::kByte);
+  at::Tensor moved = bytes;
   stage.hand_over({&moved}, stage.start_copy({&moved}));
+  *env_steps += steps;
   const BatchLayout& l = shape.layout;
   const int64_t n = shape.rows;
   std::vector<int64_t> obs_sizes{n};
@@ -56,7 +63,7 @@ EnvBatch BatchSlot::take(const xlaunch::detail::DeviceStage& stage, const BatchS
   b.truncated = field(moved, l.truncated, at::kBool, {n});
   b.env_id = field(moved, l.env_id, at::kLong, {n});
   if (l.final_obs >= 0) b.final_obs = field(moved, l.final_obs, at::kFloat, obs_sizes);
-  allocate(stage, shape);
+  use(std::move(next), shape);
   return b;
 }
 

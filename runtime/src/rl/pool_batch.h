@@ -35,8 +35,11 @@ struct RowInfo {
 struct BatchSlot {
   // A fresh host buffer for the next batch, and the pointers rows are written through.
   void allocate(const xlaunch::detail::DeviceStage& stage, const BatchShape& shape);
+  // Makes `buffer` (layout.bytes of host memory) the slot's buffer.
+  void use(at::Tensor buffer, const BatchShape& shape);
   // On the training thread, once every row is written: the batch (moved to the device by `stage`),
   // with its finished episodes in row order; adds its steps to *env_steps; then allocates afresh.
+  // When it throws (no memory, a failed copy), the slot still holds this batch.
   EnvBatch take(const xlaunch::detail::DeviceStage& stage, const BatchShape& shape, int64_t* env_steps);
 
   at::Tensor bytes;  // the host buffer

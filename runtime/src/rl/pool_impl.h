@@ -63,6 +63,7 @@ struct alignas(64) EnvSlot {
 struct Worker {
   Doorbell bell;
   alignas(64) std::atomic<uint64_t> progress{0};  // environments it finished, for the timeout
+  std::atomic<bool> exited{false};                 // its loop has returned (the destructor's wait)
   std::thread thread;
 };
 
@@ -102,6 +103,7 @@ struct EnvPool::Impl {
   void send(const at::Tensor& actions, const at::Tensor& env_ids);
   EnvBatch recv();
   EnvBatch counted(EnvBatch b, int64_t steps_before) const;
+  EnvBatch hand_over(BatchSlot& slot, const BatchShape& shape);
 
   // The doing.
   Outcome advance(EnvSlot& e, int64_t i, Request req, float* obs, float* final_obs);

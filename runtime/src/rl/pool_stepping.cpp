@@ -30,7 +30,11 @@ std::string seconds(double s) {
 void EnvPool::Impl::start_threads(int offset) {
   workers.reset(new Worker[num_threads]);
   for (int w = 0; w < num_threads; ++w) {
-    workers[w].thread = std::thread([this, w] { worker_loop(w); });
+    workers[w].thread = std::thread([this, w] {
+      worker_loop(w);
+      workers[w].exited.store(true, std::memory_order_release);
+      caller_bell.ring();
+    });
     ++started_workers;
     if (offset < 0) continue;
     const int core = cores[detail::pinned_core_index(offset, w, static_cast<int>(cores.size()))];
@@ -48,9 +52,36 @@ void EnvPool::Impl::start_threads(int offset) {
 
 // The threads stop after their current environment's step (or synchronous chunk); what is still
 // queued is dropped. Members are destroyed after the join, so no thread writes freed memory.
+// A thread stuck in an environment's step cannot be stopped from outside: after timeout_s the
+// destructor says which environments it waits for (once, on stderr), and goes on waiting.
 EnvPool::Impl::~Impl() {
   stopping.store(true, std::memory_order_seq_cst);
   for (int w = 0; w < started_workers; ++w) workers[w].bell.ring();
+  const auto all_exited = [&] {
+    for (int w = 0; w < started_workers; ++w)
+      if (!workers[w].exited.load(std::memory_order_acquire)) return false;
+    return true;
+  };
+  if (timeout_s > 0) {
+    const Clock::time_point t0 = Clock::now();
+    const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    for (;;) {
+      const uint64_t seen = caller_bell.seq();
+      if (all_exited()) break;
+      if (caller_bell.wait(seen, deadline)) continue;
+      std::string stepping;
+      for (int64_t i = 0; i < num_envs; ++i)
+        if (envs[i].phase.load(std::memory_order_relaxed) == kStepping)
+          stepping += (stepping.empty() ? "" : ", ") + std::to_string(i) + " (its step " +
+                      std::to_string(envs[i].steps.load(std::memory_order_relaxed)) + ")";
+      std::fprintf(stderr,
+                   "xlaunch: EnvPool(%s) is being destroyed and its threads have not stopped for %s (timeout_s): "
+                   "environments stepping: %s. They are stuck in their step() or reset(); the destructor goes on "
+                   "waiting for them\n",
+                   spec.id.c_str(), seconds(timeout_s).c_str(), stepping.empty() ? "none" : stepping.c_str());
+      break;
+    }
+  }
   for (int w = 0; w < started_workers; ++w) workers[w].thread.join();
 }
 
