@@ -43,8 +43,12 @@
 // non-finite Box action, send() of an environment already in flight, recv() with fewer than
 // batch_size environments in flight. An Env that throws fails the batch (the message names it)
 // and the pool: every later call throws that error. No wait is unbounded: a step that makes no
-// progress for timeout_s throws, naming the environments in flight and for how long. The threads
-// never outlive the pool: its destructor stops them (after the environments' current steps).
+// progress for timeout_s throws, naming the environments in flight and for how long. (One thing
+// cannot be bounded from inside: in step() the calling thread steps the first chunk of
+// environments itself, and an environment stuck there holds it; in a job, the other ranks' next
+// collective then names this rank.) The threads never outlive the pool: its destructor stops them
+// after the environments' current steps, and says on stderr which environments it still waits for
+// after timeout_s.
 #pragma once
 
 #include <ATen/core/Tensor.h>
