@@ -91,13 +91,6 @@ StepResult Acrobot::step(const Action& action, Rng& /*rng*/, float* obs) {
   return r;
 }
 
-std::vector<double> Acrobot::state() const { return {s_, s_ + 4}; }
-
-void Acrobot::set_state(const std::vector<double>& state) {
-  if (state.size() != 4) throw_state_size("Acrobot", 4, state.size());
-  for (int i = 0; i < 4; ++i) s_[i] = state[i];
-}
-
 void Acrobot::observe(float* obs) const {
   obs[0] = static_cast<float>(std::cos(s_[0]));
   obs[1] = static_cast<float>(std::sin(s_[0]));

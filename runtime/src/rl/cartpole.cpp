@@ -70,14 +70,6 @@ StepResult CartPole::step(const Action& action, Rng& /*rng*/, float* obs) {
   return r;
 }
 
-std::vector<double> CartPole::state() const { return {s_, s_ + 4}; }
-
-void CartPole::set_state(const std::vector<double>& state) {
-  if (state.size() != 4) throw_state_size("CartPole", 4, state.size());
-  for (int i = 0; i < 4; ++i) s_[i] = state[i];
-  terminated_ = false;
-}
-
 void CartPole::observe(float* obs) const {
   for (int i = 0; i < 4; ++i) obs[i] = static_cast<float>(s_[i]);
 }

@@ -10,7 +10,9 @@
 // multiply-add is one rounding where numpy has two.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "xlaunch/rl/env.h"
@@ -40,66 +42,65 @@ class ClassicControl : public Env {
   virtual void observe(float* obs) const = 0;
 };
 
+// The UsageError of set_state given `got` values where `env` has `want`.
+[[noreturn]] void throw_state_size(const std::string& env, size_t want, size_t got);
+
+// The four keep their state as N doubles: state() and set_state() for all of them.
+template <size_t N>
+class ClassicControlOf : public ClassicControl {
+ public:
+  std::vector<double> state() const override { return {s_, s_ + N}; }
+  void set_state(const std::vector<double>& state) override {
+    if (state.size() != N) throw_state_size(spec().id, N, state.size());
+    std::copy(state.begin(), state.end(), s_);
+    started();
+  }
+
+ protected:
+  virtual void started() {}  // what else a new episode resets (CartPole's termination)
+  double s_[N] = {};
+};
+
 // CartPole-v1: state (x, x_dot, theta, theta_dot), Euler integration, reward 1 per step including
 // the terminating one (0 for steps taken after termination, as Gymnasium).
-class CartPole final : public ClassicControl {
+class CartPole final : public ClassicControlOf<4> {
  public:
   const EnvSpec& spec() const override;
   void reset(Rng& rng, float* obs) override;
   StepResult step(const Action& action, Rng& rng, float* obs) override;
-  std::vector<double> state() const override;
-  void set_state(const std::vector<double>& state) override;
   void observe(float* obs) const override;
 
  private:
-  double s_[4] = {0, 0, 0, 0};
+  void started() override { terminated_ = false; }
   bool terminated_ = false;  // Gymnasium's steps_beyond_terminated is not None
 };
 
 // Acrobot-v1: state (theta1, theta2, dtheta1, dtheta2), the 'book' dynamics, one rk4 step of
 // dt = 0.2, no torque noise. Reset draws the state as float32 values, as Gymnasium does.
-class Acrobot final : public ClassicControl {
+class Acrobot final : public ClassicControlOf<4> {
  public:
   const EnvSpec& spec() const override;
   void reset(Rng& rng, float* obs) override;
   StepResult step(const Action& action, Rng& rng, float* obs) override;
-  std::vector<double> state() const override;
-  void set_state(const std::vector<double>& state) override;
   void observe(float* obs) const override;
-
- private:
-  double s_[4] = {0, 0, 0, 0};
 };
 
 // MountainCar-v0: state (position, velocity), reward -1 per step.
-class MountainCar final : public ClassicControl {
+class MountainCar final : public ClassicControlOf<2> {
  public:
   const EnvSpec& spec() const override;
   void reset(Rng& rng, float* obs) override;
   StepResult step(const Action& action, Rng& rng, float* obs) override;
-  std::vector<double> state() const override;
-  void set_state(const std::vector<double>& state) override;
   void observe(float* obs) const override;
-
- private:
-  double s_[2] = {0, 0};
 };
 
 // Pendulum-v1 (g = 10): state (theta, theta_dot), the action clipped to [-2, 2], never terminates.
-class Pendulum final : public ClassicControl {
+class Pendulum final : public ClassicControlOf<2> {
  public:
   const EnvSpec& spec() const override;
   void reset(Rng& rng, float* obs) override;
   StepResult step(const Action& action, Rng& rng, float* obs) override;
-  std::vector<double> state() const override;
-  void set_state(const std::vector<double>& state) override;
   void observe(float* obs) const override;
-
- private:
-  double s_[2] = {0, 0};
 };
-
-// The UsageError of set_state given `got` values where `env` has `want`.
-[[noreturn]] void throw_state_size(const char* env, size_t want, size_t got);
 
 }  // namespace xlaunch::rl

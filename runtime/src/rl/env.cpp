@@ -179,8 +179,8 @@ std::vector<std::string> registered_envs() {
   return ids;
 }
 
-void throw_state_size(const char* env, size_t want, size_t got) {
-  throw UsageError(std::string(env) + "::set_state: the state has " + std::to_string(want) +
+void throw_state_size(const std::string& env, size_t want, size_t got) {
+  throw UsageError(env + "::set_state: the state has " + std::to_string(want) +
                    " values, got " + std::to_string(got));
 }
 

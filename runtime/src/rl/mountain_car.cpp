@@ -55,13 +55,6 @@ StepResult MountainCar::step(const Action& action, Rng& /*rng*/, float* obs) {
   return r;
 }
 
-std::vector<double> MountainCar::state() const { return {s_, s_ + 2}; }
-
-void MountainCar::set_state(const std::vector<double>& state) {
-  if (state.size() != 2) throw_state_size("MountainCar", 2, state.size());
-  s_[0] = state[0], s_[1] = state[1];
-}
-
 void MountainCar::observe(float* obs) const {
   obs[0] = static_cast<float>(s_[0]);
   obs[1] = static_cast<float>(s_[1]);

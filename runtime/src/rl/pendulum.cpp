@@ -70,13 +70,6 @@ StepResult Pendulum::step(const Action& action, Rng& /*rng*/, float* obs) {
   return r;
 }
 
-std::vector<double> Pendulum::state() const { return {s_, s_ + 2}; }
-
-void Pendulum::set_state(const std::vector<double>& state) {
-  if (state.size() != 2) throw_state_size("Pendulum", 2, state.size());
-  s_[0] = state[0], s_[1] = state[1];
-}
-
 void Pendulum::observe(float* obs) const {
   obs[0] = static_cast<float>(std::cos(s_[0]));
   obs[1] = static_cast<float>(std::sin(s_[0]));
