@@ -77,12 +77,14 @@ check straggler '"rank 1 (" in advice and "is a straggler" in advice and "rank 0
 
 # 4. Balanced: compute dominates, the loader keeps up, gradients are small: no advice. With the
 # timeline on. A machine busy with other work makes the two ranks wait for each other by turns, which
-# can read as a communication wait on both: one more try before calling it a failure.
+# can read as a communication wait on both: one more try before calling it a failure. Steps of some
+# 12 ms (batch 2048) over 140 measured steps: at batch 512 and 50 steps (3 ms each) the two ranks'
+# jitter alone crossed the 15% threshold on both tries in a CI run.
 balanced() {
   rm -rf "$work/trace"
   # What an earlier job's tracker left: xlaunch run removes it, so that report.html charts none of it.
   mkdir -m 700 "$work/trace" && echo '{"step": 1, "stale_loss": 1.0}' > "$work/trace/scalars.jsonl"
-  XOPTS="--trace $work/trace" run balanced 1 "$JOB" --steps 60 --hidden 256 --layers 2 --features 64 --batch 512
+  XOPTS="--trace $work/trace" run balanced 1 "$JOB" --steps 150 --hidden 256 --layers 2 --features 64 --batch 2048
 }
 balanced || fail "balanced ran"
 if ! python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["advice"] == [] else 1)' \
@@ -91,7 +93,7 @@ if ! python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["ad
   grep "^xlaunch: advice" "$work/balanced.log"
   balanced || fail "balanced ran"
 fi
-check balanced 'r["advice"] == [] and all(x["steps"] == 50 for x in ranks)' "a balanced job: no advice"
+check balanced 'r["advice"] == [] and all(x["steps"] == 140 for x in ranks)' "a balanced job: no advice"
 
 python3 - "$work/trace/trace.json" <<'EOF' && pass "trace.json: every rank, spans nest per thread, collective numbers agree" || fail "trace.json"
 import json, sys, collections
