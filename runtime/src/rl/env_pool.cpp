@@ -99,6 +99,8 @@ EnvPool::Impl::Impl(EnvPoolOptions o)
     }
     envs[i].rng = Rng(env_seed(options.seed, i));
   }
+  step_call = call_name("step()");
+  send_call = call_name("send()");
   obs_numel = spec.observation_space.numel();
   same_step = options.autoreset == Autoreset::SameStep;
   for (int64_t i = 0; i < num_envs; ++i) envs[i].scratch.assign((same_step ? 2 : 1) * obs_numel, 0.f);
@@ -161,21 +163,19 @@ at::Tensor EnvPool::Impl::cpu_contiguous(const at::Tensor& t) const {
 
 // A batch's hand-over may fail (no memory for the next buffer, a failed copy to the device); the
 // caller's bookkeeping has then moved on without it, so the pool cannot continue.
+// The environment steps it hands over are the report's samples (samples/s: environment steps per
+// second), as a loader's samples are; resets add none.
 EnvBatch EnvPool::Impl::hand_over(BatchSlot& slot, const BatchShape& shape) {
+  const int64_t steps_before = env_steps;
   try {
-    return slot.take(*stage, shape, &env_steps);
+    EnvBatch b = slot.take(*stage, shape, &env_steps);
+    profile::add_samples(static_cast<uint64_t>(env_steps - steps_before));
+    return b;
   } catch (const std::exception& e) {
     fail(call_name("hand-over") + ": handing a batch over failed: " + e.what() +
          ". The pool cannot continue: make a new EnvPool");
     throw;
   }
-}
-
-// The environment steps a batch handed over are the report's samples (samples/s: environment steps
-// per second), as a loader's samples are.
-EnvBatch EnvPool::Impl::counted(EnvBatch b, int64_t steps_before) const {
-  profile::add_samples(static_cast<uint64_t>(env_steps - steps_before));
-  return b;
 }
 
 EnvBatch EnvPool::Impl::reset() {
@@ -192,12 +192,11 @@ EnvBatch EnvPool::Impl::step(const at::Tensor& a) {
   throw_if_failed();
   require_sync("step()");
   require_started("step()");
-  if (!a.defined()) throw UsageError(call_name("step()") + ": actions is an undefined tensor");
-  detail::store_actions(spec.action_space, cpu_contiguous(a), all_ids.data(), num_envs, call_name("step()"),
+  if (!a.defined()) throw UsageError(step_call + ": actions is an undefined tensor");
+  detail::store_actions(spec.action_space, cpu_contiguous(a), all_ids.data(), num_envs, step_call,
                         [this](int64_t i) { return name_env(i); }, actions);
   run_sync(Request::Step, "step()");
-  const int64_t steps_before = env_steps;
-  return counted(hand_over(sync_slot, sync_shape), steps_before);
+  return hand_over(sync_slot, sync_shape);
 }
 
 void EnvPool::Impl::async_reset() {
@@ -219,7 +218,7 @@ void EnvPool::Impl::async_reset() {
 void EnvPool::Impl::send(const at::Tensor& a, const at::Tensor& ids_tensor) {
   throw_if_failed();
   require_started("send()");
-  const std::string call = call_name("send()");
+  const std::string& call = send_call;
   if (!a.defined() || !ids_tensor.defined()) throw UsageError(call + ": actions or env_ids is an undefined tensor");
   if (ids_tensor.scalar_type() != at::kLong || ids_tensor.dim() != 1)
     throw UsageError(call + ": env_ids has dtype " + std::string(c10::toString(ids_tensor.scalar_type())) +
@@ -261,8 +260,7 @@ EnvBatch EnvPool::Impl::recv() {
   throw_if_failed();
   for (int64_t r = 0; r < batch_size; ++r) in_flight[s.env_id[r]] = 0;
   in_flight_count -= batch_size;
-  const int64_t steps_before = env_steps;
-  EnvBatch b = counted(hand_over(s, async_shape), steps_before);
+  EnvBatch b = hand_over(s, async_shape);
   s.written.store(0, std::memory_order_relaxed);
   s.batch.store(next_batch + num_slots, std::memory_order_release);
   ++next_batch;

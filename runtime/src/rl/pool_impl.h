@@ -102,7 +102,6 @@ struct EnvPool::Impl {
   void async_reset();
   void send(const at::Tensor& actions, const at::Tensor& env_ids);
   EnvBatch recv();
-  EnvBatch counted(EnvBatch b, int64_t steps_before) const;
   EnvBatch hand_over(BatchSlot& slot, const BatchShape& shape);
 
   // The doing.
@@ -125,11 +124,13 @@ struct EnvPool::Impl {
   void ensure_async();
   std::string name_env(int64_t i) const;
   std::string call_name(const char* call) const { return "EnvPool(" + spec.id + ")." + call; }
+  std::string envs_in(uint8_t phase, bool in_flight_only) const;
   std::string timeout_message(const char* call, double waited) const;
   at::Tensor cpu_contiguous(const at::Tensor& t) const;
 
   EnvPoolOptions options;
   EnvSpec spec;
+  std::string step_call, send_call;  // call_name of step() and send(), made once: they run every step
   int64_t num_envs, batch_size, obs_numel;
   bool same_step;  // Autoreset::SameStep
   int num_threads = 1;

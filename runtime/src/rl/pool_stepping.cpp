@@ -69,11 +69,7 @@ EnvPool::Impl::~Impl() {
       const uint64_t seen = caller_bell.seq();
       if (all_exited()) break;
       if (caller_bell.wait(seen, deadline)) continue;
-      std::string stepping;
-      for (int64_t i = 0; i < num_envs; ++i)
-        if (envs[i].phase.load(std::memory_order_relaxed) == kStepping)
-          stepping += (stepping.empty() ? "" : ", ") + std::to_string(i) + " (its step " +
-                      std::to_string(envs[i].steps.load(std::memory_order_relaxed)) + ")";
+      const std::string stepping = envs_in(kStepping, false);
       std::fprintf(stderr,
                    "xlaunch: EnvPool(%s) is being destroyed and its threads have not stopped for %s (timeout_s): "
                    "environments stepping: %s. They are stuck in their step() or reset(); the destructor goes on "
@@ -256,23 +252,23 @@ void EnvPool::Impl::throw_if_failed() const {
   if (failed.load(std::memory_order_acquire)) throw Error(failure);
 }
 
-std::string EnvPool::Impl::timeout_message(const char* call, double waited) const {
-  std::string stepping, queued, done;
+// The environments in `phase` (only those in flight, if asked), with their steps, for messages: at
+// most 32, then "...".
+std::string EnvPool::Impl::envs_in(uint8_t phase, bool in_flight_only) const {
+  std::string list;
   int listed = 0;
-  const auto add = [&](std::string& list, int64_t i) {
-    if (++listed > 32) return;
+  for (int64_t i = 0; i < num_envs; ++i) {
+    if (envs[i].phase.load(std::memory_order_relaxed) != phase || (in_flight_only && !in_flight[i])) continue;
+    if (++listed > 32) return list + ", ...";
     list += (list.empty() ? "" : ", ") + std::to_string(i) + " (its step " +
             std::to_string(envs[i].steps.load(std::memory_order_relaxed)) + ")";
-  };
-  for (int64_t i = 0; i < num_envs; ++i) {
-    const uint8_t p = envs[i].phase.load(std::memory_order_relaxed);
-    if (p == kStepping)
-      add(stepping, i);
-    else if (in_flight[i] && p == kQueued)
-      add(queued, i);
-    else if (in_flight[i] && p == kDone)
-      add(done, i);
   }
+  return list;
+}
+
+std::string EnvPool::Impl::timeout_message(const char* call, double waited) const {
+  const std::string stepping = envs_in(kStepping, false), queued = envs_in(kQueued, true),
+                    done = envs_in(kDone, true);
   std::string m = call_name(call) + " waited " + seconds(waited) + ", the last " + seconds(timeout_s) +
                   " (timeout_s, or XLAUNCH_TIMEOUT_S) without any environment finishing its step or reset; ";
   m += "environments stepping: " + (stepping.empty() ? std::string("none") : stepping);
