@@ -300,6 +300,10 @@ std::vector<Field> build_fields() {
   f.push_back(bool_field("report", [](LaunchConfig& c) -> bool& { return c.report; }));
   f.push_back(string_field("trace_dir", [](LaunchConfig& c) -> std::string& { return c.trace_dir; }));
   f.push_back(int_field("trace_steps", [](LaunchConfig& c) -> int& { return c.trace_steps; }));
+  f.push_back(int_field("profile_ops", [](LaunchConfig& c) -> int& { return c.profile_ops; }));
+  f.push_back(bool_field("record_shapes", [](LaunchConfig& c) -> bool& { return c.record_shapes; }));
+  f.push_back(bool_field("cudnn_benchmark", [](LaunchConfig& c) -> bool& { return c.cudnn_benchmark; }));
+  f.push_back(bool_field("deterministic", [](LaunchConfig& c) -> bool& { return c.deterministic; }));
 
   f.push_back(make(
       "log_with",

@@ -77,6 +77,9 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   c.report = false;
   c.trace_dir = "/tmp/trace";
   c.trace_steps = 7;
+  c.profile_ops = 5;
+  c.record_shapes = true;
+  c.deterministic = true;
   c.project_dir = "/runs/mnist";
   c.checkpoint.total_limit = 3;
   c.checkpoint.every_n_steps = 500;
@@ -108,6 +111,10 @@ TEST(ConfigRoundTrip, EveryNonDefaultValueSurvivesSaveAndLoad) {
   EXPECT_FALSE(l.config.report);
   EXPECT_EQ(l.config.trace_dir, "/tmp/trace");
   EXPECT_EQ(l.config.trace_steps, 7);
+  EXPECT_EQ(l.config.profile_ops, 5);
+  EXPECT_TRUE(l.config.record_shapes);
+  EXPECT_TRUE(l.config.deterministic);
+  EXPECT_FALSE(l.config.cudnn_benchmark);
   EXPECT_EQ(l.config.project_dir, "/runs/mnist");
   EXPECT_EQ(l.config.checkpoint.total_limit, 3);
   EXPECT_EQ(l.config.checkpoint.every_n_steps, 500);
@@ -145,6 +152,19 @@ TEST(ConfigTracking, BadValuesAndMissingProjectDirAreNamed) {
   e = error_of("project_dir: p\nlog_with: csv\nlog_histograms_every_n_steps: 10\n");
   EXPECT_EQ(e.key, "log_histograms_every_n_steps");
   EXPECT_TRUE(contains(e.hint, "TensorBoard")) << e.hint;
+}
+
+TEST(ConfigToolbox, ProfileAndCudnnKeys) {
+  const LaunchConfig d;
+  EXPECT_EQ(d.profile_ops, 0);
+  EXPECT_FALSE(d.record_shapes || d.cudnn_benchmark || d.deterministic);
+  EXPECT_TRUE(parse_config("cudnn_benchmark: true\n", "t").config.cudnn_benchmark);
+  auto e = error_of("profile_ops: -1\n");
+  EXPECT_EQ(e.key, "profile_ops");
+  EXPECT_EQ(e.found, "'-1'");
+  e = error_of("deterministic: true\ncudnn_benchmark: true\n");
+  EXPECT_EQ(e.key, "cudnn_benchmark");
+  EXPECT_TRUE(contains(e.hint, "drop one of the two")) << e.hint;
 }
 
 TEST(ConfigProject, DefaultsAndTheFileSpelling) {

@@ -110,6 +110,17 @@ TEST(Overrides, CommandLineBeatsTheFileAndSettlesTheType) {
 
   LaunchConfig untouched;
   EXPECT_TRUE(apply_overrides(untouched, Overrides{}, 0).empty());
+
+  // --deterministic over a file's cudnn_benchmark: true: the command line's choice wins.
+  LaunchConfig tuned;
+  tuned.cudnn_benchmark = true;
+  Overrides det;
+  det.deterministic = true;
+  det.profile_ops = 3;
+  EXPECT_EQ(apply_overrides(tuned, det, 0), (std::vector<std::string>{"profile_ops", "deterministic"}));
+  EXPECT_TRUE(tuned.deterministic);
+  EXPECT_FALSE(tuned.cudnn_benchmark);
+  EXPECT_EQ(tuned.profile_ops, 3);
 }
 
 TEST(MachineDefaults, GpusElseOneProcessPerCore) {

@@ -178,6 +178,12 @@ void add_override_options(CLI::App* app, Overrides& o) {
   app->add_option("--hostfile,--mpirun_hostfile", o.hostfile, "Open MPI hostfile listing the machines");
   app->add_option("--log_dir", o.log_dir, "Directory for per-rank logs");
   app->add_option("--trace", o.trace_dir, "Write a timeline of every rank (DIR/trace.json) and DIR/report.html");
+  app->add_option("--profile_ops", o.profile_ops,
+                  "Profile N optimizer steps after the warm-up operator by operator: the report's operator table");
+  app->add_flag("--record_shapes", o.record_shapes, "The operator profile records input shapes");
+  app->add_flag("--cudnn_benchmark", o.cudnn_benchmark, "cuDNN autotunes its algorithms for each new input shape");
+  app->add_flag("--deterministic", o.deterministic,
+                "Deterministic algorithms only (cuDNN's too); operations without one fail, naming themselves");
   app->add_option("--project_dir", o.project_dir,
                   "Project directory: named checkpoints go to DIR/checkpoints, --resume continues from them");
   app->add_option("--log_with", o.log_with,
@@ -260,6 +266,16 @@ std::vector<std::string> apply_overrides(LaunchConfig& c, const Overrides& o, in
   take(o.hostfile, c.mpi.hostfile, "mpi.hostfile");
   take(o.log_dir, c.log_dir, "log_dir");
   take(o.trace_dir, c.trace_dir, "trace_dir");
+  take(o.profile_ops, c.profile_ops, "profile_ops");
+  auto set_flag = [&](bool given, bool& field, const char* key) {
+    if (!given) return;
+    field = true;
+    set.push_back(key);
+  };
+  set_flag(o.record_shapes, c.record_shapes, "record_shapes");
+  set_flag(o.cudnn_benchmark, c.cudnn_benchmark, "cudnn_benchmark");
+  set_flag(o.deterministic, c.deterministic, "deterministic");
+  if (o.deterministic && !o.cudnn_benchmark) c.cudnn_benchmark = false;  // the command line's choice wins
   take(o.project_dir, c.project_dir, "project_dir");
   take(o.report_interval, c.report_interval, "report_interval");
   if (o.log_with) {

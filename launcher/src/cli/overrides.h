@@ -16,10 +16,11 @@ namespace xlaunch::launcher {
 struct Overrides {
   std::optional<int> num_processes, machine_rank, main_process_port, gradient_accumulation_steps,
       num_cpu_threads_per_process, max_restarts, max_machine_failures, checkpoint_total_limit,
-      checkpoint_every_n_steps, preempt_timeout_s, report_interval;
+      checkpoint_every_n_steps, preempt_timeout_s, report_interval, profile_ops;
   std::optional<std::string> num_machines, main_process_ip, mixed_precision, hostfile, log_dir, gpu_ids, trace_dir,
       project_dir, preempt_signal, log_with;
-  bool cpu = false, multi_gpu = false, debug = false, checkpoint_every_epoch = false;
+  bool cpu = false, multi_gpu = false, debug = false, checkpoint_every_epoch = false, record_shapes = false,
+       cudnn_benchmark = false, deterministic = false;
   std::vector<std::string> ignored;  // Accelerate options given that mean nothing here, by name
 };
 
@@ -29,7 +30,7 @@ struct Overrides {
 // --max_restarts, --debug, --multi_gpu, --cpu/--use_cpu, --hostfile/--mpirun_hostfile, --log_dir;
 // and --trace DIR (trace_dir), --max_machine_failures, --project_dir, --log_with, --report_interval, --checkpoint_total_limit,
 // --checkpoint_every_n_steps, --checkpoint_every_epoch (checkpoint.*), --preempt_signal,
-// --preempt_timeout_s.
+// --preempt_timeout_s, --profile_ops N, --record_shapes, --cudnn_benchmark, --deterministic.
 void add_override_options(CLI::App* app, Overrides& o);
 
 // Adds the `accelerate launch` options that xlaunch accepts and ignores with a warning (--quiet,

@@ -46,6 +46,10 @@ std::string value_of(const env::Var& v, const LaunchConfig& c, const Environment
   if (name == env::kReport.name) return flag(c.report);
   if (name == env::kTraceDir.name) return c.trace_dir;
   if (name == env::kTraceSteps.name) return std::to_string(c.trace_steps);
+  if (name == env::kProfileOps.name) return std::to_string(c.profile_ops);
+  if (name == env::kRecordShapes.name) return flag(c.record_shapes);
+  if (name == env::kCudnnBenchmark.name) return flag(c.cudnn_benchmark);
+  if (name == env::kDeterministic.name) return flag(c.deterministic);
   if (name == env::kLogWith.name) {
     std::string s;
     for (const auto& t : c.log_with) s += (s.empty() ? "" : ",") + t;

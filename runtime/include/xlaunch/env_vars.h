@@ -51,6 +51,10 @@ inline constexpr Var kTimeoutS               {"XLAUNCH_TIMEOUT_S", Type::Int, "6
 inline constexpr Var kReport                 {"XLAUNCH_REPORT", Type::Bool, "1", "1: record where each step's time goes, for the utilization report"};
 inline constexpr Var kTraceDir               {"XLAUNCH_TRACE_DIR", Type::String, "", "directory for the timeline (each rank's part, merged by xlaunch run into trace.json); empty: none"};
 inline constexpr Var kTraceSteps             {"XLAUNCH_TRACE_STEPS", Type::Int, "50", "optimizer steps the timeline covers, after the warm-up"};
+inline constexpr Var kProfileOps             {"XLAUNCH_PROFILE_OPS", Type::Int, "0", "optimizer steps profiled operator by operator (LibTorch's Kineto profiler) after the warm-up, for the report's operator table; 0: none"};
+inline constexpr Var kRecordShapes           {"XLAUNCH_RECORD_SHAPES", Type::Bool, "0", "1: the operator profile records input shapes (the table's rows per shape, and the timeline's spans)"};
+inline constexpr Var kCudnnBenchmark         {"XLAUNCH_CUDNN_BENCHMARK", Type::Bool, "0", "1: cuDNN tries its algorithms for each new input shape and keeps the fastest (torch.backends.cudnn.benchmark)"};
+inline constexpr Var kDeterministic          {"XLAUNCH_DETERMINISTIC", Type::Bool, "0", "1: deterministic algorithms only (torch.use_deterministic_algorithms, cudnn.deterministic, no cuDNN autotuning); operations without one fail, naming themselves"};
 inline constexpr Var kLogWith                {"XLAUNCH_LOG_WITH", Type::String, "", "trackers acc.log writes to (docs/tracking.md): a comma list of tensorboard, jsonl, csv; empty: none"};
 inline constexpr Var kReportInterval         {"XLAUNCH_REPORT_INTERVAL", Type::Int, "50", "with a tracker on: every this many optimizer steps, the ranks' utilization (xlaunch/steps_per_s, xlaunch/data_wait...) goes to the tracker"};
 inline constexpr Var kLogHistogramsEvery     {"XLAUNCH_LOG_HISTOGRAMS_EVERY_N_STEPS", Type::Int, "0", "with TensorBoard on: histograms of every prepared model's weights and gradients every n-th optimizer step; 0: none"};
@@ -72,7 +76,7 @@ inline constexpr const Var* kAll[] = {
     &kBucketCapMb,     &kFindUnusedParameters,       &kCommHook,   &kPowerSgdRank,   &kPowerSgdStartStep, &kZeroStage,
     &kBroadcastBuffers, &kSyncBatchnorm, &kNumWorkers,
     &kPinMemory,       &kEvenBatches,  &kPrefetchFactor, &kNumCpuThreads, &kDebug,    &kTimeoutS,
-    &kReport,          &kTraceDir,     &kTraceSteps, &kLogWith,  &kReportInterval, &kLogHistogramsEvery, &kProjectDir,
+    &kReport,          &kTraceDir,     &kTraceSteps, &kProfileOps, &kRecordShapes, &kCudnnBenchmark, &kDeterministic, &kLogWith,  &kReportInterval, &kLogHistogramsEvery, &kProjectDir,
     &kCheckpointTotalLimit, &kCheckpointEveryNSteps, &kCheckpointEveryEpoch, &kResume, &kLogDir,
     &kRunId,           &kRestartCount, &kStatusDir,    &kConfigFile,
 };

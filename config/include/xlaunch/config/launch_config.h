@@ -110,6 +110,14 @@ struct LaunchConfig {
   std::string trace_dir = env::default_string(env::kTraceDir);
   // Steps in the timeline, after the warm-up.
   int trace_steps = static_cast<int>(env::default_int(env::kTraceSteps));
+  // Steps profiled operator by operator after the warm-up (the report's operator table); 0: none.
+  int profile_ops = static_cast<int>(env::default_int(env::kProfileOps));
+  // The operator profile records input shapes.
+  bool record_shapes = env::default_bool(env::kRecordShapes);
+  // cuDNN autotuning for each new input shape (torch.backends.cudnn.benchmark).
+  bool cudnn_benchmark = env::default_bool(env::kCudnnBenchmark);
+  // Deterministic algorithms only, cuDNN's included (and no autotuning).
+  bool deterministic = env::default_bool(env::kDeterministic);
   // Experiment tracking (docs/tracking.md): where acc.log writes, some of kLogWith ("all" in a file
   // or on the command line stands for every one); empty: acc.log writes nothing. The tracker's
   // files go to <project_dir>/<project_name>.

@@ -1,0 +1,25 @@
+// Kornia's AugmentationSequential: transforms in order, each drawing its own parameters
+// (augment.h has the overview).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <vector>
+
+#include "xlaunch/augment/transform.h"
+
+namespace xlaunch::augment {
+
+class Sequential {
+ public:
+  explicit Sequential(std::vector<std::shared_ptr<Transform>> transforms);
+  // Draws every transform's parameters for key's samples and applies them in order.
+  at::Tensor operator()(const at::Tensor& images, const BatchKey& key) const;
+  const std::vector<std::shared_ptr<Transform>>& transforms() const { return transforms_; }
+
+ private:
+  std::vector<std::shared_ptr<Transform>> transforms_;
+};
+
+}  // namespace xlaunch::augment
