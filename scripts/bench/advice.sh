@@ -1,30 +1,73 @@
 #!/usr/bin/env bash
-# Does following the report's advice pay? A 2-rank job whose samples take 400 us each to make
-# (tests/report/report_job.cpp) with loader.num_workers 1: the report finds the data wait and
-# names loader.num_workers; the same job with the workers it suggests raising (4), same run:
-#   bench=advice knob=loader.num_workers from=1 to=4 data_wait_before=P samples_per_s_before=X samples_per_s_after=Y ratio=R
-# (target: R >= 1.5). Usage: scripts/bench/advice.sh   (BUILD_DIR overrides)
+# Does following the report's advice give what it promises? Two 2-rank CPU jobs whose samples take
+# 400 us each to make (tests/report/report_job.cpp), with loader.num_workers 1:
+#   slow_storage: the samples wait (a sleep, as on slow storage): the report names
+#     loader.num_workers, the count to raise it to and the gain ("from 1 to N", "up to Gx");
+#   cpu_bound: the samples compute (--burn: 400 us of CPU each), so the ranks' loaders fill the
+#     cores: the report must not promise a gain from more workers ("at most Gx", G about 1).
+# Each case runs the job as it was and as the advice says (cpu_bound: with the 4 workers the old
+# advice proposed), alternating, ROUNDS times, and prints the promised and the measured gain
+# (the median of the rounds' samples/s ratios; samples/s of the slowest rank):
+#   bench=advice case=C knob=loader.num_workers from=1 to=N data_wait_before=P cpu_before=U promised=Gx measured=Mx
+# Usage: scripts/bench/advice.sh   (BUILD_DIR, ROUNDS=3, STEPS=80 override)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 need_bin launcher/xlaunch
 need_bin tests/report/report_job
+ROUNDS="${ROUNDS:-3}" STEPS="${STEPS:-80}"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export XDG_CONFIG_HOME="$WORK/config" TMPDIR="$WORK"
 unset XLAUNCH_CONFIG_FILE
 
-run() {  # workers -> "samples_per_s advice data_wait" of rank 0
-  mkdir -p "$WORK/logs-$1"
+# run NAME WORKERS JOB_ARGS... -> "samples_per_s data_wait_pct cpu_pct_sum" of the run; its
+# advice lines in $WORK/NAME.advice
+run() {
+  local name=$1 workers=$2
+  shift 2
+  rm -rf "$WORK/logs-$name" && mkdir -p "$WORK/logs-$name"
   printf 'num_processes: 2\ndistributed_type: MULTI_CPU\nuse_cpu: true\nlog_dir: %s\nloader:\n  num_workers: %s\n' \
-    "$WORK/logs-$1" "$1" > "$WORK/c$1.yaml"
-  "$BUILD_DIR/launcher/xlaunch" run --config_file "$WORK/c$1.yaml" "$BUILD_DIR/tests/report/report_job" --steps 80 \
-    --get_us 400 --batch 32 > "$WORK/run$1.log" 2>&1
-  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); x=min(r["ranks"], key=lambda x: x["samples_per_s"]); \
-print(x["samples_per_s"], int("loader.num_workers" in " ".join(r["advice"])), max(y["phase_pct"]["data_wait"] for y in r["ranks"]))' \
-    "$WORK/logs-$1/report.json"
+    "$WORK/logs-$name" "$workers" > "$WORK/$name.yaml"
+  "$BUILD_DIR/launcher/xlaunch" run --config_file "$WORK/$name.yaml" "$BUILD_DIR/tests/report/report_job" \
+    --steps "$STEPS" --batch 32 "$@" > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log" >&2; exit 1; }
+  python3 - "$WORK/logs-$name/report.json" "$WORK/$name.advice" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+open(sys.argv[2], "w").write("\n".join(r["advice"]) + "\n")
+ranks = [x for x in r["ranks"] if x["present"]]
+print(min(x["samples_per_s"] for x in ranks), max(x["phase_pct"]["data_wait"] for x in ranks),
+      sum(x["cpu_pct"] for x in ranks))
+EOF
 }
-read -r before advised wait < <(run 1)
-read -r after _ _ < <(run 4)
-[ "$advised" = 1 ] || echo "advice.sh: warning: the report did not name loader.num_workers" >&2
-awk -v b="$before" -v a="$after" -v w="$wait" \
-  'BEGIN {printf "bench=advice knob=loader.num_workers from=1 to=4 data_wait_before=%.1f%% samples_per_s_before=%.1f samples_per_s_after=%.1f ratio=%.2f\n", w, b, a, a / b}'
+
+# The loader line of an advice file: "to promised" (the count it names, else 4; the gain it
+# promises, "up to Gx" or "at most Gx"; none: 1.0).
+follow() {
+  python3 - "$1" <<'EOF'
+import re, sys
+line = next((l for l in open(sys.argv[1]) if l.startswith("data wait")), "")
+to = re.search(r"loader\.num_workers from \d+ to (\d+)", line)
+gain = re.search(r"(?:up to|at most) ([0-9.]+)x", line)
+print(to.group(1) if to else 4, gain.group(1) if gain else "1.0")
+EOF
+}
+
+bench_case() {  # NAME JOB_ARGS...
+  local name=$1 ratios=() to promised before wait cpu after
+  shift
+  read -r before wait cpu < <(run "$name-1" 1 "$@")
+  echo "# $name advice (workers 1): $(grep '^data wait' "$WORK/$name-1.advice" || echo none)"
+  read -r to promised < <(follow "$WORK/$name-1.advice")
+  for ((i = 0; i < ROUNDS; i++)); do
+    [ "$i" -gt 0 ] && read -r before _ _ < <(run "$name-1" 1 "$@")
+    read -r after _ _ < <(run "$name-$to" "$to" "$@")
+    ratios+=("$(awk -v a="$after" -v b="$before" 'BEGIN {printf "%.3f", a / b}')")
+  done
+  echo "# $name ratios: ${ratios[*]}"
+  awk -v n="$name" -v to="$to" -v w="$wait" -v c="$cpu" -v p="$promised" -v m="$(median "${ratios[@]}")" \
+    'BEGIN {printf "bench=advice case=%s knob=loader.num_workers from=1 to=%s data_wait_before=%.1f%% cpu_before=%.0f%% promised=%.1fx measured=%.2fx\n", n, to, w, c, p, m}'
+}
+
+echo "# host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_case slow_storage --get_us 400
+bench_case cpu_bound --get_us 400 --burn

@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 
+#include "cpuinfo_samples.h"
 #include "process.h"
 #include "scratch_dir.h"
 
@@ -205,9 +206,11 @@ TEST_F(AccelerateCompat, ConfigProposesTheAccelerateDefaultConfig) {
   write_accelerate_config(dir_ + "/hf", "compute_environment: LOCAL_MACHINE\ndebug: true\ndistributed_type: MULTI_CPU\n"
                                         "main_process_ip: null\nmixed_precision: bf16\nnum_machines: 1\n"
                                         "num_processes: 3\nuse_cpu: true\n");
-  // Enter for every question takes every proposed answer.
+  // Enter for every question takes every proposed answer. On a CPU with bf16 instructions (a literal
+  // cpuinfo text): without them a CPU job would not be offered bf16 (config_pty_test).
   const auto r = run({"/bin/sh", "-c", std::string("yes '' | head -n 30 | ") + XLAUNCH_BIN + " config"},
-                     with({"HF_HOME=" + dir_ + "/hf"}));
+                     with({"HF_HOME=" + dir_ + "/hf",
+                           "XLAUNCH_CPUINFO_FILE=" + xlaunch::test::write_cpuinfo(dir_ + "/cpuinfo", xlaunch::test::kCpuinfoAmx)}));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "Starting from Accelerate's config " + dir_ + "/hf/accelerate/default_config.yaml"))
       << r.output;

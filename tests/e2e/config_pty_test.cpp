@@ -15,13 +15,21 @@
 #include <vector>
 
 #include "xlaunch/config/config_io.h"
+#include "cpuinfo_samples.h"
 #include "pty_session.h"
 #include "scratch_dir.h"
+
+namespace {
+// The CPU `xlaunch config` is told it runs on (XLAUNCH_CPUINFO_FILE), never this machine's.
+std::vector<std::string> on_cpu(const std::string& dir, const char* cpuinfo) {
+  return {"XLAUNCH_CPUINFO_FILE=" + xlaunch::test::write_cpuinfo(dir + "/cpuinfo", cpuinfo)};
+}
+}  // namespace
 
 TEST(ConfigPty, QuestionsWithOneWrongAnswerWriteTheFile) {
   const xlaunch::test::ScratchDir scratch;
   const std::string dir = scratch.path, file = dir + "/sub/cfg.yaml";
-  PtySession s(file, dir);
+  PtySession s(file, dir, on_cpu(dir, xlaunch::test::kCpuinfoAmx));
   ASSERT_TRUE(s.expect("Which kind of training?")) << s.transcript();
   ASSERT_TRUE(s.expect("(NO/MULTI_CPU/MULTI_GPU) [")) << s.transcript();
   s.type("multi_cpu\n");
@@ -55,7 +63,7 @@ TEST(ConfigPty, SeveralMachinesAskForTheMainMachineAndTheHostfile) {
   const xlaunch::test::ScratchDir scratch;
   const std::string dir = scratch.path, file = dir + "/cfg.yaml", hosts = dir + "/hosts";
   { std::ofstream(hosts) << "node1 slots=2\nnode2 slots=2\n"; }
-  PtySession s(file, dir);
+  PtySession s(file, dir, on_cpu(dir, xlaunch::test::kCpuinfoAmx));
   ASSERT_TRUE(s.expect("Which kind of training?")) << s.transcript();
   s.type("MULTI_CPU\n");
   ASSERT_TRUE(s.expect("How many machines will the job use? [1]: ")) << s.transcript();
@@ -95,6 +103,83 @@ TEST(ConfigPty, SeveralMachinesAskForTheMainMachineAndTheHostfile) {
   EXPECT_EQ(c.mixed_precision, xlaunch::config::MixedPrecision::Fp16);
   EXPECT_EQ(c.gradient_accumulation_steps, 1);
   EXPECT_TRUE(c.debug);
+}
+
+// A CPU job on a CPU without bf16 instructions is not offered bf16 (nor fp16 without fp16 ones); the
+// note names the flags looked for. With neither, the question is not asked.
+TEST(ConfigPty, ACpuJobIsOfferedOnlyTheMixedPrecisionItsCpuHas) {
+  const xlaunch::test::ScratchDir scratch;
+  const std::string dir = scratch.path, file = dir + "/cfg.yaml";
+  {
+    PtySession s(file, dir, on_cpu(dir, xlaunch::test::kCpuinfoAvx2));
+    ASSERT_TRUE(s.expect("(NO/MULTI_CPU/MULTI_GPU) [")) << s.transcript();
+    s.type("MULTI_CPU\n");
+    ASSERT_TRUE(s.expect("How many machines will the job use? [1]: ")) << s.transcript();
+    s.type("\n");
+    ASSERT_TRUE(s.expect("How many processes in total, over all machines? [")) << s.transcript();
+    s.type("2\n");
+    ASSERT_TRUE(s.expect("This CPU has no 16-bit instructions for fp16 (avx512_fp16, amx_fp16), nor bf16 (avx512_bf16, "
+                         "amx_bf16) among its flags: autocast would run in software, slower than float32 (measured: bf16 "
+                         "0.05x, fp16 0.06x on such CPUs), so a CPU job is not offered it; mixed precision: no. Set "
+                         "mixed_precision in the file to use it anyway."))
+        << s.transcript();
+    ASSERT_TRUE(s.expect("How many gradient accumulation steps? [1]: ")) << s.transcript();
+    EXPECT_EQ(s.transcript().find("Mixed precision?"), std::string::npos) << s.transcript();
+    s.type("\n");
+    ASSERT_TRUE(s.expect("Turn on debug checks (slower)? (yes/no) [no]: ")) << s.transcript();
+    s.type("\n");
+    ASSERT_TRUE(s.expect("Wrote " + file)) << s.transcript();
+    EXPECT_EQ(s.wait(), 0) << s.transcript();
+    EXPECT_EQ(xlaunch::config::load_config(file).config.mixed_precision, xlaunch::config::MixedPrecision::No);
+  }
+  {
+    // AVX512-BF16 without AVX512-FP16: bf16 is offered, fp16 is not.
+    PtySession s(file, dir, on_cpu(dir, xlaunch::test::kCpuinfoAvx512Bf16));
+    ASSERT_TRUE(s.expect("Replace it? (yes/no) [no]: ")) << s.transcript();
+    s.type("yes\n");
+    ASSERT_TRUE(s.expect("(NO/MULTI_CPU/MULTI_GPU) [")) << s.transcript();
+    s.type("MULTI_CPU\n");
+    ASSERT_TRUE(s.expect("How many machines will the job use? [1]: ")) << s.transcript();
+    s.type("\n");
+    ASSERT_TRUE(s.expect("How many processes in total, over all machines? [")) << s.transcript();
+    s.type("2\n");
+    ASSERT_TRUE(s.expect("This CPU has no 16-bit instructions for fp16 (avx512_fp16, amx_fp16) among its flags"))
+        << s.transcript();
+    ASSERT_TRUE(s.expect("Mixed precision? (no/bf16) [no]: ")) << s.transcript();
+    s.type("fp16\n");
+    ASSERT_TRUE(s.expect("'fp16' is not one of no/bf16; try again.")) << s.transcript();
+    s.type("bf16\n");
+    ASSERT_TRUE(s.expect("How many gradient accumulation steps? [1]: ")) << s.transcript();
+    s.type("\n");
+    ASSERT_TRUE(s.expect("Turn on debug checks (slower)? (yes/no) [no]: ")) << s.transcript();
+    s.type("\n");
+    ASSERT_TRUE(s.expect("Wrote " + file)) << s.transcript();
+    EXPECT_EQ(s.wait(), 0) << s.transcript();
+    EXPECT_EQ(xlaunch::config::load_config(file).config.mixed_precision, xlaunch::config::MixedPrecision::Bf16);
+  }
+}
+
+// `xlaunch run` warns at the start of a CPU job whose CPU lacks the instructions, naming the flags
+// it looked for (--dry_run: the same start, without mpirun).
+TEST(ConfigPty, RunWarnsOfMixedPrecisionWithoutTheInstructions) {
+  const xlaunch::test::ScratchDir scratch;
+  const std::string dir = scratch.path, file = dir + "/cfg.yaml";
+  { std::ofstream(file) << "distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\nmixed_precision: bf16\n"; }
+  const std::string warning = "xlaunch: warning: mixed_precision bf16 on a CPU without AVX512-BF16 or AMX-BF16 (flags "
+                              "looked for: avx512_bf16, amx_bf16): bf16 autocast runs in software, measured 0.05x fp32 "
+                              "on such a CPU; set mixed_precision: no";
+  {
+    PtySession s({"run", "--config_file", file, "--dry_run", "/bin/true"}, dir, on_cpu(dir, xlaunch::test::kCpuinfoAvx2));
+    ASSERT_TRUE(s.expect("mpirun")) << s.transcript();
+    EXPECT_EQ(s.wait(), 0) << s.transcript();
+    EXPECT_NE(s.transcript().find(warning), std::string::npos) << s.transcript();
+  }
+  {
+    PtySession s({"run", "--config_file", file, "--dry_run", "/bin/true"}, dir, on_cpu(dir, xlaunch::test::kCpuinfoAmx));
+    ASSERT_TRUE(s.expect("mpirun")) << s.transcript();
+    EXPECT_EQ(s.wait(), 0) << s.transcript();
+    EXPECT_EQ(s.transcript().find("xlaunch: warning: mixed_precision"), std::string::npos) << s.transcript();
+  }
 }
 
 TEST(ConfigPty, EndOfInputAbortsAndWritesNothing) {

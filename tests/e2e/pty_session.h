@@ -17,10 +17,11 @@
 
 class PtySession {
  public:
-  PtySession(const std::string& config_file, const std::string& home)
-      : PtySession({"config", "--config_file", config_file}, home) {}
+  // `xlaunch config`; env: "NAME=value" entries set for it (XLAUNCH_CPUINFO_FILE, ...).
+  PtySession(const std::string& config_file, const std::string& home, const std::vector<std::string>& env = {})
+      : PtySession({"config", "--config_file", config_file}, home, env) {}
   // `xlaunch ARGS...` on a new pseudo-terminal, with its own empty config home.
-  PtySession(const std::vector<std::string>& args, const std::string& home) {
+  PtySession(const std::vector<std::string>& args, const std::string& home, std::vector<std::string> env = {}) {
     std::vector<std::string> words{XLAUNCH_BIN};
     words.insert(words.end(), args.begin(), args.end());
     std::vector<char*> argv;
@@ -30,6 +31,7 @@ class PtySession {
     if (pid_ == 0) {
       setenv("XDG_CONFIG_HOME", home.c_str(), 1);
       unsetenv("XLAUNCH_CONFIG_FILE");
+      for (auto& e : env) putenv(e.data());  // env outlives the exec: this process becomes xlaunch
       execv(XLAUNCH_BIN, argv.data());
       _exit(127);
     }

@@ -19,6 +19,7 @@
 #include "cli/config_in_use.h"
 #include "cli/elastic.h"
 #include "cli/overrides.h"
+#include "launch/cpu_features.h"
 #include "launch/job.h"
 #include "launch/job_outcome.h"
 #include "launch/launch_error.h"
@@ -215,6 +216,7 @@ void report_attempt(const config::LaunchConfig& c, const std::string& status_dir
   // Over the report's window (rank 0's steps after the warm-up), not the start-up.
   const std::vector<GpuUse> gpu_use = stats.empty() || !stats[0] ? gpus.mean() : gpus.mean_since(window_start_s(*stats[0]));
   JobReport report = make_report(stats, config::runs_on_cpu(c) ? std::vector<GpuUse>{} : gpu_use);
+  report.launcher_host = this_host_facts();
   report.advice = advise(report, c);
   if (c.report && report.total_steps > 0) {
     std::fprintf(stderr, "%s", format_report(report).c_str());
@@ -378,6 +380,9 @@ int run_job(const RunOptions& o, const Invocation& inv) {
   print_config_line(e.in_use, e.from_cli);
   warn_ignored_accelerate_options(o.overrides);
   check_launchable(c);
+  if (c.mixed_precision != config::MixedPrecision::No && cpu_job(c, gpu_count))
+    if (const std::string why = cpu_mixed_precision_problem(c.mixed_precision, this_cpu_features()); !why.empty())
+      std::fprintf(stderr, "xlaunch: warning: %s\n", why.c_str());
   check_resume(c, o.resume);
   std::vector<std::string> command = inv.command;
   command[0] = resolve_train_binary(command[0], path_env());

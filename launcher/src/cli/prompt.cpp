@@ -46,6 +46,8 @@ std::string Prompter::choice(const std::string& question, const std::vector<std:
   return *find(answer);
 }
 
+void Prompter::note(const std::string& line) { out_ << line << "\n"; }
+
 int Prompter::integer(const std::string& question, int def, int min, int max, const Check& extra) {
   const std::string answer = ask(question, std::to_string(def), [&](const std::string& a) -> std::string {
     char* end = nullptr;

@@ -25,6 +25,8 @@ class Prompter {
   bool yes_no(const std::string& question, bool def);
   // Free text; `def` may be empty, in which case Enter gives "" (if `check` allows it).
   std::string text(const std::string& question, const std::string& def, const Check& check = {});
+  // A line of information between the questions.
+  void note(const std::string& line);
 
  private:
   std::string ask(const std::string& prompt, const std::string& def, const Check& check);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "observe/host_facts.h"
 #include "xlaunch/config/launch_config.h"
 #include "xlaunch/status/step_stats.h"
 
@@ -48,12 +49,17 @@ struct JobReport {
   uint64_t first_step = 0, last_step = 0, total_steps = 0;  // the window, 1-based and inclusive
   std::vector<RankReport> ranks;
   std::string gpu_host;  // the machine whose GPUs were sampled; empty when none was
+  // The machine `xlaunch run` ran on (cmd_run fills it before advise): its cores bound the gain of
+  // more loader workers, its CPU's flags say whether mixed precision pays on a CPU job. Left empty
+  // (not known), the advice makes neither judgement.
+  HostFacts launcher_host;
   std::vector<std::string> advice;
 };
 
-// Thresholds of the advice (docs/performance.md).
+// Thresholds of the advice (docs/performance.md). kWorkerGain: more loader workers are proposed
+// only when the idle cores let them make steps at least this much faster.
 inline constexpr double kDataWaitPct = 10, kCommWaitPct = 15, kStragglerRatio = 1.10, kGpuSmPct = 70,
-                        kGpuMemPct = 50;
+                        kGpuMemPct = 50, kWorkerGain = 1.2;
 
 // When the report's window began (CLOCK_REALTIME seconds): the end of the warm-up steps as far as
 // the stats still tell, else the first step's start. 0 without steps.
@@ -66,7 +72,9 @@ double window_start_s(const profile::RankStats& s);
 // its GPU columns stay blank rather than show another GPU's use.
 JobReport make_report(const std::vector<std::optional<profile::RankStats>>& stats, const std::vector<GpuUse>& gpus);
 
-// The advice for a report, given the config the job ran with (for the knobs' current values).
+// The advice for a report, given the config the job ran with (for the knobs' current values). Each
+// line quotes the measurements it rests on, names a knob that can change the quantity measured,
+// and bounds the gain by what following it can give (docs/performance.md, "The advice").
 std::vector<std::string> advise(const JobReport& r, const config::LaunchConfig& c);
 
 // "ZeRO stage 2: optimizer state 12.3 MB per rank; per step 45.6 MB reduce-scattered, 45.6 MB

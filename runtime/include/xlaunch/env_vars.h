@@ -84,8 +84,9 @@ inline constexpr const Var* kAll[] = {
 // Read by the launcher from its own environment, never exported to the ranks (so not in kAll).
 // clang-format off
 inline constexpr Var kNvmlLibrary            {"XLAUNCH_NVML_LIBRARY", Type::String, "libnvidia-ml.so.1", "the NVML library `xlaunch run` samples the GPUs with (the report, --monitor), and a GPU rank reads its SM use with (xlaunch/gpu_sm, inherited, not exported); empty: the default"};
+inline constexpr Var kCpuinfoFile            {"XLAUNCH_CPUINFO_FILE", Type::String, "", "a copy of /proc/cpuinfo that `xlaunch config` and `xlaunch run` read this machine's CPU flags from (whether bf16/fp16 mixed precision pays on a CPU job); empty: /proc/cpuinfo"};
 // clang-format on
-inline constexpr const Var* kLauncherOnly[] = {&kNvmlLibrary};
+inline constexpr const Var* kLauncherOnly[] = {&kNvmlLibrary, &kCpuinfoFile};
 
 // The raw value: the environment's, or the declared default when unset.
 inline std::string raw(const Var& v) {
