@@ -75,7 +75,7 @@ std::vector<std::string> advice_of(std::vector<std::optional<RankStats>> all, co
 }
 
 // The launcher's machine: its name, CPUs and flags.
-HostFacts machine(const char* name, int cpus, CpuFeatures flags = {}) { return HostFacts{name, cpus, flags}; }
+HostFacts machine(const char* name, int cpus, CpuFeatures flags = {}) { return HostFacts{name, cpus, -1, flags}; }
 
 std::string all_of(const std::vector<std::string>& v) {
   std::string s;
@@ -184,6 +184,24 @@ TEST(Advice, BusyCoresAreNamedInsteadOfMoreWorkers) {
       << all_of(some);
 }
 
+// Other work on the machine (its load average well above the ranks' use): the promise stays the
+// cores' bound, and the line says the gain can be far smaller while that work runs.
+TEST(Advice, OtherWorkOnTheMachineIsNamed) {
+  const std::vector<double> waits = {90, 3, 5, 0.5, 0.8, 0.7};
+  HostFacts busy = machine("node", 2);
+  busy.load = 13.5;
+  const auto advice = advice_of({cpu(stats(0, 60, waits), 20, "node"), cpu(stats(1, 60, waits), 20, "node")}, workers(1),
+                                busy);
+  EXPECT_TRUE(any_has(advice, "(cpu column summed)); other work competes for node's cores (load average 13.5, the ranks' "
+                              "use 0.40): if the samples need CPU rather than wait, the gain can be far smaller while "
+                              "that work runs"))
+      << all_of(advice);
+  busy.load = 1.2;  // about the ranks' own
+  EXPECT_FALSE(any_has(advice_of({cpu(stats(0, 60, waits), 20, "node"), cpu(stats(1, 60, waits), 20, "node")}, workers(1),
+                                 busy),
+                       "other work"));
+}
+
 // Ranks on another machine: its core count is not known here, so it is taken as this machine's, and
 // the line says so. Each host's ranks are summed on their own.
 TEST(Advice, OtherMachinesAreTakenAsThisOneAndSaySo) {
@@ -283,6 +301,11 @@ TEST(Advice, TheStragglerIsNamed) {
       << all_of(r.advice);
   EXPECT_TRUE(any_has(r.advice, "steps would be up to 1.5x faster without it")) << all_of(r.advice);
   EXPECT_FALSE(any_has(r.advice, "rank 0 (host0) is a straggler"));
+  // Two ranks: the median of both is halfway to the straggler; the gain is against the other's pace:
+  // 14.3 against 9.3 ms of own compute, a 15 ms step: 15 / (15 - 5) = 1.5x, not 15 / (15 - 2.5).
+  const JobReport two = report_of({stats(0, 60, waits), stats(1, 60, slow)});
+  EXPECT_TRUE(any_has(two.advice, "takes 14.30 ms per step, 21.2% above the median 11.80 ms")) << all_of(two.advice);
+  EXPECT_TRUE(any_has(two.advice, "steps would be up to 1.5x faster without it")) << all_of(two.advice);
   EXPECT_FALSE(any_has(r.advice, "communication wait")) << "the others wait for the straggler, not the network";
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 
 #include "launch/launch_error.h"
 #include "launch/machine.h"
@@ -14,6 +15,7 @@ HostFacts this_host_facts() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) == 0) h.name = name;
   h.cpus = usable_cpus();
+  std::ifstream("/proc/loadavg") >> h.load;
   try {
     h.cpu = this_cpu_features();
   } catch (const LaunchError& e) {

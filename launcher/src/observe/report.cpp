@@ -161,10 +161,14 @@ double own_ms(const RankReport& rr) {
 // step makes each host run its ranks' CPU work per step (cpu column x step time, loader workers
 // included) in less wall time: a host whose ranks use B of its N cores can run them at most N / B
 // times faster. Other machines' cores are not known here: taken as the launcher's. A rank bound
-// to one core (mpi.bind_to core or hwthread) using U cores: 1 / U.
+// to one core (mpi.bind_to core or hwthread) using U cores: 1 / U. Other work on the machine is
+// not in the cpu column: when the launcher's machine's load average exceeds what the ranks use by
+// more than a core, the line says the gain can be far smaller (a caveat; the load average covers
+// a minute, not the report's window).
 struct CoreBound {
   double gain = 0;    // 0: not known (no core count, no CPU time)
   std::string basis;  // the measurement it rests on
+  std::string shared;  // "" or the caveat: other work competes for the cores
 };
 
 CoreBound core_bound(const Ranks& ranks, const HostFacts& here, const config::LaunchConfig& c) {
@@ -188,6 +192,10 @@ CoreBound core_bound(const Ranks& ranks, const HostFacts& here, const config::La
       keep(here.cpus / used, "the ranks on " + host + " use " + fixed(used, 2) + " of its " + std::to_string(here.cpus) +
                                  " cores (cpu column summed" +
                                  (host == here.name ? "" : "; its core count taken as " + here.name + "'s") + ")");
+  if (busy.count(here.name) && here.load - busy[here.name] > 1)
+    b.shared = "; other work competes for " + here.name + "'s cores (load average " + fixed(here.load, 1) +
+               ", the ranks' use " + fixed(busy[here.name], 2) + "): if the samples need CPU rather than wait, the gain can "
+               "be far smaller while that work runs";
   return b;
 }
 
@@ -204,8 +212,9 @@ void advise_data_wait(const Ranks& ranks, const JobReport& r, const config::Laun
   const std::string head = "data wait is " + pct(100 * d) + " of the step on " + rank_list(slow) + " (threshold " +
                            pct(kDataWaitPct) + ")";
   if (cores.gain > 0 && cores.gain < wait_gain && gain < kWorkerGain) {
-    out.push_back(head + ", and the cores are busy: " + cores.basis + ", so more loader workers (loader.num_workers) would give at most " +
-                  fixed(gain, 1) + "x (the wait alone would allow " + fixed(wait_gain, 1) +
+    out.push_back(head + ", and the cores are busy: " + cores.basis +
+                  ", so more loader workers (loader.num_workers) would give at most " + fixed(gain, 1) +
+                  "x (the wait alone would allow " + fixed(wait_gain, 1) +
                   "x). The samples burn CPU: make the dataset's get() cheaper, move per-sample augmentation to the "
                   "device (xlaunch/augment.h), or give the job more cores or machines");
     return;
@@ -226,7 +235,8 @@ void advise_data_wait(const Ranks& ranks, const JobReport& r, const config::Laun
                 (c.use_cpu || config::runs_on_cpu(c) ? "" : " and keep loader.pin_memory: true") +
                 ", or make the dataset's get() cheaper; steps would be up to " + fixed(gain, 1) +
                 "x faster (the wait allows " + fixed(wait_gain, 1) + "x" +
-                (cores.gain > 0 ? "; the idle cores " + fixed(cores.gain, 1) + "x: " + cores.basis : "") + ")");
+                (cores.gain > 0 ? "; the idle cores " + fixed(cores.gain, 1) + "x: " + cores.basis : "") + ")" +
+                cores.shared);
 }
 
 // Rule 3: one rank's own compute slower than the others': everyone waits for it in every allreduce.
@@ -241,8 +251,12 @@ std::vector<int> advise_stragglers(const Ranks& ranks, std::vector<std::string>&
     const double mine = own_ms(*rr);
     if (med <= 0 || mine <= kStragglerRatio * med) continue;
     stragglers.push_back(rr->rank);
-    // Everyone's step is about the straggler's; without it, shorter by its excess.
-    const double excess = mine - med, step = std::max(rr->step_ms, mine);
+    // Everyone's step is about the straggler's; without it, shorter by its excess over the others'
+    // pace (the median of the other ranks: with two ranks the median of all halves the excess).
+    std::vector<double> others;
+    for (const auto* o : ranks)
+      if (o != rr) others.push_back(own_ms(*o));
+    const double excess = std::max(0.0, mine - median(others)), step = std::max(rr->step_ms, mine);
     out.push_back("rank " + std::to_string(rr->rank) + " (" + rr->host + ") is a straggler: its own compute (forward, " +
                   "backward, optimizer and the rest of its loop; waits left out) takes " + fixed(mine, 2) +
                   " ms per step, " + pct(100 * (mine / med - 1)) + " above the median " + fixed(med, 2) +
