@@ -34,8 +34,11 @@ class AccelerateCompat : public xlaunch::test::ScratchDirTest<> {
  protected:
   void SetUp() override {
     ScratchDirTest::SetUp();
+    // On a CPU with bf16 and fp16 instructions (a literal cpuinfo text), whatever this machine's:
+    // without them a CPU job would not be offered bf16, and `--mixed_precision bf16` would warn.
     env_ = {"HOME=" + dir_ + "/home", "XDG_CONFIG_HOME=" + dir_ + "/config", "TMPDIR=" + dir_, "XLAUNCH_CONFIG_FILE",
-            "HF_HOME", "XDG_CACHE_HOME"};
+            "HF_HOME", "XDG_CACHE_HOME",
+            "XLAUNCH_CPUINFO_FILE=" + xlaunch::test::write_cpuinfo(dir_ + "/cpuinfo", xlaunch::test::kCpuinfoAmx)};
     hostfile_ = dir_ + "/hosts";
     std::ofstream(hostfile_) << "localhost slots=8\n";
   }
@@ -206,11 +209,9 @@ TEST_F(AccelerateCompat, ConfigProposesTheAccelerateDefaultConfig) {
   write_accelerate_config(dir_ + "/hf", "compute_environment: LOCAL_MACHINE\ndebug: true\ndistributed_type: MULTI_CPU\n"
                                         "main_process_ip: null\nmixed_precision: bf16\nnum_machines: 1\n"
                                         "num_processes: 3\nuse_cpu: true\n");
-  // Enter for every question takes every proposed answer. On a CPU with bf16 instructions (a literal
-  // cpuinfo text): without them a CPU job would not be offered bf16 (config_pty_test).
+  // Enter for every question takes every proposed answer.
   const auto r = run({"/bin/sh", "-c", std::string("yes '' | head -n 30 | ") + XLAUNCH_BIN + " config"},
-                     with({"HF_HOME=" + dir_ + "/hf",
-                           "XLAUNCH_CPUINFO_FILE=" + xlaunch::test::write_cpuinfo(dir_ + "/cpuinfo", xlaunch::test::kCpuinfoAmx)}));
+                     with({"HF_HOME=" + dir_ + "/hf"}));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "Starting from Accelerate's config " + dir_ + "/hf/accelerate/default_config.yaml"))
       << r.output;
