@@ -216,6 +216,7 @@ void report_attempt(const config::LaunchConfig& c, const std::string& status_dir
   const std::vector<GpuUse> gpu_use = stats.empty() || !stats[0] ? gpus.mean() : gpus.mean_since(window_start_s(*stats[0]));
   JobReport report = make_report(stats, config::runs_on_cpu(c) ? std::vector<GpuUse>{} : gpu_use);
   report.advice = advise(report, c);
+  report.syncs = read_syncs(status_dir, c.num_processes, report.first_step - 1);
   if (c.report && report.total_steps > 0) {
     std::fprintf(stderr, "%s", format_report(report).c_str());
     if (!c.log_dir.empty()) write_report_json(c.log_dir, report);

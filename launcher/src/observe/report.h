@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "observe/syncs.h"
 #include "xlaunch/config/launch_config.h"
 #include "xlaunch/status/step_stats.h"
 
@@ -49,6 +50,7 @@ struct JobReport {
   std::vector<RankReport> ranks;
   std::string gpu_host;  // the machine whose GPUs were sampled; empty when none was
   std::vector<std::string> advice;
+  std::vector<RankSyncs> syncs;  // host-device syncs of the ranks that counted them (syncs.h); usually none
 };
 
 // Thresholds of the advice (docs/performance.md).
