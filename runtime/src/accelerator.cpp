@@ -27,6 +27,8 @@
 #include "profile/device_clock.h"
 #include "profile/job_profile.h"
 #include "profile/step_clock.h"
+#include "profile/sync_count.h"
+#include "backends/algorithms.h"
 #include "xlaunch/autocast.h"
 #include "check.h"
 #include "xlaunch/metrics.h"
@@ -129,6 +131,8 @@ void check_shards_even(Communicator& comm, const Loader& loader) {
 
 }  // namespace
 
+void detail::explain_refusal(const std::exception_ptr& e, const char* where) { backends::explain_refusal(e, where); }
+
 AcceleratorOptions AcceleratorOptions::from_env() {
   AcceleratorOptions o;
   o.mixed_precision = env::get_string(env::kMixedPrecision);
@@ -151,6 +155,8 @@ AcceleratorOptions AcceleratorOptions::from_env() {
   o.log_with = split_log_with(env::get_string(env::kLogWith));
   o.report_interval = env::get_int(env::kReportInterval);
   o.log_histograms_every_n_steps = env::get_int(env::kLogHistogramsEvery);
+  o.cudnn_benchmark = env::get_bool(env::kCudnnBenchmark);
+  o.deterministic = env::get_bool(env::kDeterministic);
   return o;
 }
 
@@ -172,6 +178,8 @@ Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicato
   if ((options_.checkpoint_every_n_steps > 0 || options_.checkpoint_every_epoch) && options_.project_dir.empty())
     throw UsageError("checkpoint.every_n_steps / checkpoint.every_epoch save named checkpoints under project_dir, "
                      "which is not set: set project_dir in the config (XLAUNCH_PROJECT_DIR)");
+  // Before anything touches CUDA: CUBLAS_WORKSPACE_CONFIG must be set before the first cuBLAS handle.
+  const std::string deterministic_note = backends::apply({options_.cudnn_benchmark, options_.deterministic});
   const Place& place = ProcessState::get().place();
   if (!cpu_comm_) cpu_comm_ = MpiCommunicator::world();
   rank_ = cpu_comm_->rank();
@@ -196,6 +204,9 @@ Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicato
       throw UsageError("mixed_precision " + std::string(to_string(mixed_precision_)) + " on " + device_.str() +
                        ": " + why + ". Use bf16 on the CPU, or mixed_precision: no");
   }
+  if (!deterministic_note.empty() && is_main_process()) std::cerr << "xlaunch: " << deterministic_note << std::endl;
+  // debug: true on a GPU: the training thread's host-device syncs counted per step for the report.
+  if (device_.is_cuda() && env::get_bool(env::kDebug)) profile::syncs::start(env::get_string(env::kStatusDir), rank_);
   if (device_.is_cuda()) profile::device::set_device(device_.index());  // phases timed on the GPU too
   // The report finds this rank's GPU among NVML's by its PCI bus id (docs/performance.md).
   if (device_.is_cuda()) profile::publish_cuda_device(device_.index());
@@ -373,6 +384,7 @@ void Accelerator::run_backward(const at::Tensor& loss, bool by_items) {
     for (auto& m : models_) {
       try { m.reducer->finalize_backward(); } catch (...) {}
     }
+    backends::explain_refusal(std::current_exception(), "acc.backward");
     throw;
   }
   for (auto& m : models_) m.reducer->finalize_backward();

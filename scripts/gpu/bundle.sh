@@ -39,7 +39,7 @@ DATA_DIR="${XLAUNCH_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
 PROGRAMS=(launcher/xlaunch launcher/xlaunch_selftest launcher/xlaunch_merge_weights examples/train_fashion_mnist examples/hello_allreduce
           tests/runtime/nccl_test tests/runtime/mpi_communicator_test tests/data/loader_test tests/rl/env_pool_test
           tests/runtime/device_paths_test tests/runtime/watchdog_abort_test tests/faults/fault_program
-          tests/amp/amp_unscale_test tests/report/publish_gpu_test tests/amp/grad_scaler_test tests/amp/autocast_test
+          tests/amp/amp_unscale_test tests/report/publish_gpu_test tests/report/sync_count_job tests/amp/grad_scaler_test tests/amp/autocast_test
           tests/checkpoint/checkpoint_train_resume tests/checkpoint/checkpoint_train_job
           scripts/bench/bench_amp_unscale scripts/bench/bench_amp scripts/bench/bench_loader scripts/bench/bench_ddp)
 TARGETS=()
@@ -158,7 +158,7 @@ cp "$OUT/share/pmix-mca-params.conf" "$OUT/etc/pmix-mca-params.conf"
 mkdir -p "$OUT/data/fashion-mnist"
 cp "$DATA_DIR"/*-ubyte.gz "$OUT/data/fashion-mnist/"
 cp "$REPO/scripts/gpu/run.sh" "$OUT/run.sh"
-cp "$REPO/scripts/gpu/nvml_attribution.sh" "$OUT/"
+cp "$REPO/scripts/gpu/nvml_attribution.sh" "$REPO/scripts/gpu/sync_check.sh" "$OUT/"
 chmod +x "$OUT/run.sh"
 
 # The wheel's libraries the bundle relies on: each must be in this torch's torch/lib or nvidia/*/lib.

@@ -184,6 +184,9 @@ if [ $cpu_only = 0 ]; then
     part nccl_world_$W 120 "${MPIRUN[@]}" -np "$W" "$B/bin/nccl_test"
     part loader_cuda 120 "$B/bin/loader_test" --gtest_filter='LoaderCuda.*:-LoaderCuda.AskingForCudaWithoutAGpuSaysWhy'
     part env_pool_cuda 60 "$B/bin/env_pool_test" --gtest_filter='EnvPoolCuda.*'
+    # Issue 29: one loss.item() per step under debug: true counted as 1 per step; deterministic: true on the GPU.
+    part sync_count_cuda 120 bash "$B/sync_check.sh" "$B/bin/sync_count_job" &&
+      grep -E '^(PASS|NOTE)' "$LOGS/sync_count_cuda.log" | sed 's/^/  /' | tee -a "$SUMMARY"
     part amp_unscale_cuda 120 "$B/bin/amp_unscale_test" --gtest_filter='AmpUnscaleCuda.*'
     part nvml_attribution 120 bash "$B/nvml_attribution.sh" "$B/bin/publish_gpu_test"
     part grad_scaler_cuda 120 "$B/bin/grad_scaler_test" --gtest_filter='UnscaleAndCheck.Cuda*'

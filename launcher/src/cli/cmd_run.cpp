@@ -218,6 +218,7 @@ void report_attempt(const config::LaunchConfig& c, const std::string& status_dir
   JobReport report = make_report(stats, config::runs_on_cpu(c) ? std::vector<GpuUse>{} : gpu_use);
   report.launcher_host = this_host_facts();
   report.advice = advise(report, c);
+  report.syncs = read_syncs(status_dir, c.num_processes, report.first_step - 1);
   if (c.report && report.total_steps > 0) {
     std::fprintf(stderr, "%s", format_report(report).c_str());
     if (!c.log_dir.empty()) write_report_json(c.log_dir, report);

@@ -458,6 +458,7 @@ std::string format_report(const JobReport& r) {
     os << line;
   }
   if (const std::string zero = zero_line(r); !zero.empty()) os << "xlaunch: " << zero << "\n";
+  if (const std::string syncs = syncs_line(r.syncs); !syncs.empty()) os << "xlaunch: " << syncs << "\n";
   for (const auto& a : r.advice) os << "xlaunch: advice: " << a << "\n";
   return os.str();
 }
@@ -489,6 +490,7 @@ std::string report_json(const JobReport& r) {
   json out = {{"world", r.world}, {"first_step", r.first_step}, {"last_step", r.last_step},
               {"total_steps", r.total_steps}, {"ranks", std::move(ranks)}, {"advice", r.advice}};
   if (const std::string zero = zero_line(r); !zero.empty()) out["zero"] = zero;
+  if (!r.syncs.empty()) out["host_device_syncs"] = json::parse(syncs_json(r.syncs));
   return out.dump(2, ' ', false, json::error_handler_t::replace) + "\n";  // a stray byte in a host name: U+FFFD
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "observe/host_facts.h"
+#include "observe/syncs.h"
 #include "xlaunch/config/launch_config.h"
 #include "xlaunch/status/step_stats.h"
 
@@ -54,6 +55,7 @@ struct JobReport {
   // (not known), the advice makes neither judgement.
   HostFacts launcher_host;
   std::vector<std::string> advice;
+  std::vector<RankSyncs> syncs;  // host-device syncs of the ranks that counted them (syncs.h); usually none
 };
 
 // Thresholds of the advice (docs/performance.md). kWorkerGain: more loader workers are proposed

@@ -23,6 +23,7 @@
 #include <torch/serialize/output-archive.h>
 #include <c10/util/Type.h>
 
+#include <exception>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -93,6 +94,13 @@ struct AcceleratorOptions {
   std::vector<std::string> log_with = split_log_with(env::default_string(env::kLogWith));
   int64_t report_interval = env::default_int(env::kReportInterval);
   int64_t log_histograms_every_n_steps = env::default_int(env::kLogHistogramsEvery);
+  // Process-wide, applied by the constructor before any prepare (docs/performance.md#deterministic-
+  // runs-and-cudnn-autotuning): cuDNN times its algorithms for each new input shape and keeps the
+  // fastest; or deterministic algorithms only (cuDNN's included, CUBLAS_WORKSPACE_CONFIG=:4096:8
+  // set when unset), where an operation without one fails with a UsageError naming it. Not both.
+  // false changes nothing: what the program set in LibTorch's context stays.
+  bool cudnn_benchmark = env::default_bool(env::kCudnnBenchmark);
+  bool deterministic = env::default_bool(env::kDeterministic);
 
   // From the XLAUNCH_* variables (see env_vars.h). Throws UsageError on malformed values.
   static AcceleratorOptions from_env();
@@ -102,6 +110,13 @@ struct AcceleratorOptions {
 
 class Accelerator;
 class ItemWindow;
+
+namespace detail {
+// When `e` is PyTorch's refusal of an operation without a deterministic implementation (deterministic:
+// true), throws UsageError naming the operation, `where`, and the fix; returns otherwise
+// (runtime/src/backends/algorithms.h).
+void explain_refusal(const std::exception_ptr& e, const char* where);
+}  // namespace detail
 class ShardedOptimizer;  // ZeRO stages 1 and 2 (runtime/src/ddp/zero_optimizer.h)
 struct TrackingState;  // the trackers of init_trackers (runtime/src/track/tracking_state.h)  // the accumulation window of backward(loss_sum, num_items) (runtime/src/ddp/accumulation.h)
 
@@ -128,7 +143,12 @@ class PreparedModel {
   template <typename... Args>
   auto operator()(Args&&... args) {
     ForwardScope scope(*acc_, id_);
-    return module_->forward(std::forward<Args>(args)...);
+    try {
+      return module_->forward(std::forward<Args>(args)...);
+    } catch (...) {
+      detail::explain_refusal(std::current_exception(), "the forward of a prepared model");
+      throw;
+    }
   }
   auto operator->() { return &*module_; }
   auto operator->() const { return &*module_; }

@@ -46,7 +46,7 @@ inline constexpr Var kPinMemory              {"XLAUNCH_PIN_MEMORY", Type::Bool, 
 inline constexpr Var kEvenBatches            {"XLAUNCH_EVEN_BATCHES", Type::Bool, "1", "1: pad every rank's shard to the same number of batches; 0: read each sample once, and ranks whose data ends first join the others' gradient averaging"};
 inline constexpr Var kPrefetchFactor         {"XLAUNCH_PREFETCH_FACTOR", Type::Int, "2", "batches in flight per loader worker"};
 inline constexpr Var kNumCpuThreads          {"XLAUNCH_NUM_CPU_THREADS", Type::Int, "0", "intra-op threads per rank, handed to the program as OMP_NUM_THREADS; 0: the runtime's default (cores / local ranks)"};
-inline constexpr Var kDebug                  {"XLAUNCH_DEBUG", Type::Bool, "0", "1: before each collective, every rank checks that the others issue the same one"};
+inline constexpr Var kDebug                  {"XLAUNCH_DEBUG", Type::Bool, "0", "1: before each collective, every rank checks that the others issue the same one; on a GPU, each rank also counts its training loop's host-device syncs per step, for the report"};
 inline constexpr Var kTimeoutS               {"XLAUNCH_TIMEOUT_S", Type::Int, "600", "seconds a collective may wait without progress before the job is declared stuck; 0: no watchdog"};
 inline constexpr Var kReport                 {"XLAUNCH_REPORT", Type::Bool, "1", "1: record where each step's time goes, for the utilization report"};
 inline constexpr Var kTraceDir               {"XLAUNCH_TRACE_DIR", Type::String, "", "directory for the timeline (each rank's part, merged by xlaunch run into trace.json); empty: none"};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "profile/device_clock.h"
+#include "profile/sync_count.h"
 #include "profile/trace.h"
 
 namespace xlaunch::profile {
@@ -162,6 +163,7 @@ void step_done(int64_t step) {
   if (t.steps == static_cast<uint64_t>(kWarmupSteps)) st.at_warmup = t;
   st.zero = c.zero;
   st.version.fetch_add(1, std::memory_order_release);  // even: consistent
+  syncs::step_done();  // the host-device syncs of this step, when counted (debug on a GPU)
 
   if (trace::active()) trace::span(trace::kTrainThread, "step", c.step_start_ns, wall, {{"step", step}});
   trace::set_step(step);

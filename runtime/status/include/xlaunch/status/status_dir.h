@@ -9,6 +9,8 @@
 //   verdict             the first rank whose watchdog         xlaunch run, when mpirun ends   verdict.h
 //                       reached one
 //   stats-<R>           rank R, at the end of every step      xlaunch run (--monitor, report) step_stats.h
+//   syncs-<R>           rank R counting host-device syncs   xlaunch run (report)            sync_stats.h
+//                       (debug on a GPU), every step
 //   progress-<R>        rank R (its progress board)           the other ranks' watchdogs      here (name)
 //   trace-rank<R>.json  rank R, when it ends (trace dir)      xlaunch run, which merges them  trace_part.h
 //   scalars.jsonl       rank 0's tracker, with tracking on     xlaunch run, for report.html    here (name)

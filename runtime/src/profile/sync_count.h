@@ -1,0 +1,77 @@
+// Host-device synchronisations counted per optimizer step (docs/performance.md#host-device-syncs).
+// With debug: true on a GPU (XLAUNCH_DEBUG=1 and the Accelerator on CUDA) the Accelerator turns on
+// c10's CUDA sync debug mode at warning level: every call that makes the host wait for the GPU
+// (.item(), printing a tensor, a copy to the CPU, nonzero, a stream or device synchronize) then
+// raises c10's warning "called a synchronizing CUDA operation". A SyncCounter, installed as the
+// training thread's c10 warning handler, takes those warnings instead of printing them, counts them
+// per step, and keeps where the first ones came from; every other warning goes on to the handler
+// that was there before. The counts go to the rank's syncs-<rank> file (status/sync_stats.h), and
+// `xlaunch run`'s report prints them with the advice to remove them.
+//
+// c10's warning handlers are per thread: the synchronising calls of other threads (loader workers,
+// a communication thread) are not counted, and c10 prints its warning for each of them.
+#pragma once
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <string>
+
+#include "xlaunch/status/sync_stats.h"
+
+namespace xlaunch::profile::syncs {
+
+// The text of c10's warning for a synchronising CUDA call (c10/cuda/CUDAFunctions.cpp,
+// warn_or_error_on_sync, PyTorch 2.x).
+inline constexpr const char* kSyncWarningText = "called a synchronizing CUDA operation";
+
+// Whether `w` is c10's sync debug warning.
+bool is_sync_warning(const c10::Warning& w);
+
+// Where a synchronising call came from, from c10::get_backtrace's text (lines "frame #N: SYMBOL +
+// 0xOFF (0xADDR in MODULE)", innermost first): the outermost ATen operator of the frames in
+// LibTorch's libraries (libtorch*, libc10*), such as "at::_ops::item::call", or their outermost
+// frame without one, then the first frame outside them, which called it: "SYMBOL (in MODULE)", or
+// "MODULE+0xOFF" when the symbol is not exported (`addr2line -f -C -e MODULE 0xOFF` names the
+// line). Argument lists are left out. "" when no frame is in LibTorch's libraries.
+std::string describe_sync_site(const std::string& backtrace);
+
+class SyncCounter final : public c10::WarningHandler {
+ public:
+  // Counts into `stats` (the rank's file, or memory) and passes every other warning to `next`.
+  // Prints the first sync after the warm-up when `announce` (rank 0).
+  SyncCounter(SyncStats* stats, c10::WarningHandler* next, bool announce);
+
+  // A sync warning: counted in the step in progress; the first of the run and the first after
+  // the warm-up also record where they came from (a backtrace, symbolised: some milliseconds,
+  // twice per run). Any other warning: to `next`.
+  void process(const c10::Warning& w) override;
+
+  // The optimizer step ended: its count goes into the stats, published under their sequence lock.
+  void step_done();
+
+  const SyncStats& stats() const { return *stats_; }
+
+ private:
+  void record(SyncSite& site, const c10::Warning& w, uint64_t step);
+
+  SyncStats* stats_;
+  c10::WarningHandler* next_;
+  bool announce_;
+  std::atomic<uint64_t> in_step_{0};  // syncs of the step in progress
+};
+
+// Turns counting on for this process: c10's CUDA sync debug mode at warning level, and a
+// SyncCounter as the calling thread's c10 warning handler (call it on the training thread, as the
+// Accelerator's constructor is), counting into dir/syncs-<rank> (in memory when dir is empty or
+// cannot be written: then nothing reaches the report). Once per process: later calls return the
+// same counter. The mode and the handler stay until the process ends.
+SyncCounter* start(const std::string& dir, int rank);
+
+// The counter start() made; null before.
+SyncCounter* counter();
+
+// The step clock's end of an optimizer step (step_clock.cpp): the counter's step_done, when counting.
+void step_done();
+
+}  // namespace xlaunch::profile::syncs
