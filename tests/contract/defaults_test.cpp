@@ -59,6 +59,8 @@ TEST(Defaults, RuntimeOptionsStartFromTheDeclaredDefaults) {
   EXPECT_EQ(built.ddp.powersgd_rank, read.ddp.powersgd_rank);
   EXPECT_EQ(built.ddp.powersgd_start_step, read.ddp.powersgd_start_step);
   EXPECT_EQ(built.num_threads, env::default_int(env::kNumCpuThreads));
+  EXPECT_EQ(built.profile_ops, read.profile_ops);
+  EXPECT_EQ(built.record_shapes, read.record_shapes);
 
   const xlaunch::LoaderOptions lb, lr = xlaunch::LoaderOptions::from_env();
   EXPECT_EQ(lb.num_workers, lr.num_workers);

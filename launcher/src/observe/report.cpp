@@ -1,4 +1,5 @@
 #include "observe/report.h"
+#include "observe/op_table.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -327,6 +328,7 @@ std::string report_json(const JobReport& r) {
   json out = {{"world", r.world}, {"first_step", r.first_step}, {"last_step", r.last_step},
               {"total_steps", r.total_steps}, {"ranks", std::move(ranks)}, {"advice", r.advice}};
   if (const std::string zero = zero_line(r); !zero.empty()) out["zero"] = zero;
+  if (!r.operators.empty()) out["operators"] = op_tables_json(r.operators);
   return out.dump(2, ' ', false, json::error_handler_t::replace) + "\n";  // a stray byte in a host name: U+FFFD
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "xlaunch/config/launch_config.h"
+#include "xlaunch/status/op_table.h"
 #include "xlaunch/status/step_stats.h"
 
 namespace xlaunch::launcher {
@@ -49,6 +50,7 @@ struct JobReport {
   std::vector<RankReport> ranks;
   std::string gpu_host;  // the machine whose GPUs were sampled; empty when none was
   std::vector<std::string> advice;
+  std::vector<status::OpTable> operators;  // profile_ops: the ranks' operator tables (op_table.h)
 };
 
 // Thresholds of the advice (docs/performance.md).

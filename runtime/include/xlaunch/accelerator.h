@@ -93,6 +93,10 @@ struct AcceleratorOptions {
   std::vector<std::string> log_with = split_log_with(env::default_string(env::kLogWith));
   int64_t report_interval = env::default_int(env::kReportInterval);
   int64_t log_histograms_every_n_steps = env::default_int(env::kLogHistogramsEvery);
+  // The operator profile (docs/performance.md): LibTorch's profiler over this many optimizer steps
+  // after the warm-up, its table printed by `xlaunch run`; 0: off. record_shapes: rows per input shapes.
+  int64_t profile_ops = env::default_int(env::kProfileOps);
+  bool record_shapes = env::default_bool(env::kRecordShapes);
 
   // From the XLAUNCH_* variables (see env_vars.h). Throws UsageError on malformed values.
   static AcceleratorOptions from_env();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "profile/device_clock.h"
+#include "profile/op_profile.h"
 #include "profile/trace.h"
 
 namespace xlaunch::profile {
@@ -129,6 +130,7 @@ void collective_done(uint64_t bytes) {
 }
 
 void step_done(int64_t step) {
+  if (ops::armed()) ops::step_done();  // the operator profile (profile_ops): one branch when off
   Clock& c = clock();
   if (!c.enabled || !on_training_thread(c) || c.step_start_ns == 0) return;
   const uint64_t now = monotonic_ns();
