@@ -17,6 +17,7 @@ namespace xlaunch::profile::ops {
 namespace {
 
 namespace kp = torch::profiler::impl;
+constexpr size_t kPrintedRows = 10;  // as xlaunch run prints (launcher/src/observe/op_table.h)
 namespace ap = torch::autograd::profiler;
 
 struct State {
@@ -98,10 +99,12 @@ void publish(const Settings& s, const ap::ProfilerResult& result) {
   if (p.rows.size() > s.max_rows) p.rows.resize(s.max_rows);
   t.rows = std::move(p.rows);
   if (trace::enabled()) add_spans(p, t);
-  std::string why;
-  if (s.dir.empty()) std::fprintf(stderr, "%s", status::format_op_table(t, 10).c_str());
-  else if (!status::write_op_table(s.dir, t, &why))
-    std::fprintf(stderr, "xlaunch: warning: rank %d's operator table is not written: %s\n", s.rank, why.c_str());
+  // Without the status directory (a process started by hand, a machine that does not see it) the
+  // table goes to stderr: the only place left where someone sees it.
+  std::string why = "no status directory (not started by xlaunch run)";
+  if (!s.dir.empty() && status::write_op_table(s.dir, t, &why)) return;
+  std::fprintf(stderr, "xlaunch: rank %d's operator table is printed here, not published for xlaunch run: %s\n%s", s.rank,
+               why.c_str(), status::format_op_table(t, kPrintedRows).c_str());
 }
 
 void start(State& st) {

@@ -5,7 +5,8 @@
 // torch.profiler's key_averages() does (aggregate, below), and publishes the top rows, and with a
 // timeline (--trace) every operator call as a span, in its status directory
 // (xlaunch/status/op_table.h), for `xlaunch run` to print, to put in report.json and in the merged
-// timeline. A process without a status directory (started by hand) prints its table itself.
+// timeline. A process without a status directory (started by hand), or that cannot write there,
+// prints its table to stderr itself.
 //
 // The profiled steps run slower (the profiler records every operator; on a GPU the rank waits for
 // the device once, at the end): they count in the utilization report like any step. Off (N = 0):
