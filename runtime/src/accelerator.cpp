@@ -26,6 +26,7 @@
 
 #include "profile/device_clock.h"
 #include "profile/job_profile.h"
+#include "profile/op_profile.h"
 #include "profile/step_clock.h"
 #include "profile/sync_count.h"
 #include "backends/algorithms.h"
@@ -157,6 +158,8 @@ AcceleratorOptions AcceleratorOptions::from_env() {
   o.log_histograms_every_n_steps = env::get_int(env::kLogHistogramsEvery);
   o.cudnn_benchmark = env::get_bool(env::kCudnnBenchmark);
   o.deterministic = env::get_bool(env::kDeterministic);
+  o.profile_ops = env::get_int(env::kProfileOps);
+  o.record_shapes = env::get_bool(env::kRecordShapes);
   return o;
 }
 
@@ -210,6 +213,10 @@ Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicato
   if (device_.is_cuda()) profile::device::set_device(device_.index());  // phases timed on the GPU too
   // The report finds this rank's GPU among NVML's by its PCI bus id (docs/performance.md).
   if (device_.is_cuda()) profile::publish_cuda_device(device_.index());
+  if (options_.profile_ops < 0)
+    throw UsageError("profile_ops must be >= 0 (got " + std::to_string(options_.profile_ops) +
+                     "): the optimizer steps to profile operator by operator after the warm-up; 0 turns it off");
+  profile::ops::arm({options_.profile_ops, options_.record_shapes, device_.is_cuda(), env::get_string(env::kStatusDir), rank_});
   if (needs_grad_scaler(mixed_precision_)) scaler_ = std::make_unique<GradScaler>(options_.scaler, communicator(device_), device_);
   if (device_.is_cpu()) {
     // Like torchrun: ranks sharing a machine split its cores instead of oversubscribing them.

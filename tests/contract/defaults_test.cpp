@@ -61,6 +61,8 @@ TEST(Defaults, RuntimeOptionsStartFromTheDeclaredDefaults) {
   EXPECT_EQ(built.num_threads, env::default_int(env::kNumCpuThreads));
   EXPECT_EQ(built.cudnn_benchmark, read.cudnn_benchmark);
   EXPECT_EQ(built.deterministic, read.deterministic);
+  EXPECT_EQ(built.profile_ops, read.profile_ops);
+  EXPECT_EQ(built.record_shapes, read.record_shapes);
 
   const xlaunch::LoaderOptions lb, lr = xlaunch::LoaderOptions::from_env();
   EXPECT_EQ(lb.num_workers, lr.num_workers);

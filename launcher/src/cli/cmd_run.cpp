@@ -28,6 +28,7 @@
 #include "launch/programs.h"
 #include "observe/monitor.h"
 #include "observe/nvml.h"
+#include "observe/op_table.h"
 #include "observe/report.h"
 #include "observe/timeline.h"
 #include "xlaunch/config/config_error.h"
@@ -219,10 +220,12 @@ void report_attempt(const config::LaunchConfig& c, const std::string& status_dir
   report.launcher_host = this_host_facts();
   report.advice = advise(report, c);
   report.syncs = read_syncs(status_dir, c.num_processes, report.first_step - 1);
+  report.operators = read_op_tables(status_dir, c.num_processes);
   if (c.report && report.total_steps > 0) {
     std::fprintf(stderr, "%s", format_report(report).c_str());
     if (!c.log_dir.empty()) write_report_json(c.log_dir, report);
   }
+  std::fprintf(stderr, "%s", format_op_tables(report.operators, c.num_processes, c.profile_ops).c_str());
   if (c.trace_dir.empty()) return;
   std::fprintf(stderr, "xlaunch: %s\n", merge_trace(c.trace_dir, report, gpus.history()).c_str());
   write_report_json(c.trace_dir, report);

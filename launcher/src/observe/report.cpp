@@ -1,4 +1,5 @@
 #include "observe/report.h"
+#include "observe/op_table.h"
 
 #include <algorithm>
 #include <cmath>
@@ -491,6 +492,7 @@ std::string report_json(const JobReport& r) {
               {"total_steps", r.total_steps}, {"ranks", std::move(ranks)}, {"advice", r.advice}};
   if (const std::string zero = zero_line(r); !zero.empty()) out["zero"] = zero;
   if (!r.syncs.empty()) out["host_device_syncs"] = json::parse(syncs_json(r.syncs));
+  if (!r.operators.empty()) out["operators"] = op_tables_json(r.operators);
   return out.dump(2, ' ', false, json::error_handler_t::replace) + "\n";  // a stray byte in a host name: U+FFFD
 }
 

@@ -11,6 +11,7 @@
 #include "observe/host_facts.h"
 #include "observe/syncs.h"
 #include "xlaunch/config/launch_config.h"
+#include "xlaunch/status/op_table.h"
 #include "xlaunch/status/step_stats.h"
 
 namespace xlaunch::launcher {
@@ -56,6 +57,7 @@ struct JobReport {
   HostFacts launcher_host;
   std::vector<std::string> advice;
   std::vector<RankSyncs> syncs;  // host-device syncs of the ranks that counted them (syncs.h); usually none
+  std::vector<status::OpTable> operators;  // profile_ops: the ranks' operator tables (op_table.h)
 };
 
 // Thresholds of the advice (docs/performance.md). kWorkerGain: more loader workers are proposed

@@ -15,6 +15,7 @@
 
 #include "observe/html.h"
 #include "observe/logged_scalars.h"
+#include "observe/op_table.h"
 #include "xlaunch/status/private_files.h"
 #include "xlaunch/status/status_dir.h"
 #include "xlaunch/status/trace_part.h"
@@ -78,6 +79,7 @@ std::string merge_trace(const std::string& dir, const JobReport& report,
     ++merged;
     epoch_ns = part->epoch_ns;
     add_rank_events(*part, r < static_cast<int>(report.ranks.size()) ? report.ranks[r].host : "", events);
+    add_operator_events(report.operators, r, events);
   }
   if (!gpu_history.empty()) {
     const int pid = report.world;  // the GPUs get a track of their own, after the ranks

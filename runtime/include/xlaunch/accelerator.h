@@ -101,6 +101,10 @@ struct AcceleratorOptions {
   // false changes nothing: what the program set in LibTorch's context stays.
   bool cudnn_benchmark = env::default_bool(env::kCudnnBenchmark);
   bool deterministic = env::default_bool(env::kDeterministic);
+  // The operator profile (docs/performance.md): LibTorch's profiler over this many optimizer steps
+  // after the warm-up, its table printed by `xlaunch run`; 0: off. record_shapes: rows per input shapes.
+  int64_t profile_ops = env::default_int(env::kProfileOps);
+  bool record_shapes = env::default_bool(env::kRecordShapes);
 
   // From the XLAUNCH_* variables (see env_vars.h). Throws UsageError on malformed values.
   static AcceleratorOptions from_env();

@@ -59,6 +59,13 @@ void span(int tid, const char* name, uint64_t start_mono_ns, uint64_t dur_ns, st
   t.events.push_back({tid, name, start_mono_ns, dur_ns, std::move(args)});
 }
 
+bool enabled() { return trace().started; }
+
+int64_t part_ns(int64_t realtime_ns) {
+  const Settings& s = trace().settings;
+  return realtime_ns + s.clock_offset_ns - s.epoch_ns;
+}
+
 int loader_thread_id() {
   thread_local int id = 0;
   if (id == 0) {

@@ -31,6 +31,11 @@ void set_step(int64_t steps_done);  // opens and closes the window
 void span(int tid, const char* name, uint64_t start_mono_ns, uint64_t dur_ns, status::TraceArgs args = {});
 // This thread's trace id for a loader worker (kLoaderThread0 + a number), named on first use.
 int loader_thread_id();
+// Whether this rank writes a timeline part (start ran with a directory), and a CLOCK_REALTIME time of
+// this rank on the part's clock (ns since the job's epoch, on rank 0's clock): for spans recorded
+// by others, LibTorch's profiler's operators (op_profile.h).
+bool enabled();
+int64_t part_ns(int64_t realtime_ns);
 // Writes this rank's part to DIR (from the process's exit path). Once.
 void write();
 

@@ -13,6 +13,8 @@
 //                       (debug on a GPU), every step
 //   progress-<R>        rank R (its progress board)           the other ranks' watchdogs      here (name)
 //   trace-rank<R>.json  rank R, when it ends (trace dir)      xlaunch run, which merges them  trace_part.h
+//   ops-<R>.json        rank R, when its profile_ops steps    xlaunch run (operator table,    op_table.h
+//                       end                                 report.json, timeline)
 //   scalars.jsonl       rank 0's tracker, with tracking on     xlaunch run, for report.html    here (name)
 //                       (trace dir)
 //
