@@ -108,6 +108,16 @@ at::Tensor warp_cpu(const at::Tensor& images, const std::vector<Mat3>& maps, int
   return out;
 }
 
+// A small host tensor on `device` as `dtype`: on CUDA through pinned memory (LibTorch's caching
+// host allocator, which reuses the block only after the copy has run), non_blocking, so the
+// training thread does not wait for the stream; elsewhere a plain copy.
+at::Tensor to_device(const at::Tensor& host, c10::Device device, at::ScalarType dtype) {
+  if (!device.is_cuda()) return host.to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+  at::Tensor pinned = at::empty(host.sizes(), host.options().dtype(dtype).pinned_memory(true));
+  pinned.copy_(host);
+  return pinned.to(device, dtype, /*non_blocking=*/true);
+}
+
 // Pixel coordinates -> grid_sample's normalised ones (align_corners false: the pixel centres of a
 // size-n axis are at (2k + 1) / n - 1), and back.
 Mat3 to_normalised(int64_t h, int64_t w) { return {2.0 / w, 0, 1.0 / w - 1, 0, 2.0 / h, 1.0 / h - 1, 0, 0, 1}; }
@@ -124,9 +134,8 @@ at::Tensor warp_grid(const at::Tensor& images, const std::vector<Mat3>& maps, in
     const Mat3 g = multiply(n_in, multiply(maps[b], n_out_inv));
     std::copy(g.begin(), g.end(), host.begin() + b * 9);
   }
-  // A small blocking copy from pageable memory: 72 bytes per image.
-  const at::Tensor theta = at::from_blob(host.data(), {batch, 3, 3}, at::kDouble)
-                               .to(images.device(), images.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+  const at::Tensor theta =
+      to_device(at::from_blob(host.data(), {batch, 3, 3}, at::kDouble), images.device(), images.scalar_type());
   at::Tensor grid;
   if (!projective) {
     grid = at::affine_grid_generator(theta.narrow(1, 0, 2), {batch, images.size(1), out_h, out_w},
@@ -165,7 +174,7 @@ at::Tensor apply_rows(const at::Tensor& images, const at::Tensor& applied,
   if (static_cast<int64_t>(rows.size()) == images.size(0)) return fn(images, rows);
   if (rows.empty()) return images;
   const at::Tensor index =
-      at::from_blob(rows.data(), {static_cast<int64_t>(rows.size())}, at::kLong).to(images.device(), false, true);
+      to_device(at::from_blob(rows.data(), {static_cast<int64_t>(rows.size())}, at::kLong), images.device(), at::kLong);
   return images.index_copy(0, index, fn(images.index_select(0, index), rows));
 }
 

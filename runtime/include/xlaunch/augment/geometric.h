@@ -19,7 +19,8 @@
 // Computation: the B x 3 x 3 matrices are built on the host in float64 from Params and inverted
 // there. On the CPU (float or double images) one kernel per transform maps every output pixel and
 // samples it (threads over rows); on other devices, and for other dtypes, the matrices go to the
-// device (a small blocking copy) and one grid + at::grid_sampler_2d per transform does the same.
+// device (on CUDA from pinned memory, non_blocking: no host wait) and one grid +
+// at::grid_sampler_2d per transform does the same.
 // Rows whose `applied` is false are copied, not warped.
 #pragma once
 
@@ -33,15 +34,17 @@
 namespace xlaunch::augment {
 
 // RandomAffine(degrees, translate=None, scale=None, shear=None, p=0.5, same_on_batch=False).
-//  degrees: v in [0, 360] -> [-v, v], or (min, max) within [-360, 360]. Counter-clockwise on screen
-//           (Kornia passes -angle to get_rotation_matrix2d, whose y axis points down).
+//  degrees: v in [0, 360] -> [-v, v], or (min, max) within [-360, 360]. Kornia passes -angle to
+//           get_rotation_matrix2d: a positive angle turns the image the other way from
+//           kornia.geometry.rotate's, as in Kornia's RandomAffine.
 //  translate: (a, b) in [0, 1]: the shift is U(-a, a) * width, U(-b, b) * height pixels.
 //  scale: (a, b) with 0 <= a <= b: one factor for both axes; (a, b, c, d): x from [a, b], y from
 //         [c, d].
 //  shear: v -> x shear in [-v, v] degrees; (a, b) -> x in [a, b]; (a, b, c, d) -> x in [a, b],
 //         y in [c, d]; all within [-360, 360].
 // Columns (the draw order is angle, scale_x, scale_y, translate_x, translate_y, shear_x, shear_y,
-// as Kornia's AffineGenerator; scale_y is scale_x unless the 4-number form is given):
+// as Kornia's AffineGenerator; scale_y is always drawn, and replaced by scale_x unless the
+// 4-number form is given):
 //   angle (degrees), translate_x, translate_y (pixels), scale_x, scale_y, shear_x, shear_y (degrees).
 // Matrix (Kornia's get_affine_matrix2d), centre c = ((W - 1) / 2, (H - 1) / 2):
 //   M = T(c + t) R(-angle) S(scale) T(-c) Shear(c, shear_x, shear_y), with Kornia's shear matrix
