@@ -39,7 +39,7 @@ DATA_DIR="${XLAUNCH_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
 PROGRAMS=(launcher/xlaunch launcher/xlaunch_selftest launcher/xlaunch_merge_weights examples/train_fashion_mnist examples/hello_allreduce
           tests/runtime/nccl_test tests/runtime/mpi_communicator_test tests/data/loader_test tests/rl/env_pool_test
           tests/runtime/device_paths_test tests/runtime/watchdog_abort_test tests/faults/fault_program
-          tests/amp/amp_unscale_test tests/report/publish_gpu_test tests/report/sync_count_job tests/amp/grad_scaler_test tests/amp/autocast_test
+          tests/amp/amp_unscale_test tests/report/publish_gpu_test tests/report/sync_count_job tests/augment/augment_cuda_test tests/amp/grad_scaler_test tests/amp/autocast_test
           tests/checkpoint/checkpoint_train_resume tests/checkpoint/checkpoint_train_job
           scripts/bench/bench_amp_unscale scripts/bench/bench_amp scripts/bench/bench_loader scripts/bench/bench_ddp)
 TARGETS=()

@@ -187,6 +187,8 @@ if [ $cpu_only = 0 ]; then
     # Issue 29: one loss.item() per step under debug: true counted as 1 per step; deterministic: true on the GPU.
     part sync_count_cuda 120 bash "$B/sync_check.sh" "$B/bin/sync_count_job" &&
       grep -E '^(PASS|NOTE)' "$LOGS/sync_count_cuda.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+    # Issue 29: the augmentation pipeline on the GPU equals the CPU's (the same drawn parameters).
+    part augment_cuda 120 "$B/bin/augment_cuda_test"
     part amp_unscale_cuda 120 "$B/bin/amp_unscale_test" --gtest_filter='AmpUnscaleCuda.*'
     part nvml_attribution 120 bash "$B/nvml_attribution.sh" "$B/bin/publish_gpu_test"
     part grad_scaler_cuda 120 "$B/bin/grad_scaler_test" --gtest_filter='UnscaleAndCheck.Cuda*'
@@ -213,10 +215,22 @@ if [ $cpu_only = 0 ]; then
     xlaunch run --help 2>/dev/null | grep -qE -- '--monitor( |$)' && monitor=(--monitor 5)
     for mp in no fp16 bf16; do
       extra=(); [ "$mp" = bf16 ] && extra=("${monitor[@]}")
+      # Issue 29: the operator profile with CUDA activity (kernels credited to their operators).
+      [ "$mp" = no ] && extra=(--profile_ops 5)
       if part fashion_mnist_$mp 150 xlaunch run --config_file "$WORK/gpu.yaml" --mixed_precision "$mp" "${extra[@]}" \
            "$B/bin/train_fashion_mnist" --data_dir "$B/data/fashion-mnist" --epochs 1 --project_dir "$WORK/fm_$mp"; then
         line=$(grep -o 'epoch=1 .*' "$LOGS/fashion_mnist_$mp.log" | tail -1)
         say "  fashion_mnist mixed_precision=$mp $line"
+        if [ "$mp" = no ]; then
+          # The table ranks rows by self CUDA time on a GPU rank: its first row must have some.
+          if grep -q 'operators of rank 0' "$LOGS/fashion_mnist_no.log"; then
+            grep -A3 'operators of rank 0' "$LOGS/fashion_mnist_no.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+            grep -A2 'operators of rank 0' "$LOGS/fashion_mnist_no.log" | tail -1 | grep -qE ' 0\.000us +[0-9.]+%$' &&
+              { say "FAIL profile_ops_cuda: the top operator has no self CUDA time"; failed=$((failed + 1)); }
+          else
+            say "FAIL profile_ops_cuda: no operator table for rank 0 after --profile_ops 5"; failed=$((failed + 1))
+          fi
+        fi
         acc=$(echo "$line" | sed -n 's/.*test_acc=\([0-9.]*\).*/\1/p')
         awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.85) }' || { say "FAIL fashion_mnist_$mp accuracy ${acc:-?} < 0.85"; failed=$((failed + 1)); passed=$((passed - 1)); }
         if [ "$mp" = fp16 ]; then
