@@ -20,6 +20,7 @@
 // device; the result has the same shape, dtype and device (RandomResizedCrop: its output size).
 #pragma once
 
+#include "xlaunch/augment/args.h"
 #include "xlaunch/augment/colour.h"
 #include "xlaunch/augment/geometric.h"
 #include "xlaunch/augment/sequential.h"

@@ -1,4 +1,4 @@
-// Space, Rng, env_seed and the registry of environment ids (env.h).
+// Space, env_seed and the registry of environment ids (env.h).
 #include "xlaunch/rl/env.h"
 
 #include <cstdio>
@@ -63,52 +63,7 @@ std::string Space::describe() const {
   return out;
 }
 
-namespace {
-
-// splitmix64 (Steele, Lea, Flood 2014): advances the state by the golden gamma and mixes it; the
-// seeding that xoshiro's authors recommend.
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-}  // namespace
-
-Rng::Rng(uint64_t seed) {
-  for (uint64_t& s : s_) s = splitmix64(seed);
-}
-
-// xoshiro256** 1.0 (Blackman, Vigna 2018).
-uint64_t Rng::next() {
-  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
-}
-
-// numpy's Generator.uniform computes low + (high - low) * u from the same 53-bit u in [0, 1).
-double Rng::uniform(double low, double high) {
-  const double u = static_cast<double>(next() >> 11) * 0x1.0p-53;
-  return low + (high - low) * u;
-}
-
-// Mixing the seed first, then the index into the mixed seed: for one seed the indices give
-// distinct generator seeds (splitmix64 is a bijection), and nearby seeds (rank 0, 1, ...) give
-// unrelated sets.
-uint64_t env_seed(uint64_t seed, int64_t index) {
-  uint64_t mixed = splitmix64(seed);
-  uint64_t state = mixed ^ static_cast<uint64_t>(index);
-  return splitmix64(state);
-}
+uint64_t env_seed(uint64_t seed, int64_t index) { return mix_seed(seed, static_cast<uint64_t>(index)); }
 
 namespace {
 

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "xlaunch/rng.h"
+
 namespace xlaunch::rl {
 
 // Gymnasium's Discrete(n) (actions 0..n-1, one int64 per environment) or Box(low, high) of float32
@@ -48,22 +50,12 @@ struct EnvSpec {
   int64_t max_episode_steps = 0;
 };
 
-// The per-environment random generator: the pool seeds each Env's with env_seed(seed, index), so a
-// run is the same whatever the number of threads. 64-bit splitmix-seeded xoshiro256**: fast, and
-// the same sequence on every platform (no std:: distribution, whose output is the library's choice).
-class Rng {
- public:
-  explicit Rng(uint64_t seed = 0);
-  uint64_t next();
-  // Uniform in [low, high), a double with 53 random bits.
-  double uniform(double low, double high);
+// The per-environment random generator (rng.h): the pool seeds each Env's with env_seed(seed,
+// index), so a run is the same whatever the number of threads.
+using xlaunch::Rng;
 
- private:
-  uint64_t s_[4];
-};
-
-// The seed of environment `index` of a pool seeded with `seed` (a pure function: splitmix64 of the
-// pair), so pools on different ranks seeded differently share no environment seed.
+// The seed of environment `index` of a pool seeded with `seed`: mix_seed(seed, index) (rng.h), so
+// pools on different ranks seeded differently share no environment seed.
 uint64_t env_seed(uint64_t seed, int64_t index);
 
 // One step's outcome apart from the observation. `truncated`: the environment itself cut the
