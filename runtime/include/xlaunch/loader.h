@@ -62,6 +62,9 @@
 namespace xlaunch {
 
 class Communicator;
+namespace augment {
+class Sequential;
+}
 
 // num_workers value meaning: measure a few worker counts on the first batches, keep the best.
 inline constexpr int kAutoWorkers = -1;
@@ -94,6 +97,16 @@ struct LoaderOptions {
   c10::Device device = c10::Device(c10::kCPU);  // where batches are handed over
   int rank = 0;  // this process's place: the caller's (the Accelerator passes its own)
   int world_size = 1;
+  // Batched random augmentation of batch.data (augment.h), applied once the batch is on `device`:
+  // on the CPU by the worker that collated it (so it runs in parallel over the workers, and in the
+  // training thread with num_workers 0); on a CUDA device on the training thread at hand-over,
+  // after the copy, as asynchronous kernels on its current stream (the parameters go to the
+  // device from pinned memory, non_blocking), inside the data-wait measurement. Each batch is keyed
+  // by BatchKey{seed, epoch, its rows' ids}: a row's id is its dataset index (a streaming
+  // dataset's: the global part index x 2^40 + the record's number in the part's pass), so the
+  // augmented batches are the same for any num_workers, and a sample's draws do not depend on its
+  // batch position (same_on_batch aside: augment/transform.h). null: no augmentation.
+  std::shared_ptr<const augment::Sequential> augment;
   // Streaming datasets only: each rank reads this many parts (of world_size x parts_per_rank).
   // The batches depend on it, not on num_workers; a resume needs the same total number of parts.
   int64_t parts_per_rank = 4;

@@ -7,6 +7,7 @@
 
 #include "profile/step_clock.h"
 #include "profile/trace.h"
+#include "xlaunch/augment/sequential.h"
 
 namespace xlaunch::detail {
 
@@ -15,9 +16,11 @@ namespace {
 class IndexBatches final : public BatchMaker {
  public:
   IndexBatches(std::shared_ptr<const Source> source, EpochPlan plan) : source_(std::move(source)), plan_(std::move(plan)) {}
-  bool make(int64_t k, const HostAllocator& alloc, Batch& out) override {
+  // A row's sample id is its dataset index.
+  bool make(int64_t k, const HostAllocator& alloc, Batch& out, std::vector<int64_t>& ids) override {
     const int64_t begin = k * plan_.batch_size;
     const int64_t end = std::min<int64_t>(begin + plan_.batch_size, plan_.shard.size());
+    ids.assign(plan_.shard.begin() + begin, plan_.shard.begin() + end);
     out.span = plan_.span;
     out.span.first_position = begin;
     try {
@@ -42,11 +45,12 @@ std::shared_ptr<BatchMaker> index_batches(std::shared_ptr<const Source> source, 
 }
 
 EpochRun::EpochRun(std::shared_ptr<BatchMaker> maker, std::shared_ptr<const DeviceStage> stage, int64_t first_key,
-                   int64_t first_index, int64_t epoch, int workers, int prefetch_factor)
+                   int64_t first_index, int64_t epoch, int workers, int prefetch_factor, Augmentation augment)
     : maker_(std::move(maker)),
       stage_(std::move(stage)),
       epoch_(epoch),
       window_(static_cast<int64_t>(workers) * prefetch_factor),
+      augment_(std::move(augment)),
       next_index_(first_index),
       next_start_(first_key),
       next_take_(first_key) {
@@ -59,7 +63,11 @@ EpochRun::EpochRun(std::shared_ptr<BatchMaker> maker, std::shared_ptr<const Devi
 EpochRun::EpochRun(std::shared_ptr<const Source> source, std::shared_ptr<const DeviceStage> stage, EpochPlan plan,
                    int workers, int prefetch_factor)
     : EpochRun(index_batches(std::move(source), plan), std::move(stage), plan.first_batch, plan.first_batch, plan.epoch,
-               workers, prefetch_factor) {}
+               workers, prefetch_factor, plan.augment) {}
+
+void EpochRun::augment(Batch& batch, const std::vector<int64_t>& ids) const {
+  batch.data = (*augment_.sequence)(batch.data, augment::BatchKey{augment_.seed, epoch_, ids});
+}
 
 bool EpochRun::next(Batch& out, int64_t* key) {
   Slot slot;
@@ -90,6 +98,8 @@ bool EpochRun::next(Batch& out, int64_t* key) {
     }
   } while (!slot.has_batch);
   stage_->hand_over(slot.batch, slot.fence);
+  // On the device, on the training thread's current stream, which now waits for the copy.
+  if (augment_.sequence && !augment_.on_worker) augment(slot.batch, slot.ids);
   slot.batch.index = next_index_++;
   out = std::move(slot.batch);
   if (key) *key = k;
@@ -109,7 +119,8 @@ void EpochRun::stop() {
 EpochRun::Slot EpochRun::produce(int64_t k) const {
   Slot slot;
   try {
-    slot.has_batch = maker_->make(k, alloc_, slot.batch);
+    slot.has_batch = maker_->make(k, alloc_, slot.batch, slot.ids);
+    if (slot.has_batch && augment_.sequence && augment_.on_worker) augment(slot.batch, slot.ids);
     if (slot.has_batch) slot.fence = stage_->start_copy(slot.batch);
   } catch (...) {
     slot.error = std::current_exception();

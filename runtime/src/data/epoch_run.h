@@ -20,7 +20,21 @@
 #include "xlaunch/extend/communicator.h"
 #include "xlaunch/sampler.h"
 
+namespace xlaunch::augment {
+class Sequential;
+}
+
 namespace xlaunch::detail {
+
+// The loader's augmentation (LoaderOptions::augment) and where it runs: on the worker that
+// collated the batch (a CPU device: the workers share the work), or on the training thread at
+// hand-over, after the copy, on its current stream (a CUDA device). Each batch is keyed by
+// BatchKey{seed, epoch, the rows' sample ids}.
+struct Augmentation {
+  std::shared_ptr<const augment::Sequential> sequence;  // null: none
+  uint64_t seed = 0;
+  bool on_worker = true;
+};
 
 struct EpochPlan {
   std::vector<int64_t> shard;  // this rank's dataset indices for the epoch, in order
@@ -30,6 +44,7 @@ struct EpochPlan {
   int64_t epoch = 0;
   int rank = 0;
   ShardSpan span;  // real_positions, world_size and offset; first_position set per batch
+  Augmentation augment;
 };
 
 // How an epoch's batches are made, by key: batch k of a shard (EpochPlan), or the next records of
@@ -38,10 +53,11 @@ class BatchMaker {
  public:
   static constexpr int64_t kNoEnd = std::numeric_limits<int64_t>::max();
   virtual ~BatchMaker() = default;
-  // Collates key k into `out` (data, target, span); false when k holds no batch (a stream part
-  // that has ended), which the training thread passes over. Called from the workers, concurrently
-  // for distinct keys; a SampleError it throws names the sample and where it belongs.
-  virtual bool make(int64_t k, const HostAllocator& alloc, Batch& out) = 0;
+  // Collates key k into `out` (data, target, span) and its rows' sample ids into `ids` (what the
+  // augmentation is keyed by); false when k holds no batch (a stream part that has ended), which
+  // the training thread passes over. Called from the workers, concurrently for distinct keys; a
+  // SampleError it throws names the sample and where it belongs.
+  virtual bool make(int64_t k, const HostAllocator& alloc, Batch& out, std::vector<int64_t>& ids) = 0;
   // One past the last key. A stream's is kNoEnd until every part has ended; it is set (once)
   // inside the make() that finds the last part's end, before that make() returns.
   virtual int64_t end() const = 0;
@@ -58,8 +74,8 @@ class EpochRun {
  public:
   // Keys from first_key on; the batches handed over are numbered (Batch::index) from first_index.
   EpochRun(std::shared_ptr<BatchMaker> maker, std::shared_ptr<const DeviceStage> stage, int64_t first_key,
-           int64_t first_index, int64_t epoch, int workers, int prefetch_factor);
-  // The batches of `plan` (key = index = batch number).
+           int64_t first_index, int64_t epoch, int workers, int prefetch_factor, Augmentation augment = {});
+  // The batches of `plan` (key = index = batch number), augmented as plan.augment says.
   EpochRun(std::shared_ptr<const Source> source, std::shared_ptr<const DeviceStage> stage, EpochPlan plan,
            int workers, int prefetch_factor);
   ~EpochRun() { stop(); }
@@ -77,7 +93,9 @@ class EpochRun {
     Batch batch;
     std::shared_ptr<void> fence;
     std::exception_ptr error;
+    std::vector<int64_t> ids;  // the rows' sample ids, for an augmentation at hand-over
   };
+  void augment(Batch& batch, const std::vector<int64_t>& ids) const;
   Slot produce(int64_t k) const;
   void worker_loop();
   bool past_end(int64_t k) const { return k >= maker_->end(); }
@@ -86,6 +104,7 @@ class EpochRun {
   const std::shared_ptr<const DeviceStage> stage_;
   const int64_t epoch_;
   const int64_t window_;
+  const Augmentation augment_;
   int64_t next_index_;
   HostAllocator alloc_;
   std::mutex mu_;

@@ -42,7 +42,11 @@ struct Loader::State {
     p.epoch = sampler.epoch();
     p.rank = options.rank;
     p.span = sampler.span(0);
+    p.augment = augmentation();
     return p;
+  }
+  detail::Augmentation augmentation() const {
+    return detail::Augmentation{options.augment, options.seed, options.device.is_cpu()};
   }
   int64_t global_batch() const { return options.batch_size * sampler.options().world_size; }
   // This rank's batches of an epoch started at global position `offset`.
@@ -65,7 +69,7 @@ struct Loader::State {
     p = detail::Progress{next_epoch, skip, detail::BatchMaker::kNoEnd, 0, 0, std::move(records), stream_next_part};
     auto run = std::make_unique<detail::EpochRun>(detail::stream_batches(std::move(plan), stream_next_part),
                                                   stage, stream_next_part, skip, next_epoch, workers,
-                                                  options.prefetch_factor);
+                                                  options.prefetch_factor, augmentation());
     ++next_epoch;
     skip = 0;
     stream_skip.clear();

@@ -36,7 +36,8 @@ class StreamBatches final : public BatchMaker {
     }
   }
 
-  bool make(int64_t k, const HostAllocator& alloc, Batch& out) override {
+  // A row's sample id: its part's global index x 2^40 + its record number in the part's pass.
+  bool make(int64_t k, const HostAllocator& alloc, Batch& out, std::vector<int64_t>& ids) override {
     const int64_t K = plan_.parts_per_rank, j = k % K;
     Part& p = *parts_[j];
     std::unique_lock<std::mutex> lk(p.mu);
@@ -66,6 +67,8 @@ class StreamBatches final : public BatchMaker {
       part_ended(p, records.empty() ? k : k + K);
     }
     if (records.empty()) return false;
+    ids.clear();
+    for (int64_t r : records) ids.push_back((static_cast<int64_t>(part.index) << 40) + r);
     try {
       out.data = collate_rows(data, records, alloc, "data");
       if (!target.empty()) out.target = collate_rows(target, records, alloc, "target");

@@ -1,0 +1,185 @@
+// The augmentation core and the geometric transforms without Kornia: the draw protocol (keyed by
+// sample, not by batch position; p and same_on_batch), the registry's messages, identities that
+// know their answer, rows not applied left bitwise alone, and the CPU kernel against the grid path.
+#include <gtest/gtest.h>
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/zeros.h>
+
+#include "augment/warp.h"
+#include "xlaunch/augment.h"
+#include "xlaunch/error.h"
+
+namespace xlaunch::augment {
+namespace {
+
+std::shared_ptr<Transform> affine(double p = 1.0) {
+  return make("RandomAffine", {{"degrees", {30}}, {"translate", {0.1, 0.2}}, {"scale", {0.8, 1.2}},
+                               {"shear", {-10, 10, -5, 5}}, {"p", {p}}});
+}
+
+std::string message_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no UsageError)";
+}
+
+TEST(SampleSeed, IsThePureChainOfMixSeed) {
+  EXPECT_EQ(sample_seed(7, 2, 11, 3), mix_seed(mix_seed(mix_seed(7, 2), 11), 3));
+  EXPECT_NE(sample_seed(7, 2, 11, 3), sample_seed(7, 2, 11, 4));
+  EXPECT_NE(sample_seed(7, 2, 11, 3), sample_seed(7, 3, 11, 3));
+  EXPECT_NE(sample_seed(7, 2, 11, 3), sample_seed(8, 2, 11, 3));
+}
+
+TEST(Draw, ASamplesParametersDoNotDependOnItsBatch) {
+  const auto t = affine(0.5);
+  const Params a = t->draw(BatchKey{5, 1, {10, 11, 12, 13}}, 0, 32, 32);
+  const Params b = t->draw(BatchKey{5, 1, {12, 99, 10}}, 0, 32, 32);
+  EXPECT_TRUE(at::equal(a.values[2], b.values[0]));
+  EXPECT_TRUE(at::equal(a.values[0], b.values[2]));
+  EXPECT_EQ(a.applied[2].item<bool>(), b.applied[0].item<bool>());
+  // Another epoch, seed or position: other draws.
+  EXPECT_FALSE(at::equal(a.values, t->draw(BatchKey{5, 2, {10, 11, 12, 13}}, 0, 32, 32).values));
+  EXPECT_FALSE(at::equal(a.values, t->draw(BatchKey{6, 1, {10, 11, 12, 13}}, 0, 32, 32).values));
+  EXPECT_FALSE(at::equal(a.values, t->draw(BatchKey{5, 1, {10, 11, 12, 13}}, 1, 32, 32).values));
+}
+
+TEST(Draw, ValuesLieInTheirRangesAndPDoesNotShiftThem) {
+  BatchKey key{3, 0, {}};
+  for (int64_t i = 0; i < 2000; ++i) key.ids.push_back(i);
+  const Params all = affine(1.0)->draw(key, 0, 20, 40);
+  const Params none = affine(0.0)->draw(key, 0, 20, 40);
+  const Params half = affine(0.5)->draw(key, 0, 20, 40);
+  EXPECT_TRUE(at::equal(all.values, none.values));
+  EXPECT_TRUE(at::equal(all.values, half.values));
+  EXPECT_TRUE(all.applied.all().item<bool>());
+  EXPECT_FALSE(none.applied.any().item<bool>());
+  const int64_t applied = half.applied.sum().item<int64_t>();
+  EXPECT_GT(applied, 900);
+  EXPECT_LT(applied, 1100);
+  const at::Tensor v = all.values;
+  const auto within = [&](int col, double lo, double hi) {
+    EXPECT_GE(v.select(1, col).min().item<double>(), lo) << col;
+    EXPECT_LT(v.select(1, col).max().item<double>(), hi) << col;
+    EXPECT_GT(v.select(1, col).max().item<double>() - v.select(1, col).min().item<double>(), 0.9 * (hi - lo)) << col;
+  };
+  within(0, -30, 30);
+  within(1, -4, 4);  // 0.1 x width 40
+  within(2, -4, 4);  // 0.2 x height 20
+  within(3, 0.8, 1.2);
+  within(5, -10, 10);
+  within(6, -5, 5);
+  EXPECT_TRUE(at::equal(v.select(1, 3), v.select(1, 4)));  // one scale for both axes
+}
+
+TEST(Draw, SameOnBatchRepeatsTheFirstRowsDraw) {
+  const auto t = make("RandomPerspective", {{"same_on_batch", {1}}, {"p", {0.5}}});
+  const Params p = t->draw(BatchKey{1, 0, {4, 5, 6}}, 2, 16, 16);
+  const Params first = t->draw(BatchKey{1, 0, {4}}, 2, 16, 16);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(at::equal(p.values[i], first.values[0]));
+    EXPECT_EQ(p.applied[i].item<bool>(), first.applied[0].item<bool>());
+  }
+}
+
+TEST(Registry, ListsTheGeometricTransforms) {
+  const std::vector<std::string> names = registered();
+  for (const char* n : {"RandomAffine", "RandomPerspective", "RandomResizedCrop", "RandomHorizontalFlip"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  }
+}
+
+TEST(Registry, MistakesNameTheTransformTheArgumentAndTheAllowedRange) {
+  const std::string unknown = message_of([] { make("RandomRotate90"); });
+  EXPECT_NE(unknown.find("'RandomRotate90'"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("RandomAffine"), std::string::npos) << unknown;
+  const std::string arg = message_of([] { make("RandomAffine", {{"degrees", {5}}, {"angle", {3}}}); });
+  EXPECT_NE(arg.find("RandomAffine: no argument 'angle'"), std::string::npos) << arg;
+  EXPECT_NE(arg.find("degrees, translate, scale, shear, p, same_on_batch"), std::string::npos) << arg;
+  const auto expect = [](const std::string& name, const Args& args, const std::string& want) {
+    const std::string m = message_of([&] { make(name, args); });
+    EXPECT_NE(m.find(want), std::string::npos) << m;
+  };
+  expect("RandomAffine", {{"degrees", {-5}}}, "RandomAffine: degrees = (-5) is not allowed: one number v in [0, 360]");
+  expect("RandomAffine", {}, "RandomAffine: degrees = () is not allowed: required");
+  expect("RandomAffine", {{"degrees", {5}}, {"scale", {1.2, 0.8}}},
+         "RandomAffine: scale = (1.2, 0.8) is not allowed: give (min, max) with 0 <= min <= max <= inf");
+  expect("RandomAffine", {{"degrees", {5}}, {"translate", {0.1, 1.5}}}, "translate = (0.1, 1.5) is not allowed");
+  expect("RandomAffine", {{"degrees", {5}}, {"p", {1.5}}}, "RandomAffine: p = (1.5) is not allowed: give a number in [0, 1]");
+  expect("RandomPerspective", {{"distortion_scale", {2}}},
+         "RandomPerspective: distortion_scale = (2) is not allowed: give a number in [0, 1]");
+  expect("RandomResizedCrop", {}, "RandomResizedCrop: size = () is not allowed: required");
+  expect("RandomResizedCrop", {{"size", {8, 8}}, {"p", {0.5}}}, "RandomResizedCrop: p = (0.5) is not allowed: only 1");
+  expect("RandomResizedCrop", {{"size", {8, 8}}, {"ratio", {0, 1}}}, "ratio = (0, 1) is not allowed");
+  expect("RandomHorizontalFlip", {{"same_on_batch", {0.5}}}, "same_on_batch = (0.5) is not allowed");
+}
+
+TEST(Apply, RefusesWhatIsNotABatchOfImages) {
+  const auto t = affine();
+  const Params p = t->draw(BatchKey{0, 0, {1, 2}}, 0, 8, 8);
+  EXPECT_NE(message_of([&] { t->apply(at::zeros({2, 8, 8}), p); }).find("RandomAffine: the images must be"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { t->apply(at::zeros({3, 1, 8, 8}), p); }).find("values [3, 7]"), std::string::npos);
+  Sequential seq({t});
+  EXPECT_NE(message_of([&] { seq(at::zeros({3, 1, 8, 8}), BatchKey{0, 0, {1, 2}}); }).find("B = 2"),
+            std::string::npos);
+}
+
+TEST(Apply, IdentityParametersReturnTheInput) {
+  const at::Tensor x = at::rand({3, 3, 9, 13});
+  Params p{at::zeros({3, 7}, at::kDouble), at::ones({3}, at::kBool)};
+  p.values.select(1, 3).fill_(1);
+  p.values.select(1, 4).fill_(1);
+  EXPECT_TRUE(at::equal(affine()->apply(x, p), x));
+  // A crop of the whole image at its own size.
+  const auto crop = make("RandomResizedCrop", {{"size", {9, 13}}});
+  Params c{at::zeros({3, 4}, at::kDouble), at::ones({3}, at::kBool)};
+  c.values.select(1, 2).fill_(13);
+  c.values.select(1, 3).fill_(9);
+  EXPECT_TRUE(at::allclose(crop->apply(x, c), x, 0, 1e-6));
+}
+
+TEST(Apply, RowsNotAppliedAreLeftBitwiseAlone) {
+  const at::Tensor x = at::rand({6, 3, 12, 12});
+  const auto t = affine(0.5);
+  BatchKey key{9, 0, {0, 1, 2, 3, 4, 5}};
+  const Params p = t->draw(key, 0, 12, 12);
+  ASSERT_TRUE(p.applied.any().item<bool>());
+  ASSERT_FALSE(p.applied.all().item<bool>());
+  const at::Tensor y = t->apply(x, p);
+  for (int64_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(at::equal(y[i], x[i]), !p.applied[i].item<bool>()) << i;
+  }
+}
+
+TEST(Apply, FlipMirrorsColumns) {
+  const at::Tensor x = at::rand({2, 1, 3, 4});
+  Params p{at::zeros({2, 0}, at::kDouble), at::ones({2}, at::kBool)};
+  EXPECT_TRUE(at::equal(make("RandomHorizontalFlip")->apply(x, p), x.flip(-1)));
+}
+
+TEST(Warp, CpuKernelMatchesTheGridPath) {
+  const at::Tensor x = at::rand({5, 3, 17, 23});
+  Sequential seq({affine(), make("RandomPerspective", {{"distortion_scale", {0.7}}, {"p", {1}}}),
+                  make("RandomResizedCrop", {{"size", {11, 19}}})});
+  const BatchKey key{21, 3, {7, 8, 9, 10, 11}};
+  const at::Tensor kernel = seq(x, key);
+  detail::force_grid_path = true;
+  const at::Tensor grid = seq(x, key);
+  detail::force_grid_path = false;
+  EXPECT_EQ(kernel.sizes(), (std::vector<int64_t>{5, 3, 11, 19}));
+  EXPECT_LE((kernel - grid).abs().max().item<double>(), 1e-5);
+  // Double images take the kernel too, and agree with float.
+  EXPECT_LE((seq(x.to(at::kDouble), key) - kernel).abs().max().item<double>(), 1e-5);
+}
+
+}  // namespace
+}  // namespace xlaunch::augment
