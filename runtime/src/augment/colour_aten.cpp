@@ -1,18 +1,20 @@
 // ColorJitter as batched ATen ops, on any device (colour_kernels.h): Kornia 0.9's own steps
 // (kornia.enhance's adjust_brightness_accumulative, adjust_contrast_with_mean_subtraction,
 // adjust_saturation_with_gray_subtraction, adjust_hue over kornia.color's rgb_to_hsv and
-// hsv_to_rgb), op for op, with the hue kept in turns instead of radians.
+// hsv_to_rgb), with the hue kept in turns instead of radians. Each row has its own order, so the
+// batch goes through four positions, each row running its own step at each (step_at): about 60
+// kernels per position whatever the batch and its orders, where running the rows of each order
+// together would launch that many per order (up to 24).
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/floor.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/remainder.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
-#include <ATen/ops/zeros_like.h>
+#include <ATen/ops/zeros.h>
 
-#include <map>
-#include <vector>
 
 #include "augment/colour_kernels.h"
 
@@ -23,15 +25,6 @@ namespace {
 at::Tensor gray(const at::Tensor& x) {
   return (x.select(1, 0) * 0.299 + x.select(1, 1) * 0.587 + x.select(1, 2) * 0.114).unsqueeze(1);
 }
-
-at::Tensor brightness(const at::Tensor& x, const at::Tensor& f) { return (x * f).clamp(0, 1); }
-
-at::Tensor contrast(const at::Tensor& x, const at::Tensor& f) {
-  const at::Tensor mean = x.size(1) == 3 ? gray(x).mean({-2, -1}, true) : x.mean({-3, -2, -1}, true);
-  return (x * f + mean * (1 - f)).clamp(0, 1);
-}
-
-at::Tensor saturation(const at::Tensor& x, const at::Tensor& f) { return ((1 - f) * gray(x) + f * x).clamp(0, 1); }
 
 // f in turns of the hue circle.
 at::Tensor hue(const at::Tensor& x, const at::Tensor& f) {
@@ -59,50 +52,66 @@ at::Tensor hue(const at::Tensor& x, const at::Tensor& f) {
   return at::stack({ro, go, bo}, 1);
 }
 
-using Step = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
-constexpr Step kSteps[4] = {brightness, contrast, saturation, hue};
-constexpr double kNeutral[4] = {1, 1, 1, 0};
-
-// The rows of `rows` through their shared order.
-at::Tensor jitter_group(const at::Tensor& images, const at::Tensor& values, const std::vector<int64_t>& rows,
-                        bool whole_batch) {
-  const at::Tensor index = at::tensor(rows, at::kLong);
-  at::Tensor x = whole_batch ? images : images.index_select(0, index.to(images.device()));
-  x = x.clamp(0, 1);
-  const at::Tensor mine = values.index_select(0, index);
-  const double* first = mine.data_ptr<double>();
-  for (int k = 0; k < 4; ++k) {
-    const int step = static_cast<int>(first[kOrder + k]);
-    const at::Tensor f = mine.select(1, step);
-    // As Kornia: a step whose factors are all neutral is skipped (hue's round trip through HSV is
-    // not exactly the identity).
-    if ((f == kNeutral[step]).all().item<bool>()) continue;
-    x = kSteps[step](x, f.to(images.options()).view({-1, 1, 1, 1}));
+// Position k of the rows' orders, as one batched step: each row runs its own step there. The
+// brightness, contrast and saturation rows are one blend, x * a + gray * g + mean * m, clamped,
+// with per-row coefficients (brightness (f, 0, 0), contrast (f, 0, 1 - f), saturation
+// (f, 1 - f, 0), any other row (1, 0, 0)): each row's terms are Kornia's, and the zero terms add
+// exact zeros, so every row gets Kornia's value. Then the rows whose step is hue take the hue
+// step's output. Rows whose step is neutral (or, on a gray image, saturation or hue) pass.
+at::Tensor step_at(const at::Tensor& x, const at::Tensor& values, const at::Tensor& applied, int k) {
+  const int64_t rows = values.size(0);
+  const double* v = values.data_ptr<double>();
+  const bool* on = applied.data_ptr<bool>();
+  const bool rgb = x.size(1) == 3;
+  at::Tensor coef = at::empty({3, rows}, at::kDouble);  // a, g, m per row
+  at::Tensor hue_rows = at::zeros({rows}, at::kBool);
+  at::Tensor hue_factor = at::zeros({rows}, at::kDouble);
+  double* a = coef.data_ptr<double>();
+  double* g = a + rows;
+  double* m = g + rows;
+  bool blend = false, any_hue = false;
+  for (int64_t i = 0; i < rows; ++i) {
+    const double* row = v + i * kJitterColumns;
+    const int step = static_cast<int>(row[kOrder + k]);
+    const double f = row[step];
+    a[i] = 1, g[i] = 0, m[i] = 0;
+    if (!on[i] || f == kNeutral[step] || (!rgb && step >= kSaturation)) continue;
+    if (step == kHue) {
+      hue_rows.data_ptr<bool>()[i] = true;
+      hue_factor.data_ptr<double>()[i] = f;
+      any_hue = true;
+      continue;
+    }
+    blend = true;
+    a[i] = f;
+    if (step == kContrast) m[i] = 1 - f;
+    if (step == kSaturation) g[i] = 1 - f;
   }
-  return x.clamp(0, 1);
+  at::Tensor out = x;
+  if (blend) {
+    const at::Tensor c = coef.to(x.options()).view({3, rows, 1, 1, 1});
+    const at::Tensor gray_x = rgb ? gray(x) : x;
+    const at::Tensor mean = gray_x.mean({-3, -2, -1}, true);
+    out = (x * c[0] + gray_x * c[1] + mean * c[2]).clamp(0, 1);
+  }
+  if (any_hue) {
+    const at::Tensor shifted = hue(out, hue_factor.to(x.options()).view({-1, 1, 1, 1}));
+    out = at::where(hue_rows.to(x.device()).view({-1, 1, 1, 1}), shifted, out);
+  }
+  return out;
 }
 
 }  // namespace
 
 at::Tensor color_jitter_aten(const at::Tensor& images, const Params& params) {
-  const int64_t rows = images.size(0);
   const at::Tensor values = params.values.contiguous();
-  const double* v = values.data_ptr<double>();
-  const bool* applied = params.applied.contiguous().data_ptr<bool>();
-  std::map<int, std::vector<int64_t>> groups;  // order (base-4 code) -> its rows
-  for (int64_t i = 0; i < rows; ++i) {
-    if (!applied[i]) continue;
-    const double* o = v + i * kJitterColumns + kOrder;
-    groups[static_cast<int>(o[0] * 64 + o[1] * 16 + o[2] * 4 + o[3])].push_back(i);
-  }
-  if (groups.size() == 1 && static_cast<int64_t>(groups.begin()->second.size()) == rows) {
-    return jitter_group(images, values, groups.begin()->second, true);
-  }
-  at::Tensor out = images.clone();
-  for (const auto& [code, members] : groups) {
-    out.index_copy_(0, at::tensor(members, at::kLong).to(images.device()), jitter_group(images, values, members, false));
-  }
-  return out;
+  const at::Tensor applied = params.applied.contiguous();
+  // As Kornia: the rows it transforms are clamped to [0, 1] before and after; the others pass.
+  at::Tensor x = images.clamp(0, 1);
+  for (int k = 0; k < 4; ++k) x = step_at(x, values, applied, k);
+  x = x.clamp(0, 1);
+  if (applied.all().item<bool>()) return x;
+  return at::where(applied.to(images.device()).view({-1, 1, 1, 1}), x, images);
 }
 
 }  // namespace xlaunch::augment::detail

@@ -21,15 +21,14 @@ namespace xlaunch::augment::detail {
 namespace {
 
 constexpr int kBlock = 256;
-constexpr double kNeutral[4] = {1, 1, 1, 0};
 
 template <typename T>
 inline T clamp01(T x) {
   return std::min(std::max(x, T(0)), T(1));
 }
 
-// floor for |x| < 2^31, through an integer conversion (which vectorises on any x86-64, where
-// std::floor needs SSE4.1).
+// floor for |x| < 2^31, through an integer conversion and a select (which vectorise on any
+// x86-64, where std::floor needs SSE4.1).
 template <typename T>
 inline T floor_small(T x) {
   const T t = static_cast<T>(static_cast<int32_t>(x));
@@ -113,12 +112,16 @@ void saturation(Block<T>& b, T f) {
   }
 }
 
-// Kornia's rgb_to_hsv, the shift by f turns, and hsv_to_rgb, per pixel.
+// Kornia's rgb_to_hsv, the shift by f turns, and hsv_to_rgb, per pixel, without branches (so
+// that the loop vectorises): every candidate is computed and selected. hsv_to_rgb's table of
+// sectors is written as v - v s clamp(min(k, 4 - k), 0, 1) with k = (n + 6h) mod 6, n = 5, 3, 1
+// for r, g, b: the same values (v, t = v(1 - (1 - f)s), p = v(1 - s), q = v(1 - f s), by sector),
+// rounded in another order.
 template <typename T>
 void hue(Block<T>& b, T f) {
-  T* r = b.x[0];
-  T* g = b.x[1];
-  T* bl = b.x[2];
+  T* __restrict r = b.x[0];
+  T* __restrict g = b.x[1];
+  T* __restrict bl = b.x[2];
   for (int i = 0; i < b.n; ++i) {
     const T R = r[i], G = g[i], B = bl[i];
     const T v = std::max(std::max(R, G), B);
@@ -126,20 +129,24 @@ void hue(Block<T>& b, T f) {
     const T s = delta / (v == 0 ? T(1) : v + T(1e-8));
     const T d = delta == 0 ? T(1) : delta;
     const T rc = v - R, gc = v - G, bc = v - B;
-    T h = (R >= G && R >= B) ? bc - gc : (G >= B ? (rc - bc) + 2 * d : (gc - rc) + 4 * d);
+    const T h_r = bc - gc, h_g = (rc - bc) + 2 * d, h_b = (gc - rc) + 4 * d;
+    const bool r_max = (R >= G) & (R >= B);
+    T h = r_max ? h_r : (G >= B ? h_g : h_b);
     h = h / d / 6;
     h = h - floor_small(h);
     h = h + f;
     h = h - floor_small(h);
     h = h >= 1 ? T(0) : h;  // a tiny negative sum rounds up to 1 itself
-    const T h6 = h * 6;
-    T sector = floor_small(h6);
-    const T frac = h6 - sector;
-    sector = std::min(std::max(sector, T(0)), T(5));
-    const T p = v * (1 - s), q = v * (1 - frac * s), t = v * (1 - (1 - frac) * s);
-    r[i] = sector == 0 || sector == 5 ? v : sector == 1 ? q : sector == 4 ? t : p;
-    g[i] = sector == 0 ? t : sector <= 2 ? v : sector == 3 ? q : p;
-    bl[i] = sector <= 1 ? p : sector == 2 ? t : sector <= 4 ? v : q;
+    const T h6 = h * 6, vs = v * s;
+    T k[3] = {5 + h6, 3 + h6, 1 + h6};
+    T out[3];
+    for (int c = 0; c < 3; ++c) {
+      const T kc = k[c] >= 6 ? k[c] - 6 : k[c];
+      out[c] = v - vs * std::min(std::max(std::min(kc, 4 - kc), T(0)), T(1));
+    }
+    r[i] = out[0];
+    g[i] = out[1];
+    bl[i] = out[2];
   }
 }
 
@@ -217,6 +224,36 @@ void jitter_image(const T* in, T* out, int64_t hw, int channels, const double* v
   });
 }
 
+// One image of each dtype, compiled twice on x86-64: for AVX2 (eight floats a vector instead of
+// four) and for the baseline, the loader picking the one this CPU runs (GCC's and Clang's
+// target_clones). flatten inlines every step into each clone, so each is compiled for its
+// target. Only AVX2 is enabled, not FMA: a fused multiply-add would round otherwise than Kornia.
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && __has_attribute(flatten)
+#define XLAUNCH_COLOUR_CLONES __attribute__((target_clones("avx2", "default"), flatten))
+#endif
+#endif
+#ifndef XLAUNCH_COLOUR_CLONES
+#define XLAUNCH_COLOUR_CLONES
+#endif
+
+XLAUNCH_COLOUR_CLONES void jitter_float(const float* in, float* out, int64_t hw, int channels, const double* values) {
+  jitter_image(in, out, hw, channels, values);
+}
+
+XLAUNCH_COLOUR_CLONES void jitter_double(const double* in, double* out, int64_t hw, int channels,
+                                         const double* values) {
+  jitter_image(in, out, hw, channels, values);
+}
+
+void jitter_one(const float* in, float* out, int64_t hw, int channels, const double* values) {
+  jitter_float(in, out, hw, channels, values);
+}
+
+void jitter_one(const double* in, double* out, int64_t hw, int channels, const double* values) {
+  jitter_double(in, out, hw, channels, values);
+}
+
 template <typename T>
 void jitter_batch(const at::Tensor& images, const at::Tensor& out, const Params& params) {
   const int64_t channels = images.size(1), hw = images.size(2) * images.size(3);
@@ -230,7 +267,7 @@ void jitter_batch(const at::Tensor& images, const at::Tensor& out, const Params&
   at::parallel_for(0, images.size(0), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       if (a[i]) {
-        jitter_image(in + i * image_size, o + i * image_size, hw, static_cast<int>(channels), v + i * kJitterColumns);
+        jitter_one(in + i * image_size, o + i * image_size, hw, static_cast<int>(channels), v + i * kJitterColumns);
       } else {
         std::memcpy(o + i * image_size, in + i * image_size, sizeof(T) * image_size);
       }

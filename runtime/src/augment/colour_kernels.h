@@ -12,8 +12,11 @@ namespace xlaunch::augment::detail {
 
 // The columns' indices in Params::values (colour.h).
 enum JitterColumn { kBrightness = 0, kContrast = 1, kSaturation = 2, kHue = 3, kOrder = 4, kJitterColumns = 8 };
+// Per step, the factor that changes nothing. A step with it is skipped, as Kornia skips it (hue's
+// round trip through HSV is not exactly the identity).
+constexpr double kNeutral[4] = {1, 1, 1, 0};
 
-// Any device and floating dtype: the rows that share an order as one batch, four ATen steps each.
+// Any device and floating dtype: four batched positions, each row running its own step at each.
 at::Tensor color_jitter_aten(const at::Tensor& images, const Params& params);
 
 // The CPU with float or double images (color_jitter_fusable): one thread per image at a time.
