@@ -8,13 +8,15 @@
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/floor.h>
+#include <ATen/ops/minimum.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/remainder.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 
+
+#include <vector>
 
 #include "augment/colour_kernels.h"
 
@@ -39,17 +41,17 @@ at::Tensor hue(const at::Tensor& x, const at::Tensor& f) {
   h = at::remainder(h + f.squeeze(1), 1.0);
   h = h.masked_fill(h >= 1, 0);  // a tiny negative sum rounds up to 1 itself
 
-  const at::Tensor& v = mx;
-  const at::Tensor h6 = h * 6;
-  const at::Tensor sector = at::floor(h6);
-  const at::Tensor frac = h6 - sector;
-  const at::Tensor p = v * (1 - s), q = v * (1 - frac * s), t = v * (1 - (1 - frac) * s);
-  const at::Tensor hi = sector.clamp(0, 5);
-  const at::Tensor m0 = hi == 0, m1 = hi == 1, m2 = hi == 2, m3 = hi == 3, m4 = hi == 4;
-  const at::Tensor ro = at::where(m0, v, at::where(m1, q, at::where(m2, p, at::where(m3, p, at::where(m4, t, v)))));
-  const at::Tensor go = at::where(m0, t, at::where(m1, v, at::where(m2, v, at::where(m3, q, at::where(m4, p, p)))));
-  const at::Tensor bo = at::where(m0, p, at::where(m1, p, at::where(m2, t, at::where(m3, v, at::where(m4, v, q)))));
-  return at::stack({ro, go, bo}, 1);
+  // hsv_to_rgb as the fused loop writes it (colour_fused.cpp): channel n = 5, 3, 1 (r, g, b) is
+  // v - v s clamp(min(k, 4 - k), 0, 1), k = (n + 6h) mod 6; Kornia's table of sectors, in a few
+  // kernels instead of its fifteen selects.
+  const at::Tensor h6 = h * 6, vs = mx * s;
+  std::vector<at::Tensor> out;
+  for (const double n : {5.0, 3.0, 1.0}) {
+    at::Tensor k = h6 + n;
+    k = at::where(k >= 6, k - 6, k);
+    out.push_back(mx - vs * at::minimum(k, 4 - k).clamp(0, 1));
+  }
+  return at::stack(out, 1);
 }
 
 // Position k of the rows' orders, as one batched step: each row runs its own step there. The
