@@ -7,8 +7,9 @@
 // grayscale on the way, the result written out), then contrast and the steps after it, in place.
 //
 // The arithmetic is Kornia's, operation for operation in the image's dtype (colour_aten.cpp has
-// the same steps as tensor ops), with two differences within rounding: the contrast mean is
-// summed in double, and the hue is kept in turns instead of radians.
+// the same steps as tensor ops), with three differences within rounding: the contrast mean is
+// summed in double, the hue is kept in turns instead of radians, and hsv_to_rgb's table of
+// sectors is one formula (hue() below).
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty_like.h>
 
