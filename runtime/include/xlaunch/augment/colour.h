@@ -50,7 +50,7 @@ namespace xlaunch::augment {
 // On the CPU with float or double images the four steps run fused: one pass over each image
 // (two when the contrast step needs the mean the steps before it leave), every pixel's steps in
 // vector registers (AVX2 where the CPU has it), the images in parallel (at::parallel_for); about
-// 15x Kornia's own ColorJitter on 2 cores (docs/benchmarks.md). Elsewhere (CUDA, half precision)
+// 14x Kornia's own ColorJitter on 2 cores (docs/benchmarks.md). Elsewhere (CUDA, half precision)
 // batched ATen ops run them: four positions, each sample running its own step at each, about 60
 // kernels a position whatever the batch.
 class ColorJitter : public Transform {
