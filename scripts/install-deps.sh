@@ -66,17 +66,24 @@ say "torch cmake prefix: $("$PY" -c 'import torch; print(torch.utils.cmake_prefi
 #   tensorboard: tests/track, reading xlaunch's event files back with TensorBoard's EventAccumulator
 #   gymnasium: tests/rl/gym_trace.py, Gymnasium's classic-control trajectories that xlaunch's
 #   environments replay (its numpy requirement is met by the pinned numpy above)
+#   kornia: tests/augment/colour_kornia.py, Kornia's ColorJitter and Normalize that xlaunch's match
+#   (it needs torch, already pinned above, and installs its kornia_rs)
 TEST_PEERS=("packaging==25.0 packaging"
             "numpy==2.2.6 numpy"
             "safetensors==0.7.0 safetensors.torch"
             "tensorboard==2.21.0 tensorboard.backend.event_processing.event_accumulator"
-            "gymnasium==1.4.0 gymnasium")
+            "gymnasium==1.4.0 gymnasium"
+            "kornia==0.9.0 kornia")
 # Benchmark peers (scripts/bench/): "name==version module" rows as above.
 #   envpool: scripts/bench/envpool.sh's peer (the newest that installs here), with Gymnasium's vector
 #   environments (scripts/bench/peers/vector_envs.py)
+#   kornia, torchvision: scripts/bench/augment.sh's peers (peers/augment_peers.py); torchvision
+#   0.26.0 is the one built for torch 2.11.0 (it requires exactly that torch, so pip keeps ours)
 BENCH_PEERS=("numpy==2.2.6 numpy"
              "gymnasium==1.4.0 gymnasium"
-             "envpool==1.2.5 envpool")
+             "envpool==1.2.5 envpool"
+             "kornia==0.9.0 kornia"
+             "torchvision==0.26.0 torchvision")
 
 install_peers() {  # kind row... : pip-installs each row whose pinned version does not import yet
   local kind="$1" row spec module want have
@@ -85,6 +92,7 @@ install_peers() {  # kind row... : pip-installs each row whose pinned version do
     read -r spec module <<<"$row"
     want="${spec#*==}"
     have=$("$PY" -c "import importlib.metadata as m; print(m.version('${spec%%==*}'))" 2>/dev/null || true)
+    have="${have%%+*}"  # a local label (torchvision's +cu130) is the same release
     if [ "$have" = "$want" ] && "$PY" -c "import $module" 2>/dev/null; then
       say "$kind peer $spec already installed"
     else
