@@ -39,13 +39,15 @@ endif()
 
 # Only the headers a user includes are installed: what a training program includes, and under
 # extend/ the interfaces that extending xlaunch (a transport, a communication hook) implements, and
-# under rl/ the environment pool and the environment interface. The
+# under rl/ the environment pool and the environment interface, under augment/ the image
+# augmentations' interface and transforms (augment.h gathers them). The
 # runtime's internals (communicator implementations, the bucket plan, PowerSGD, the checkpoint
 # format, the MPI/CUDA check macros) are not.
 set(user_headers accelerator.h autocast.h comm_hooks.h dataset.h env_vars.h error.h fashion_mnist.h
     grad_scaler.h loader.h lr_scheduler.h metrics.h mixed_precision.h place.h preemption.h process_state.h reducer.h
     safetensors.h sampler.h object_codec.h split.h stream_dataset.h sync_batchnorm.h tracking.h
-    extend/comm_hook.h extend/communicator.h rl/env.h rl/env_pool.h)
+    extend/comm_hook.h extend/communicator.h rl/env.h rl/env_pool.h rng.h augment.h augment/args.h augment/colour.h
+    augment/geometric.h augment/sequential.h augment/transform.h)
 file(GLOB_RECURSE installed RELATIVE ${prefix}/include/xlaunch ${prefix}/include/xlaunch/*)
 list(SORT installed)
 list(SORT user_headers)
@@ -56,7 +58,7 @@ endif()
 # Every installed header, included by the outside program: each must compile against the
 # package alone (no header may reach for one that was not installed).
 file(GLOB headers RELATIVE ${prefix}/include ${prefix}/include/xlaunch/*.h ${prefix}/include/xlaunch/extend/*.h
-     ${prefix}/include/xlaunch/rl/*.h)
+     ${prefix}/include/xlaunch/rl/*.h ${prefix}/include/xlaunch/augment/*.h)
 set(includes "")
 foreach(h IN LISTS headers)
   string(APPEND includes "#include \"${h}\"\n")
