@@ -11,6 +11,7 @@
 #include <ATen/ops/rand.h>
 #include <ATen/ops/zeros.h>
 
+#include "augment/rows.h"
 #include "augment/warp.h"
 #include "xlaunch/augment.h"
 #include "xlaunch/error.h"
@@ -112,6 +113,8 @@ TEST(Registry, MistakesNameTheTransformTheArgumentAndTheAllowedRange) {
   expect("RandomAffine", {}, "RandomAffine: degrees = () is not allowed: required");
   expect("RandomAffine", {{"degrees", {5}}, {"scale", {1.2, 0.8}}},
          "RandomAffine: scale = (1.2, 0.8) is not allowed: give (min, max) with 0 <= min <= max <= inf");
+  expect("RandomAffine", {{"degrees", {5}}, {"scale", {0, 0}}},
+         "RandomAffine: scale = (0, 0) is not allowed: give factors > 0");
   expect("RandomAffine", {{"degrees", {5}}, {"translate", {0.1, 1.5}}}, "translate = (0.1, 1.5) is not allowed");
   expect("RandomAffine", {{"degrees", {5}}, {"p", {1.5}}}, "RandomAffine: p = (1.5) is not allowed: give a number in [0, 1]");
   expect("RandomPerspective", {{"distortion_scale", {2}}},
@@ -179,6 +182,25 @@ TEST(Warp, CpuKernelMatchesTheGridPath) {
   EXPECT_LE((kernel - grid).abs().max().item<double>(), 1e-5);
   // Double images take the kernel too, and agree with float.
   EXPECT_LE((seq(x.to(at::kDouble), key) - kernel).abs().max().item<double>(), 1e-5);
+  // Half and bfloat16 are resampled in float32: only the result's rounding differs (an 8-bit
+  // mantissa's grid would put 224-pixel coordinates half a pixel off).
+  const at::Tensor bf16 = seq(x.to(at::kBFloat16), key);
+  EXPECT_EQ(bf16.scalar_type(), at::kBFloat16);
+  EXPECT_LE((bf16.to(at::kFloat) - seq(x.to(at::kBFloat16).to(at::kFloat), key)).abs().max().item<double>(), 1.0 / 128);
+}
+
+// On a loader worker (rows_on_this_thread_only) the kernels run the rows on the calling thread:
+// the same values as split over LibTorch's threads.
+TEST(Warp, RowsOnOneThreadGiveTheSameImages) {
+  const at::Tensor x = at::rand({9, 3, 40, 33});
+  Sequential seq({make("ColorJitter", {{"brightness", {0.4}}, {"hue", {0.1}}}), affine(),
+                  make("RandomPerspective", {{"distortion_scale", {0.5}}, {"p", {1}}})});
+  const BatchKey key{4, 0, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+  const at::Tensor split = seq(x, key);
+  detail::rows_on_this_thread_only = true;
+  const at::Tensor alone = seq(x, key);
+  detail::rows_on_this_thread_only = false;
+  EXPECT_TRUE(at::equal(split, alone));
 }
 
 }  // namespace

@@ -23,6 +23,9 @@ RandomAffine::RandomAffine(const Args& args) {
   scale_x_ = read.pair("scale", {s[0], s[1]}, 0, inf);
   scale_y_own_ = s.size() == 4;
   scale_y_ = scale_y_own_ ? read.pair("scale[2:4]", {s[2], s[3]}, 0, inf) : scale_x_;
+  // A zero factor would squash the image to a line: a matrix with no inverse to sample through.
+  if (!(scale_x_.low > 0 && scale_y_.low > 0))
+    read.fail("scale", s, "give factors > 0: (min, max) or (x_min, x_max, y_min, y_max) with 0 < min <= max");
   const std::vector<double> sh = read.values("shear", {0}, 1, 4);
   if (sh.size() == 3) read.fail("shear", sh, "give v, (x_min, x_max) or (x_min, x_max, y_min, y_max)");
   if (sh.size() == 1) {

@@ -10,13 +10,13 @@
 // the same steps as tensor ops), with three differences within rounding: the contrast mean is
 // summed in double, the hue is kept in turns instead of radians, and hsv_to_rgb's table of
 // sectors is one formula (hue() below).
-#include <ATen/Parallel.h>
 #include <ATen/ops/empty_like.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "augment/colour_kernels.h"
+#include "augment/rows.h"
 
 namespace xlaunch::augment::detail {
 namespace {
@@ -265,7 +265,7 @@ void jitter_batch(const at::Tensor& images, const at::Tensor& out, const Params&
   const at::Tensor applied = params.applied.contiguous();
   const double* v = values.data_ptr<double>();
   const bool* a = applied.data_ptr<bool>();
-  at::parallel_for(0, images.size(0), 1, [&](int64_t begin, int64_t end) {
+  parallel_rows(images.size(0), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       if (a[i]) {
         jitter_one(in + i * image_size, o + i * image_size, hw, static_cast<int>(channels), v + i * kJitterColumns);

@@ -55,7 +55,8 @@ void check_apply(const Transform& transform, const at::Tensor& images, const Par
     throw UsageError(who + "the images must be a floating point [B, C, H, W] tensor, got " +
                      (images.defined() ? std::string(c10::toString(images.scalar_type())) + " " + shape_of(images)
                                        : std::string("an undefined tensor")) +
-                     "; convert with images.to(at::kFloat) (values in [0, 1]) and add the batch dimension");
+                     "; convert with images.to(at::kFloat) (values in [0, 1]) and add the batch dimension (in a loader: "
+                     "make the dataset's get() return float images in [0, 1])");
   }
   if (!channels.empty() && std::find(channels.begin(), channels.end(), images.size(1)) == channels.end()) {
     std::string allowed;

@@ -3,7 +3,6 @@
 #include "augment/warp.h"
 
 #include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/affine_grid_generator.h>
 #include <ATen/ops/arange.h>
@@ -18,6 +17,8 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
+
+#include "augment/rows.h"
 
 namespace xlaunch::augment::detail {
 
@@ -97,7 +98,7 @@ at::Tensor warp_cpu(const at::Tensor& images, const std::vector<Mat3>& maps, int
     const int64_t out_plane = out_h * out_w;
     // A grain of rows worth ~16k pixels: small images do not pay a thread hand-off per row.
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(out_w, 1));
-    at::parallel_for(0, batch * out_h, grain, [&](int64_t begin, int64_t end) {
+    parallel_rows(batch * out_h, grain, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const int64_t b = r / out_h, y = r % out_h;
         warp_row(src + b * channels * h * w, dst + b * channels * out_plane, channels, h, w, out_plane, out_w, y,
@@ -158,6 +159,9 @@ at::Tensor warp_grid(const at::Tensor& images, const std::vector<Mat3>& maps, in
 at::Tensor warp(const at::Tensor& images, const std::vector<Mat3>& maps, int64_t out_h, int64_t out_w,
                 bool projective) {
   TORCH_INTERNAL_ASSERT(static_cast<int64_t>(maps.size()) == images.size(0));
+  // Half and bfloat16: the grid in float32 (an 8-bit mantissa puts 224-pixel coordinates 0.5 px off).
+  if (images.scalar_type() == at::kHalf || images.scalar_type() == at::kBFloat16)
+    return warp(images.to(at::kFloat), maps, out_h, out_w, projective).to(images.scalar_type());
   const bool cpu_kernel = images.device().is_cpu() && !force_grid_path.load() &&
                           (images.scalar_type() == at::kFloat || images.scalar_type() == at::kDouble);
   return cpu_kernel ? warp_cpu(images, maps, out_h, out_w, projective)

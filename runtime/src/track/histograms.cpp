@@ -1,5 +1,6 @@
 #include "track/histograms.h"
 
+#include <ATen/Context.h>
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/stack.h>
 
@@ -21,7 +22,11 @@ Histogram histogram_of(const std::string& tag, const at::Tensor& t, int bins) {
     h.bucket = {h.num};
     return h;
   }
-  const at::Tensor counts = x.histc(bins, h.min, h.max).cpu();
+  // histc has no deterministic CUDA implementation: under deterministic: true the counts are made
+  // on the host (a copy of the tensor, at a step that already synchronises), so logging histograms
+  // never fails in an operation the user did not call.
+  const bool on_host = x.is_cuda() && at::globalContext().deterministicAlgorithms();
+  const at::Tensor counts = (on_host ? x.cpu() : x).histc(bins, h.min, h.max).cpu();
   const double* c = counts.data_ptr<double>();
   const double width = (h.max - h.min) / bins;
   for (int i = 0; i < bins; ++i) {

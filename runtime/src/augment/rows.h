@@ -1,0 +1,27 @@
+// How the CPU kernels of the augmentations spread a batch's rows over threads.
+#pragma once
+
+#include <ATen/Parallel.h>
+
+#include <cstdint>
+
+namespace xlaunch::augment::detail {
+
+// True on a loader worker thread (data/epoch_run.cpp sets it): the workers already run batches
+// side by side, so each augments its batch on its own thread alone, as PyTorch's DataLoader
+// workers run with one intra-op thread, instead of every worker starting a team of intra-op
+// threads on the same cores.
+inline thread_local bool rows_on_this_thread_only = false;
+
+// fn(begin, end) over [0, n): split over LibTorch's intra-op threads (at::parallel_for with this
+// grain), or in one call on a loader worker.
+template <typename F>
+void parallel_rows(int64_t n, int64_t grain, const F& fn) {
+  if (rows_on_this_thread_only) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  at::parallel_for(0, n, grain, fn);
+}
+
+}  // namespace xlaunch::augment::detail
