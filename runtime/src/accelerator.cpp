@@ -532,6 +532,8 @@ double Accelerator::clip_grad_norm_(double max_norm, double norm_type) {
     for (auto& o : optimizers_)
       if (!scaler_->is_unscaled(o->inner())) scaler_->unscale_(o->inner());
   if (sync_gradients()) step_clip_ = {max_norm, norm_type};  // what a joined rank repeats (join)
+  // The norm is returned as a number: read on the host, as LibTorch's clip_grad_norm_ reads it.
+  profile::syncs::RuntimeSync sync("clip_grad_norm_'s norm, returned as a number");
   // On accumulation micro-steps the gradients are local and whole at every stage: clipped as at stage 0.
   if (options_.ddp.zero_stage >= 1 && !models_.empty() && sync_gradients()) return clip_sharded(max_norm, norm_type);
   std::vector<at::Tensor> params;

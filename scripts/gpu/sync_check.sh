@@ -7,6 +7,8 @@
 #    "host-device syncs: 1 per step on rank 0"; where the first came from is shown (NOTE when it
 #    does not name item, which is information, not a failure);
 # 2. the same loop reading the loss once after the last step: the report must say "none";
+# 2b. that loop under --mixed_precision fp16: the training loop's syncs must be none and xlaunch's
+#    own 1 per step (loss scaling's inf/NaN check), said apart without advice to remove it;
 # 3. the loop (cuBLAS matrix products) under --deterministic, twice: both must run (the runtime
 #    sets CUBLAS_WORKSPACE_CONFIG, without which PyTorch refuses them), say deterministic mode is
 #    on, and end with the same loss to the last digit.
@@ -54,6 +56,17 @@ if run none --debug; then
   fi
 else
   fail "the job without syncs failed (its log above)"
+fi
+
+if run fp16 --debug --mixed_precision fp16; then
+  line=$(grep -o 'host-device syncs: .*' "$work/fp16.log" | head -1)
+  if [[ "$line" == "host-device syncs: 1 per step on rank 0, all made by xlaunch itself ("*"inf/NaN check"*"); none by the training loop" ]]; then
+    pass "fp16 without a sync in the loop: none of the loop's, and xlaunch's inf/NaN check 1 per step ($line)"
+  else
+    fail "fp16 without a sync in the loop: the report says '${line:-no host-device syncs line}', not 1 per step all made by xlaunch itself (the inf/NaN check) and none by the training loop"
+  fi
+else
+  fail "the fp16 job without syncs failed (its log above)"
 fi
 
 if run det1 --deterministic && run det2 --deterministic; then

@@ -138,3 +138,73 @@ TEST(SyncsReport, CountedByTheRankReadByTheLauncher) {
   EXPECT_EQ(syncs_line(read).rfind("host-device syncs: 1 per step on rank 0 (first: step 11, ", 0), 0u) << syncs_line(read);
   xlaunch::files::remove_private_dir(dir);
 }
+
+namespace {
+
+// `counts` plus the runtime's `runtime` syncs per step, of the kinds `what`.
+std::unique_ptr<SyncStats> with_runtime(std::unique_ptr<SyncStats> s, uint32_t runtime, const char* what) {
+  for (uint64_t i = 0; i < s->steps; ++i) {
+    s->runtime_per_step[i % xlaunch::profile::kRingSteps] = runtime;
+    s->runtime_syncs += runtime;
+    if (i + 1 == 10) s->runtime_syncs_at_warmup = s->runtime_syncs;
+  }
+  s->runtime_what.step = 1;
+  std::snprintf(s->runtime_what.where, sizeof s->runtime_what.where, "%s", what);
+  return s;
+}
+
+}  // namespace
+
+TEST(SyncsReport, OnlyTheRuntimesSyncsAreSaidWhatTheyAreWithNoAdviceToRemoveThem) {
+  const RankSyncs r = summarize_syncs(*with_runtime(counts(0, 60, 0), 1, "fp16 check: bf16 needs none"), 10);
+  EXPECT_EQ(r.syncs, 0u);
+  EXPECT_EQ(r.runtime_syncs, 50u);
+  EXPECT_DOUBLE_EQ(r.runtime_per_step, 1.0);
+  EXPECT_EQ(syncs_line({r}),
+            "host-device syncs: 1 per step on rank 0, all made by xlaunch itself (fp16 check: bf16 needs none); "
+            "none by the training loop");
+}
+
+TEST(SyncsReport, TheLoopsAndTheRuntimesSaidApart) {
+  const RankSyncs r = summarize_syncs(*with_runtime(counts(0, 60, 1), 1, "fp16 check: bf16 needs none"), 10);
+  const std::string line = syncs_line({r});
+  EXPECT_EQ(line.rfind("host-device syncs: 1 per step on rank 0 (first: step 11, the loop); remove it: ", 0), 0u) << line;
+  const std::string tail = "; and 1 per step made by xlaunch itself (fp16 check: bf16 needs none)";
+  ASSERT_GT(line.size(), tail.size());
+  EXPECT_EQ(line.substr(line.size() - tail.size()), tail) << line;
+  // Only the loop's: nothing said of the runtime.
+  EXPECT_EQ(syncs_line({summarize_syncs(*counts(0, 60, 1), 10)}).find("xlaunch itself"), std::string::npos);
+  // Past the ring the runtime's are counted since the warm-up as the loop's are.
+  const uint64_t n = xlaunch::profile::kRingSteps + 100;
+  const RankSyncs longrun = summarize_syncs(*with_runtime(counts(0, n, 0), 2, "x"), 10);
+  EXPECT_EQ(longrun.runtime_syncs, 2 * (n - 10));
+  const auto j = nlohmann::json::parse(syncs_json({r}));
+  EXPECT_EQ(j[0]["runtime_per_step"], 1.0);
+  EXPECT_EQ(j[0]["runtime_what"], "fp16 check: bf16 needs none");
+}
+
+// Through the status file: a sync inside a RuntimeSync reaches the launcher as the runtime's.
+TEST(SyncsReport, TheRuntimesSyncsThroughTheStatusFile) {
+  xlaunch::test::ScratchDir scratch;
+  std::string why;
+  const std::string dir = xlaunch::files::make_private_dir(scratch.path, "status.", &why);
+  ASSERT_FALSE(dir.empty()) << why;
+  SyncStats* stats = xlaunch::status::create_sync_stats_file(dir, 3, &why);
+  ASSERT_NE(stats, nullptr) << why;
+  xlaunch::profile::syncs::SyncCounter counter(stats, nullptr, /*announce=*/false);
+  for (int step = 0; step < 30; ++step) {
+    xlaunch::profile::syncs::RuntimeSync scope("the scaler's check");
+    counter.process(c10::Warning(c10::UserWarning(), c10::SourceLocation{__func__, __FILE__, __LINE__},
+                                 xlaunch::profile::syncs::kSyncWarningText, false));
+    counter.step_done();
+  }
+  const std::vector<RankSyncs> read = read_syncs(dir, 4, 10);
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_EQ(read[0].rank, 3);
+  EXPECT_EQ(read[0].syncs, 0u);
+  EXPECT_EQ(read[0].runtime_syncs, 20u);
+  EXPECT_EQ(read[0].runtime_what, "the scaler's check");
+  EXPECT_EQ(syncs_line(read), "host-device syncs: 1 per step on rank 3, all made by xlaunch itself (the scaler's check); "
+                              "none by the training loop");
+  xlaunch::files::remove_private_dir(dir);
+}

@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "profile/sync_count.h"
@@ -120,4 +121,65 @@ TEST(SyncCounter, TakesC10WarningsOfItsThread) {
   counter.step_done();
   EXPECT_EQ(stats.per_step[0], 2u);
   EXPECT_FALSE(stats.first.text().empty());
+}
+
+// The runtime's own syncs (RuntimeSync) are counted apart, never as the loop's first.
+TEST(SyncCounter, SyncsInsideARuntimeScopeAreTheRuntimes) {
+  SyncStats stats;
+  syncs::SyncCounter counter(&stats, nullptr, /*announce=*/false);
+  EXPECT_EQ(syncs::runtime_sync(), nullptr);
+  {
+    syncs::RuntimeSync scope("the scaler's check");
+    counter.process(sync_warning());
+  }
+  counter.step_done();
+  EXPECT_EQ(stats.per_step[0], 0u);
+  EXPECT_EQ(stats.runtime_per_step[0], 1u);
+  EXPECT_EQ(stats.first.step, 0u) << "the runtime's sync is not the loop's first";
+  EXPECT_EQ(stats.runtime_what.step, 1u);
+  EXPECT_EQ(stats.runtime_what.text(), "the scaler's check");
+  // Step 2: one of the loop's, outside the scope, and the runtime's again (its kind noted once).
+  counter.process(sync_warning());
+  {
+    syncs::RuntimeSync scope("the scaler's check");
+    counter.process(sync_warning());
+  }
+  counter.step_done();
+  EXPECT_EQ(stats.per_step[1], 1u);
+  EXPECT_EQ(stats.runtime_per_step[1], 1u);
+  EXPECT_EQ(stats.first.step, 2u);
+  EXPECT_EQ(stats.syncs, 1u);
+  EXPECT_EQ(stats.runtime_syncs, 2u);
+  EXPECT_EQ(stats.runtime_what.text(), "the scaler's check");
+  EXPECT_EQ(stats.version.load() % 2, 0u);
+}
+
+TEST(SyncCounter, NestedRuntimeScopesNameTheInnermostAndRestoreTheOuter) {
+  SyncStats stats;
+  syncs::SyncCounter counter(&stats, nullptr, /*announce=*/false);
+  {
+    syncs::RuntimeSync outer("outer");
+    {
+      syncs::RuntimeSync inner("inner");
+      EXPECT_STREQ(syncs::runtime_sync(), "inner");
+      counter.process(sync_warning());
+    }
+    EXPECT_STREQ(syncs::runtime_sync(), "outer");
+    counter.process(sync_warning());
+  }
+  EXPECT_EQ(syncs::runtime_sync(), nullptr);
+  counter.process(sync_warning());  // after both: the loop's
+  counter.step_done();
+  EXPECT_EQ(stats.runtime_per_step[0], 2u);
+  EXPECT_EQ(stats.per_step[0], 1u);
+  EXPECT_EQ(stats.runtime_what.text(), "inner; outer");
+}
+
+// The scope is per thread: a sync of another thread is not the runtime's because of this one's.
+TEST(SyncCounter, ARuntimeScopeIsThisThreadsOnly) {
+  syncs::RuntimeSync scope("here");
+  const char* seen = "unset";
+  std::thread([&] { seen = syncs::runtime_sync(); }).join();
+  EXPECT_EQ(seen, nullptr);
+  EXPECT_STREQ(syncs::runtime_sync(), "here");
 }

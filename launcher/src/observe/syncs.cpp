@@ -45,13 +45,18 @@ RankSyncs summarize_syncs(const profile::SyncStats& s, uint64_t warmup) {
   if (s.steps > warmup) {
     if (s.steps <= static_cast<uint64_t>(profile::kRingSteps)) {
       r.steps = s.steps - warmup;
-      for (uint64_t i = warmup; i < s.steps; ++i) r.syncs += s.per_step[i];
+      for (uint64_t i = warmup; i < s.steps; ++i) {
+        r.syncs += s.per_step[i];
+        r.runtime_syncs += s.runtime_per_step[i];
+      }
     } else {
       // Past the ring the window starts at kWarmupSteps (report.cpp's warm-up for long runs).
       r.steps = s.steps - profile::kWarmupSteps;
       r.syncs = s.syncs - s.syncs_at_warmup;
+      r.runtime_syncs = s.runtime_syncs - s.runtime_syncs_at_warmup;
     }
     r.per_step = static_cast<double>(r.syncs) / static_cast<double>(r.steps);
+    r.runtime_per_step = static_cast<double>(r.runtime_syncs) / static_cast<double>(r.steps);
   }
   const profile::SyncSite* site = &s.first;
   if (s.first.step <= warmup && s.first_after_warmup.step > warmup) site = &s.first_after_warmup;
@@ -59,6 +64,7 @@ RankSyncs summarize_syncs(const profile::SyncStats& s, uint64_t warmup) {
     r.first_step = site->step;
     r.first = site->text();
   }
+  r.runtime_what = s.runtime_what.text();
   return r;
 }
 
@@ -83,6 +89,19 @@ std::string syncs_line(const std::vector<RankSyncs>& ranks) {
   std::vector<int> same;
   for (const RankSyncs* r : counted)
     if (r->per_step == most->per_step) same.push_back(r->rank);
+  // The runtime's own: the rank with the most, and what they are (the runtime's, not to remove).
+  const RankSyncs* rt = *std::max_element(counted.begin(), counted.end(), [](const RankSyncs* a, const RankSyncs* b) {
+    return a->runtime_per_step < b->runtime_per_step;
+  });
+  const std::string rt_what = " (" + (rt->runtime_what.empty() ? std::string("kind unknown") : rt->runtime_what) + ")";
+  if (most->syncs == 0 && rt->runtime_syncs > 0) {
+    std::vector<int> rt_same;
+    for (const RankSyncs* r : counted)
+      if (r->runtime_per_step == rt->runtime_per_step) rt_same.push_back(r->rank);
+    return "host-device syncs: " + count_text(rt->runtime_per_step) + " per step on " +
+           (rt_same.size() == 1 ? "rank " : "ranks ") + ranks_text(rt_same) + ", all made by xlaunch itself" + rt_what +
+           "; none by the training loop";
+  }
   if (most->syncs == 0)
     return "host-device syncs: none in the steps after the warm-up on " +
            (counted.size() == 1 ? "rank " + std::to_string(counted.front()->rank)
@@ -95,14 +114,19 @@ std::string syncs_line(const std::vector<RankSyncs>& ranks) {
             (most->first.empty() ? std::string("place unknown") : most->first) + ")";
   if ((*lo)->per_step != (*hi)->per_step)
     line += "; " + count_text((*lo)->per_step) + " to " + count_text((*hi)->per_step) + " per step over the ranks";
-  return line + "; remove it: " + kRemove;
+  line += "; remove it: ";
+  line += kRemove;
+  if (rt->runtime_syncs > 0)
+    line += "; and " + count_text(rt->runtime_per_step) + " per step made by xlaunch itself" + rt_what;
+  return line;
 }
 
 std::string syncs_json(const std::vector<RankSyncs>& ranks) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const RankSyncs& r : ranks)
     out.push_back({{"rank", r.rank}, {"steps", r.steps}, {"syncs", r.syncs}, {"per_step", r.per_step},
-                   {"first_step", r.first_step}, {"first", r.first}});
+                   {"first_step", r.first_step}, {"first", r.first}, {"runtime_syncs", r.runtime_syncs},
+                   {"runtime_per_step", r.runtime_per_step}, {"runtime_what", r.runtime_what}});
   return out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "profile/sync_count.h"
 #include "xlaunch/extend/communicator.h"
 #include "xlaunch/error.h"
 #include "xlaunch/kernels/amp_unscale.h"
@@ -19,6 +20,9 @@
 
 namespace xlaunch {
 namespace {
+
+// The report's words for the one host-device sync of an fp16 step (profile/sync_count.h's RuntimeSync).
+constexpr const char* kInfCheck = "fp16 loss scaling's inf/NaN check: mixed_precision bf16 needs none";
 
 std::optional<kernels::DType> kernel_dtype(c10::ScalarType t) {
   switch (t) {
@@ -172,7 +176,10 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
   if (record(optimizer).stage == Stage::Ready) unscale_(optimizer);
   PerOptimizer& r = record(optimizer);
   r.stage = Stage::Stepped;
-  r.found_on_host = r.found_inf.item<float>() != 0.0f;  // the one host synchronisation
+  {
+    profile::syncs::RuntimeSync sync(kInfCheck);
+    r.found_on_host = r.found_inf.item<float>() != 0.0f;  // the one host synchronisation
+  }
   last_step_skipped_ = r.found_on_host == 1;
   if (last_step_skipped_) {
     ++skipped_steps_;
@@ -185,6 +192,7 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
 void GradScaler::update() {
   if (!options_.enabled) return;
   bool any_record = false, found_inf = false;
+  const profile::syncs::RuntimeSync sync(kInfCheck);  // an optimizer unscaled but not stepped: read here
   for (const auto& [opt, r] : per_optimizer_) {
     if (r.stage == Stage::Ready) continue;
     any_record = true;

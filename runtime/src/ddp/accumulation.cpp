@@ -9,6 +9,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "profile/sync_count.h"
 #include "xlaunch/error.h"
 #include "xlaunch/extend/communicator.h"
 
@@ -73,6 +74,7 @@ void ItemWindow::add_items(const at::Tensor& n) {
 double ItemWindow::close(Communicator& comm) {
   double mine = host_items_;
   if (device_items_.defined()) {
+    profile::syncs::RuntimeSync sync("the num_items tensors' sum, read once per window (acc.backward(loss_sum, num_items))");
     const double d = device_items_.item<double>();  // the window's one host read of device counts
     if (std::isfinite(d) && d >= 0) mine += d;
     else if (bad_.empty()) bad_ = "num_items tensors summing to " + number(d) + " over the window";

@@ -133,7 +133,11 @@ void collective_done(uint64_t bytes) {
 void step_done(int64_t step) {
   if (ops::armed()) ops::step_done();  // the operator profile (profile_ops): one branch when off
   Clock& c = clock();
-  if (!c.enabled || !on_training_thread(c) || c.step_start_ns == 0) return;
+  if (!c.enabled) {  // no report: the host-device syncs are counted all the same (debug on a GPU)
+    syncs::step_done();
+    return;
+  }
+  if (!on_training_thread(c) || c.step_start_ns == 0) return;
   const uint64_t now = monotonic_ns();
   if (!c.stack.empty()) {  // a step inside a phase (unusual): charge it so far
     c.phase_ns[c.stack.back()] += now - c.mark_ns;

@@ -73,7 +73,13 @@ void copy_text(char* dst, size_t size, const std::string& text) {
   std::memcpy(dst, text.data(), std::min(text.size(), size - 1));
 }
 
+thread_local const char* t_runtime_sync = nullptr;
+
 }  // namespace
+
+RuntimeSync::RuntimeSync(const char* what) : outer_(t_runtime_sync) { t_runtime_sync = what; }
+RuntimeSync::~RuntimeSync() { t_runtime_sync = outer_; }
+const char* runtime_sync() { return t_runtime_sync; }
 
 bool is_sync_warning(const c10::Warning& w) { return w.msg().find(kSyncWarningText) != std::string::npos; }
 
@@ -126,9 +132,29 @@ void SyncCounter::record(SyncSite& site, const c10::Warning& w, uint64_t step) {
                  static_cast<unsigned long long>(step), where.c_str());
 }
 
+void SyncCounter::note_runtime(const char* what, uint64_t step) {
+  SyncSite& kinds = stats_->runtime_what;
+  // A kind already noted, or no room for another.
+  if (kinds.step != 0 && (std::strstr(kinds.where, what) || strnlen(kinds.where, sizeof kinds.where) == sizeof kinds.where - 1))
+    return;
+  std::string text = kinds.text();
+  if (!text.empty()) text += "; ";
+  text += what;
+  stats_->version.fetch_add(1, std::memory_order_relaxed);  // odd: being written
+  std::atomic_thread_fence(std::memory_order_release);
+  if (kinds.step == 0) kinds.step = step;
+  copy_text(kinds.where, sizeof kinds.where, text);
+  stats_->version.fetch_add(1, std::memory_order_release);  // even: consistent
+}
+
 void SyncCounter::process(const c10::Warning& w) {
   if (!is_sync_warning(w)) {
     if (next_) next_->process(w);
+    return;
+  }
+  if (const char* what = runtime_sync()) {
+    runtime_in_step_.fetch_add(1, std::memory_order_relaxed);
+    note_runtime(what, stats_->steps + 1);
     return;
   }
   in_step_.fetch_add(1, std::memory_order_relaxed);
@@ -140,13 +166,19 @@ void SyncCounter::process(const c10::Warning& w) {
 
 void SyncCounter::step_done() {
   const uint64_t n = in_step_.exchange(0, std::memory_order_relaxed);
+  const uint64_t rn = runtime_in_step_.exchange(0, std::memory_order_relaxed);
   SyncStats& s = *stats_;
   s.version.fetch_add(1, std::memory_order_relaxed);  // odd: being written
   std::atomic_thread_fence(std::memory_order_release);
   s.per_step[s.steps % kRingSteps] = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
+  s.runtime_per_step[s.steps % kRingSteps] = static_cast<uint32_t>(std::min<uint64_t>(rn, UINT32_MAX));
   ++s.steps;
   s.syncs += n;
-  if (s.steps == static_cast<uint64_t>(kWarmupSteps)) s.syncs_at_warmup = s.syncs;
+  s.runtime_syncs += rn;
+  if (s.steps == static_cast<uint64_t>(kWarmupSteps)) {
+    s.syncs_at_warmup = s.syncs;
+    s.runtime_syncs_at_warmup = s.runtime_syncs;
+  }
   s.version.fetch_add(1, std::memory_order_release);  // even: consistent
 }
 

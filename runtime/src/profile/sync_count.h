@@ -8,6 +8,18 @@
 // that was there before. The counts go to the rank's syncs-<rank> file (status/sync_stats.h), and
 // `xlaunch run`'s report prints them with the advice to remove them.
 //
+// Some syncs are the runtime's own, made where it must read a device value on the host: fp16 loss
+// scaling's inf/NaN check (GradScaler::step), the norm clip_grad_norm_ returns as a number, the
+// num_items tensors' sum read once per window (acc.backward(loss_sum, num_items)). Each is made
+// inside a RuntimeSync, and counted apart (SyncStats' runtime_ fields): the report says what they
+// are instead of telling the user to remove them. (The reducer's control word waits on a CUDA
+// event a step old, which c10 does not report as a sync.)
+//
+// Syncs in backward: the autograd engine runs a CUDA backward's nodes on its device thread, under
+// a handler that keeps their warnings, and replays them on the thread that called backward once it
+// is done (torch/csrc/autograd/engine.cpp, Engine::execute). They are counted there, in the step of
+// that backward, and their place is the replay's: the engine's frames called from the backward.
+//
 // c10's warning handlers are per thread: the synchronising calls of other threads (loader workers,
 // a communication thread) are not counted, and c10 prints its warning for each of them.
 #pragma once
@@ -28,6 +40,24 @@ inline constexpr const char* kSyncWarningText = "called a synchronizing CUDA ope
 // Whether `w` is c10's sync debug warning.
 bool is_sync_warning(const c10::Warning& w);
 
+// Marks, on this thread, the syncs the runtime itself makes until it goes out of scope: a sync
+// warning raised inside is counted as the runtime's, under `what` (a literal: what the sync is, and
+// the setting that avoids it where one does). Nested scopes: the innermost names it. Always
+// constructed, counting or not: two thread-local stores.
+class RuntimeSync {
+ public:
+  explicit RuntimeSync(const char* what);
+  ~RuntimeSync();
+  RuntimeSync(const RuntimeSync&) = delete;
+  RuntimeSync& operator=(const RuntimeSync&) = delete;
+
+ private:
+  const char* outer_;
+};
+
+// The innermost RuntimeSync's `what` on this thread; null outside any.
+const char* runtime_sync();
+
 // Where a synchronising call came from, from c10::get_backtrace's text (lines "frame #N: SYMBOL +
 // 0xOFF (0xADDR in MODULE)", innermost first): the outermost ATen operator of the frames in
 // LibTorch's libraries (libtorch*, libc10*), such as "at::_ops::item::call", or their outermost
@@ -42,7 +72,8 @@ class SyncCounter final : public c10::WarningHandler {
   // Prints the first sync after the warm-up when `announce` (rank 0).
   SyncCounter(SyncStats* stats, c10::WarningHandler* next, bool announce);
 
-  // A sync warning: counted in the step in progress; the first of the run and the first after
+  // A sync warning: counted in the step in progress, as the runtime's inside a RuntimeSync (a new
+  // kind's `what` noted), else as the training loop's; the loop's first of the run and first after
   // the warm-up also record where they came from (a backtrace, symbolised: some milliseconds,
   // twice per run). Any other warning: to `next`.
   void process(const c10::Warning& w) override;
@@ -54,11 +85,13 @@ class SyncCounter final : public c10::WarningHandler {
 
  private:
   void record(SyncSite& site, const c10::Warning& w, uint64_t step);
+  void note_runtime(const char* what, uint64_t step);
 
   SyncStats* stats_;
   c10::WarningHandler* next_;
   bool announce_;
-  std::atomic<uint64_t> in_step_{0};  // syncs of the step in progress
+  std::atomic<uint64_t> in_step_{0};          // the loop's syncs of the step in progress
+  std::atomic<uint64_t> runtime_in_step_{0};  // the runtime's
 };
 
 // Turns counting on for this process: c10's CUDA sync debug mode at warning level, and a

@@ -58,6 +58,7 @@ std::optional<profile::SyncStats> read_sync_stats_file(const std::string& dir, i
   if (out) {
     out->first.where[sizeof out->first.where - 1] = '\0';
     out->first_after_warmup.where[sizeof out->first_after_warmup.where - 1] = '\0';
+    out->runtime_what.where[sizeof out->runtime_what.where - 1] = '\0';
   }
   return out;
 }

@@ -18,7 +18,8 @@
 
 namespace xlaunch::profile {
 
-inline constexpr uint64_t kSyncStatsMagic = 0x3173636e'79736c78ull;  // "xlsyncs1"
+// "xlsyncs2": version 2 counts the runtime's own syncs apart (the runtime_ fields).
+inline constexpr uint64_t kSyncStatsMagic = 0x3273636e'79736c78ull;
 
 // Where one synchronising call came from: the operator and the caller (sync_count.h's
 // describe_sync_site), and the optimizer step it happened in (1-based: the step in progress, so a
@@ -42,6 +43,9 @@ struct SyncStats {
     std::memcpy(per_step, o.per_step, sizeof per_step);
     first = o.first;
     first_after_warmup = o.first_after_warmup;
+    runtime_syncs = o.runtime_syncs, runtime_syncs_at_warmup = o.runtime_syncs_at_warmup;
+    runtime_what = o.runtime_what;
+    std::memcpy(runtime_per_step, o.runtime_per_step, sizeof runtime_per_step);
     return *this;
   }
 
@@ -50,11 +54,20 @@ struct SyncStats {
   int32_t reserved = 0;               // explicit padding: the file's layout has no hidden bytes
   std::atomic<uint64_t> version{0};   // odd while the rank updates what follows (a sequence lock)
   uint64_t steps = 0;                 // optimizer steps ended while counting (those of stats-<rank>)
-  uint64_t syncs = 0;                 // synchronising calls of the training thread in those steps
+  uint64_t syncs = 0;                 // synchronising calls of the training thread in those steps,
+                                      // the runtime's own (below) not among them
   uint64_t syncs_at_warmup = 0;       // `syncs` when step kWarmupSteps ended
   uint32_t per_step[kRingSteps] = {}; // step i (from 0) at per_step[i % kRingSteps]
   SyncSite first;                     // the run's first synchronising call
   SyncSite first_after_warmup;        // the first in a step after step kWarmupSteps
+  // The syncs the runtime itself makes, where it must (fp16 loss scaling's inf/NaN check, ...:
+  // sync_count.h's RuntimeSync), counted as the training loop's are above and never among them.
+  uint64_t runtime_syncs = 0;
+  uint64_t runtime_syncs_at_warmup = 0;
+  // step: the step of the runtime's first; where: what each kind is (RuntimeSync's `what`), in the
+  // order first seen, joined by "; " (cut at the buffer's end).
+  SyncSite runtime_what;
+  uint32_t runtime_per_step[kRingSteps] = {};
 };
 
 }  // namespace xlaunch::profile
