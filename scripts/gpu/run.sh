@@ -185,7 +185,7 @@ if [ $cpu_only = 0 ]; then
     part loader_cuda 120 "$B/bin/loader_test" --gtest_filter='LoaderCuda.*:-LoaderCuda.AskingForCudaWithoutAGpuSaysWhy'
     part env_pool_cuda 60 "$B/bin/env_pool_test" --gtest_filter='EnvPoolCuda.*'
     # Issue 29: one loss.item() per step under debug: true counted as 1 per step; deterministic: true on the GPU.
-    part sync_count_cuda 120 bash "$B/sync_check.sh" "$B/bin/sync_count_job" &&
+    part sync_count_cuda 240 bash "$B/sync_check.sh" "$B/bin/sync_count_job" &&
       grep -E '^(PASS|NOTE)' "$LOGS/sync_count_cuda.log" | sed 's/^/  /' | tee -a "$SUMMARY"
     # Issue 29: the augmentation pipeline on the GPU equals the CPU's (the same drawn parameters).
     part augment_cuda 120 "$B/bin/augment_cuda_test"
