@@ -227,8 +227,10 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
   check(c.timeout_s >= 0, "timeout_s", q(c.timeout_s), "an integer >= 0 (seconds; 0 turns the watchdog off)",
         "a few minutes is usual: the longest a healthy collective may go without progress");
   check(c.trace_steps >= 1 && c.trace_steps <= 100000, "trace_steps", q(c.trace_steps), "an integer from 1 to 100000");
-  check(c.profile_ops >= 0 && c.profile_ops <= 100000, "profile_ops", q(c.profile_ops),
-        "an integer from 0 to 100000 (optimizer steps profiled after the warm-up; 0: none)");
+  check(c.profile_ops >= 0 && c.profile_ops <= 1000, "profile_ops", q(c.profile_ops),
+        "an integer from 0 to 1000 (optimizer steps profiled after the warm-up; 0: none)",
+        "the profiler keeps every event of every profiled step in memory until the last: a few steps (5-20) "
+        "make the table");
   check(!(c.deterministic && c.cudnn_benchmark), "cudnn_benchmark", "true with deterministic: true",
         "false when deterministic is true",
         "cuDNN's autotuner picks algorithms by timing them, so results change from run to run; drop one of the two");

@@ -213,9 +213,11 @@ Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicato
   if (device_.is_cuda()) profile::device::set_device(device_.index());  // phases timed on the GPU too
   // The report finds this rank's GPU among NVML's by its PCI bus id (docs/performance.md).
   if (device_.is_cuda()) profile::publish_cuda_device(device_.index());
-  if (options_.profile_ops < 0)
-    throw UsageError("profile_ops must be >= 0 (got " + std::to_string(options_.profile_ops) +
-                     "): the optimizer steps to profile operator by operator after the warm-up; 0 turns it off");
+  if (options_.profile_ops < 0 || options_.profile_ops > profile::ops::kMaxSteps)
+    throw UsageError("profile_ops must be from 0 to " + std::to_string(profile::ops::kMaxSteps) + " (got " +
+                     std::to_string(options_.profile_ops) +
+                     "): the optimizer steps to profile operator by operator after the warm-up, 0 turns it off; the "
+                     "profiler keeps every event in memory until the last, so a few steps are what to ask for");
   profile::ops::arm({options_.profile_ops, options_.record_shapes, device_.is_cuda(), env::get_string(env::kStatusDir), rank_});
   if (needs_grad_scaler(mixed_precision_)) scaler_ = std::make_unique<GradScaler>(options_.scaler, communicator(device_), device_);
   if (device_.is_cpu()) {
@@ -227,7 +229,8 @@ Accelerator::Accelerator(AcceleratorOptions options, std::shared_ptr<Communicato
   }
 }
 
-Accelerator::~Accelerator() = default;
+// A run that ends (or throws) before its profile_ops steps: the profiler stops here, with what it has.
+Accelerator::~Accelerator() { profile::ops::finish(); }
 
 std::shared_ptr<Communicator> Accelerator::communicator(const at::Device& device) {
   if (device.is_cpu()) return cpu_comm_;

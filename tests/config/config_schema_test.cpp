@@ -162,6 +162,11 @@ TEST(ConfigToolbox, ProfileAndCudnnKeys) {
   auto e = error_of("profile_ops: -1\n");
   EXPECT_EQ(e.key, "profile_ops");
   EXPECT_EQ(e.found, "'-1'");
+  EXPECT_TRUE(parse_config("profile_ops: 1000\n", "t").config.profile_ops == 1000);
+  e = error_of("profile_ops: 1001\n");
+  EXPECT_EQ(e.key, "profile_ops");
+  EXPECT_EQ(e.allowed, "an integer from 0 to 1000 (optimizer steps profiled after the warm-up; 0: none)");
+  EXPECT_TRUE(contains(e.hint, "every event")) << "why there is a cap: " << e.hint;
   e = error_of("deterministic: true\ncudnn_benchmark: true\n");
   EXPECT_EQ(e.key, "cudnn_benchmark");
   EXPECT_TRUE(contains(e.hint, "drop one of the two")) << e.hint;

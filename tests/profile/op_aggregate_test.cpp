@@ -1,7 +1,8 @@
 // The operator profile's sums (runtime/src/profile/op_profile.h's aggregate) on literal events,
 // each case worked out by hand from torch.profiler's rules (profiler_util.py): self time is the
 // duration minus the children's on the same thread; an only child of the same name merges into its
-// parent; async events are nobody's parent; kernels are their operator's self CUDA time; the share
+// parent; async events are nobody's parent; kernels are their operator's self CUDA time, or rows of
+// their own when no operator launched them; the share
 // is of all self CPU (or all kernel) time. op_profile_reference_test compares real profiles with
 // torch.profiler itself.
 #include <gtest/gtest.h>
@@ -133,11 +134,43 @@ TEST(OpAggregate, KernelsAreTheirOperatorsSelfCudaTime) {
   EXPECT_EQ(rows.at("aten::mm").self_cuda_ns, 60);
   EXPECT_EQ(rows.at("aten::add").self_cuda_ns, 30);
   EXPECT_EQ(rows.at("cudaLaunchKernel").self_cpu_ns, 10);
-  EXPECT_EQ(rows.count("gemm"), 0u) << "kernels are no rows of their own";
+  EXPECT_EQ(rows.count("gemm"), 0u) << "a kernel its operator launched is no row of its own";
   EXPECT_EQ(p.device_total_ns, 90);
   EXPECT_DOUBLE_EQ(rows.at("aten::mm").share, 60.0 / 90.0);
   EXPECT_EQ(p.rows[0].name, "aten::mm") << "ranked by self CUDA time on a GPU";
   EXPECT_EQ(p.rows[1].name, "aten::add");
+}
+
+TEST(OpAggregate, KernelsNoOperatorLaunchedAreRowsOfTheirOwn) {
+  // NCCL's kernels, launched from the communication thread, which the profiler does not follow:
+  // they link to no operator event (0, or an id no profiled operator has).
+  ops::Event mm = ev("aten::mm", 0, 50), gemm = ev("gemm", 60, 100), ar1 = ev("ncclAllReduce", 100, 300),
+             ar2 = ev("ncclAllReduce", 400, 650), bcast = ev("ncclBroadcast", 700, 710);
+  mm.correlation = 3;
+  gemm.linked_correlation = 3;
+  ar2.linked_correlation = 99;
+  for (ops::Event* k : {&gemm, &ar1, &ar2, &bcast}) k->on_device = true;
+  for (bool by_shapes : {false, true}) {
+    const auto p = ops::aggregate({mm, gemm, ar1, ar2, bcast}, by_shapes, true);
+    const auto rows = by_name(p);
+    ASSERT_EQ(p.rows.size(), 3u) << "aten::mm, ncclAllReduce, ncclBroadcast; gemm is mm's";
+    EXPECT_EQ(p.device_total_ns, 40 + 200 + 250 + 10);
+    const auto& ar = rows.at("ncclAllReduce");
+    EXPECT_EQ(ar.calls, 2);
+    EXPECT_EQ(ar.self_cuda_ns, 450);
+    EXPECT_EQ(ar.self_cpu_ns, 0);
+    EXPECT_EQ(ar.cpu_total_ns, 0);
+    EXPECT_EQ(rows.at("aten::mm").self_cuda_ns, 40);
+    EXPECT_EQ(rows.at("ncclBroadcast").calls, 1);
+    // The biggest GPU cost first, and the shares add up to the whole of the kernel time.
+    EXPECT_EQ(p.rows[0].name, "ncclAllReduce");
+    EXPECT_DOUBLE_EQ(ar.share, 450.0 / 500.0);
+    double shares = 0;
+    for (const auto& r : p.rows) shares += r.share;
+    EXPECT_DOUBLE_EQ(shares, 1.0);
+    EXPECT_EQ(p.self_cpu_total_ns, 50) << "kernels have no CPU time";
+    EXPECT_EQ(p.cpu_events.size(), 1u) << "no CPU spans for kernels";
+  }
 }
 
 TEST(OpAggregate, RecordShapesGroupsByShapes) {

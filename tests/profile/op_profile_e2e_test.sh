@@ -4,7 +4,9 @@
 # after the utilization report, with its columns; report.json has both ranks' rows, each linear
 # layer's addmm 5 times (once per profiled step) with its input shapes; trace.json has each rank's
 # operator spans, with input shapes, inside that rank's profiled steps (steps 11-15) on the
-# timeline's clock, forward's aten::addmm inside the rank's forward spans. Then with profile_ops off: no table, no "operators" key.
+# timeline's clock, forward's aten::addmm inside the rank's forward spans. Then report: false with a
+# run that ends before its profiled steps do: partial tables, printed. Then with profile_ops off: no
+# table, no "operators" key.
 #   op_profile_e2e_test.sh XLAUNCH_BIN REPORT_JOB_BIN
 set -uo pipefail
 XLAUNCH=$1
@@ -68,6 +70,22 @@ for rank in (0, 1):
     names = [e for e in events if e.get("pid") == rank and e.get("ph") == "M" and e.get("tid") == 200]
     assert names and names[0]["args"]["name"].startswith("operators"), names
 PY
+
+# report: false, and a run that ends at step 13 of 11-15: the tables are printed all the same
+# (xlaunch run reads them without a report), each saying it holds 3 of the 5 steps asked for
+# (the rank stops its profiler when its Accelerator is destroyed).
+printf 'num_processes: 2\ndistributed_type: MULTI_CPU\nuse_cpu: true\nreport: false\n' > "$work/noreport.yaml"
+"$XLAUNCH" run --config_file "$work/noreport.yaml" --profile_ops 5 "$JOB" --steps 13 --hidden 64 --layers 2 \
+  --features 32 --batch 32 > "$work/partial.log" 2>&1 || fail "the job with report: false ran"
+cat "$work/partial.log"
+! grep -q "^xlaunch: utilization, steps" "$work/partial.log" && pass "report: false: no utilization report" \
+  || fail "report: false: no utilization report"
+for r in 0 1; do
+  grep -q "^xlaunch: operators of rank $r, steps 11-" "$work/partial.log" \
+    && pass "report: false: rank $r's table is printed" || fail "report: false: rank $r's table is printed"
+  grep -q "^xlaunch: operators of rank $r, steps 11-13, 3 of the 5 asked for (the rank ended first" "$work/partial.log" \
+    && pass "rank $r's partial profile says so" || fail "rank $r's partial profile says so"
+done
 
 # Off (the default): no table, no key.
 "$XLAUNCH" run --config_file "$work/job.yaml" "$JOB" --steps 30 --hidden 64 --layers 2 --features 32 --batch 32 \

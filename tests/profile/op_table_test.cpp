@@ -21,6 +21,7 @@ status::OpTable sample(int rank, bool shapes) {
   t.rank = rank;
   t.first_step = 11;
   t.steps = 5;
+  t.requested_steps = 5;
   t.record_shapes = shapes;
   t.self_cpu_total_ns = 5'000'000;
   t.rows = {{"aten::mm", shapes ? "[[64, 512], [512, 512]]" : "", 25, 2'500'000, 2'600'000, 0, 0.5},
@@ -43,6 +44,7 @@ TEST(OpTable, WrittenAndReadBackWhole) {
   ASSERT_TRUE(t);
   EXPECT_EQ(t->first_step, 11);
   EXPECT_EQ(t->steps, 5);
+  EXPECT_EQ(t->requested_steps, 5);
   EXPECT_TRUE(t->record_shapes);
   EXPECT_FALSE(t->cuda);
   ASSERT_EQ(t->rows.size(), 3u);
@@ -86,11 +88,24 @@ TEST(OpTable, PrintedWithItsColumns) {
   EXPECT_NE(status::format_op_table(sample(0, true), 3).find("[[64, 512], [512, 512]]"), std::string::npos);
 }
 
+TEST(OpTable, APartialProfileSaysHowManyStepsItCovers) {
+  status::OpTable t = sample(0, false);
+  t.steps = 3;  // the rank ended after step 13 of 11-15
+  const std::string text = status::format_op_table(t, 2);
+  EXPECT_NE(text.find("xlaunch: operators of rank 0, steps 11-13, 3 of the 5 asked for (the rank ended first; what it "
+                      "ran after step 13 counts too) (LibTorch's profiler;"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(status::format_op_table(sample(0, false), 2).find("asked for"), std::string::npos) << "whole: not said";
+  EXPECT_EQ(launcher::op_tables_json({t})[0]["requested_steps"], 5);
+  EXPECT_EQ(launcher::op_tables_json({t})[0]["steps"], 3);
+}
+
 TEST(OpTable, TheLauncherPrintsEveryRankAndNamesThoseWithout) {
   const std::string text = launcher::format_op_tables({sample(0, false), sample(2, false)}, 3, 5);
   EXPECT_NE(text.find("operators of rank 0"), std::string::npos);
   EXPECT_NE(text.find("operators of rank 2"), std::string::npos);
-  EXPECT_NE(text.find("rank 1 published no operator table: it ended before step 15"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 1 published no operator table: it ended before step 11, the first profiled"), std::string::npos) << text;
   EXPECT_EQ(launcher::format_op_tables({}, 2, 0), "") << "profile_ops off: nothing";
 }
 

@@ -208,7 +208,8 @@ void write_report_json(const std::string& dir, const JobReport& r) {
   if (fd >= 0) close(fd);
 }
 
-// The utilization report (report.h) and the timeline (timeline.h) of an attempt that ran.
+// The utilization report (report.h), the operator tables (op_table.h; printed with report: false
+// too) and the timeline (timeline.h) of an attempt that ran.
 void report_attempt(const config::LaunchConfig& c, const std::string& status_dir, const GpuSampler& gpus,
                     const JobMonitor* monitor) {
   std::vector<std::optional<profile::RankStats>> stats;
@@ -315,7 +316,8 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const std::st
       std::fprintf(stderr, "xlaunch: Open MPI %s; launching:\n", mpi_version.c_str());
       print_plan(stderr, plan);
     }
-    const bool measured = c.report || !c.trace_dir.empty();
+    // The operator tables (profile_ops) are read and printed by report_attempt too, report or not.
+    const bool measured = c.report || !c.trace_dir.empty() || c.profile_ops > 0;
     std::unique_ptr<GpuSampler> gpus = measured ? std::make_unique<GpuSampler>() : nullptr;
     std::unique_ptr<JobMonitor> monitor =
         measured ? std::make_unique<JobMonitor>(env.status_dir, c.num_processes, monitor_s, gpus.get()) : nullptr;

@@ -21,9 +21,10 @@ std::string format_op_tables(const std::vector<status::OpTable>& tables, int wor
       continue;
     }
     out += "xlaunch: rank " + std::to_string(r) + " published no operator table: it ended before step " +
-           std::to_string(profile::kWarmupSteps + profile_ops) + " (" + std::to_string(profile::kWarmupSteps) +
-           " warm-up steps, then profile_ops " + std::to_string(profile_ops) +
-           "), its profiler did not start (its warning says why), or its machine does not see the status directory\n";
+           std::to_string(profile::kWarmupSteps + 1) + ", the first profiled (after " +
+           std::to_string(profile::kWarmupSteps) + " warm-up steps; profile_ops " + std::to_string(profile_ops) +
+           "), its profiler did not start or stop (its warning says why), or its machine does not see the status "
+           "directory\n";
   }
   return out;
 }
@@ -40,7 +41,7 @@ nlohmann::ordered_json op_tables_json(const std::vector<status::OpTable>& tables
       if (t.record_shapes) row["input_shapes"] = r.shapes;
       rows.push_back(std::move(row));
     }
-    out.push_back({{"rank", t.rank}, {"first_step", t.first_step}, {"steps", t.steps}, {"device", t.cuda ? "cuda" : "cpu"},
+    out.push_back({{"rank", t.rank}, {"first_step", t.first_step}, {"steps", t.steps}, {"requested_steps", t.requested_steps}, {"device", t.cuda ? "cuda" : "cpu"},
                    {"self_cpu_total_us", us(t.self_cpu_total_ns)}, {"self_cuda_total_us", us(t.self_cuda_total_ns)},
                    {"share_of", t.cuda ? "self_cuda_total_us" : "self_cpu_total_us"}, {"rows", std::move(rows)}});
   }

@@ -24,7 +24,8 @@ std::vector<status::OpTable> read_op_tables(const std::string& status_dir, int w
 // for each rank without a table a line saying why that happens. "" when profile_ops is 0.
 std::string format_op_tables(const std::vector<status::OpTable>& tables, int world, int64_t profile_ops);
 
-// report.json's "operators": per rank {"rank", "first_step", "steps", "device", "self_cpu_total_us",
+// report.json's "operators": per rank {"rank", "first_step", "steps", "requested_steps" (profile_ops:
+// more than steps in a partial profile, status/op_table.h), "device", "self_cpu_total_us",
 // "self_cuda_total_us", "share_of", "rows": [{"name", "calls", "self_cpu_us", "cpu_total_us",
 // "self_cuda_us", "share", "input_shapes" (with record_shapes)}]}.
 nlohmann::ordered_json op_tables_json(const std::vector<status::OpTable>& tables);

@@ -102,7 +102,9 @@ struct AcceleratorOptions {
   bool cudnn_benchmark = env::default_bool(env::kCudnnBenchmark);
   bool deterministic = env::default_bool(env::kDeterministic);
   // The operator profile (docs/performance.md): LibTorch's profiler over this many optimizer steps
-  // after the warm-up, its table printed by `xlaunch run`; 0: off. record_shapes: rows per input shapes.
+  // after the warm-up (at most 1000), its table printed by `xlaunch run`; 0: off. A run that ends
+  // sooner publishes the steps it profiled when the Accelerator is destroyed. record_shapes: rows
+  // per input shapes.
   int64_t profile_ops = env::default_int(env::kProfileOps);
   bool record_shapes = env::default_bool(env::kRecordShapes);
 

@@ -26,6 +26,7 @@ bool left_out(const std::string& name) {  // profiler_util.py's _filter_name
 struct Node {
   const Event* e;
   int64_t kernel_ns = 0;  // the kernels it launched itself
+  bool claimed = false;   // a kernel: counted in the operator that launched it
   int parent = -1;
   std::vector<int> children;
   bool merged = false;     // removed by step 4: its parent of the same name stands for it
@@ -87,14 +88,19 @@ Profile aggregate(std::vector<Event> events, bool by_shapes, bool by_device) {
   for (size_t i = 0; i < events.size(); ++i)
     if (events[i].linked_correlation > 0) linked[events[i].linked_correlation].push_back(i);
   std::vector<int64_t> kernel_ns(events.size(), 0);
+  std::vector<bool> claimed(events.size(), false);  // a kernel some operator launched
   for (size_t i = 0; i < events.size(); ++i) {
     const Event& op = events[i];
     if (op.linked_correlation != 0 || !sync_cpu(op)) continue;
     const auto it = linked.find(op.correlation);
     if (it == linked.end()) continue;
     for (size_t k : it->second) {
-      if (events[k].on_device) kernel_ns[i] += duration(events[k]);
-      else events[k].thread = op.thread;
+      if (events[k].on_device) {
+        kernel_ns[i] += duration(events[k]);
+        claimed[k] = true;
+      } else {
+        events[k].thread = op.thread;
+      }
     }
   }
 
@@ -106,7 +112,7 @@ Profile aggregate(std::vector<Event> events, bool by_shapes, bool by_device) {
   });
   std::vector<Node> nodes;
   nodes.reserve(order.size());
-  for (size_t i : order) nodes.push_back(Node{&events[i], kernel_ns[i], -1, {}, false});
+  for (size_t i : order) nodes.push_back(Node{&events[i], kernel_ns[i], claimed[i], -1, {}, false});
   build_tree(nodes);
   merge_duplicates(nodes);
 
@@ -116,8 +122,22 @@ Profile aggregate(std::vector<Event> events, bool by_shapes, bool by_device) {
   for (const Node& n : nodes) {
     if (n.merged) continue;
     const Event& e = *n.e;
+    const auto row = [&](const std::string& shapes) -> status::OpRow& {
+      auto [it, added] = row_of.emplace(std::make_pair(e.name, shapes), out.rows.size());
+      if (added) out.rows.push_back({e.name, shapes});
+      return out.rows[it->second];
+    };
     if (e.on_device) {
-      if (!e.async) out.device_total_ns += duration(e);
+      if (e.async) continue;
+      out.device_total_ns += duration(e);
+      // A kernel no profiled operator launched (NCCL's, from xlaunch's communication thread, say):
+      // a row of its own, as torch.profiler shows it, so that the shares add up and the device
+      // time it takes does not vanish from the table.
+      if (!n.claimed) {
+        status::OpRow& r = row("");
+        ++r.calls;
+        r.self_cuda_ns += duration(e);
+      }
       continue;
     }
     int64_t self = 0, self_kernels = 0;
@@ -126,14 +146,11 @@ Profile aggregate(std::vector<Event> events, bool by_shapes, bool by_device) {
       for (int c : n.children) self -= duration(*nodes[c].e);
       self_kernels = n.kernel_ns;
     }
-    const auto key = std::make_pair(e.name, by_shapes ? e.shapes : std::string());
-    auto [it, added] = row_of.emplace(key, out.rows.size());
-    if (added) out.rows.push_back({e.name, key.second});
-    status::OpRow& row = out.rows[it->second];
-    ++row.calls;
-    row.self_cpu_ns += self;
-    row.cpu_total_ns += duration(e);
-    row.self_cuda_ns += self_kernels;
+    status::OpRow& r = row(by_shapes ? e.shapes : std::string());
+    ++r.calls;
+    r.self_cpu_ns += self;
+    r.cpu_total_ns += duration(e);
+    r.self_cuda_ns += self_kernels;
     out.self_cpu_total_ns += self;
     out.cpu_events.push_back(e);
   }

@@ -3,6 +3,7 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <thread>
@@ -86,12 +87,13 @@ void add_spans(const Profile& p, status::OpTable& t) {
   }
 }
 
-void publish(const Settings& s, const ap::ProfilerResult& result) {
+void publish(const Settings& s, int64_t steps, const ap::ProfilerResult& result) {
   Profile p = aggregate(events_of(result, s.record_shapes), s.record_shapes, s.cuda);
   status::OpTable t;
   t.rank = s.rank;
   t.first_step = kWarmupSteps + 1;
-  t.steps = s.steps;
+  t.steps = steps;
+  t.requested_steps = s.steps;
   t.cuda = s.cuda;
   t.record_shapes = s.record_shapes;
   t.self_cpu_total_ns = p.self_cpu_total_ns;
@@ -107,11 +109,19 @@ void publish(const Settings& s, const ap::ProfilerResult& result) {
                why.c_str(), status::format_op_table(t, kPrintedRows).c_str());
 }
 
+void finish_at_exit() { finish(); }
+
 void start(State& st) {
   try {
     ap::prepareProfiler(config(st.settings), activities(st.settings));
     ap::enableProfiler(config(st.settings), activities(st.settings));
     st.running = true;
+    // After the profiler's start: what it set up is torn down after this runs.
+    static const bool at_exit = std::atexit(finish_at_exit) == 0;
+    if (!at_exit)
+      std::fprintf(stderr, "xlaunch: warning: rank %d: no exit handler for the operator profile: a process that exits "
+                           "without destroying its Accelerator before step %lld publishes no table\n",
+                   st.settings.rank, static_cast<long long>(kWarmupSteps + st.settings.steps));
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "xlaunch: warning: rank %d: LibTorch's profiler did not start, so no operator table (profile_ops): %s\n",
                  st.settings.rank, e.what_without_backtrace());
@@ -124,7 +134,16 @@ void stop(State& st) {
   st.running = false;
 #if XLAUNCH_HAVE_CUDA
   // The last steps' kernels end on the device first: as torch.profiler does on leaving its `with`.
-  if (st.settings.cuda) XLAUNCH_CHECK_CUDA(cudaDeviceSynchronize());
+  // A failed sync (a run ending on a CUDA error) still stops the profiler, below; the error comes
+  // back from the run's next CUDA call.
+  if (st.settings.cuda) {
+    try {
+      XLAUNCH_CHECK_CUDA(cudaDeviceSynchronize());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "xlaunch: warning: rank %d: the device did not finish before the operator profile stopped, "
+                           "so its last kernels may be missing: %s\n", st.settings.rank, e.what());
+    }
+  }
 #endif
   std::unique_ptr<ap::ProfilerResult> result;
   try {
@@ -134,7 +153,8 @@ void stop(State& st) {
                  st.settings.rank, e.what_without_backtrace());
     return;
   }
-  if (result) publish(st.settings, *result);
+  const int64_t profiled = st.steps - kWarmupSteps;  // N, or fewer when the rank ended first
+  if (result && profiled > 0) publish(st.settings, profiled, *result);
 }
 
 }  // namespace
@@ -154,6 +174,17 @@ void step_done() {
   ++st.steps;
   if (st.steps == kWarmupSteps) start(st);
   else if (st.running && st.steps == kWarmupSteps + st.settings.steps) stop(st);
+}
+
+void finish() noexcept {
+  State& st = state();
+  if (!st.running || st.owner != std::this_thread::get_id()) return;
+  try {
+    stop(st);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xlaunch: warning: rank %d: the operator profile, stopped at the end of the run, is not published: %s\n",
+                 st.settings.rank, e.what());
+  }
 }
 
 }  // namespace xlaunch::profile::ops

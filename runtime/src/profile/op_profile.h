@@ -6,7 +6,8 @@
 // timeline (--trace) every operator call as a span, in its status directory
 // (xlaunch/status/op_table.h), for `xlaunch run` to print, to put in report.json and in the merged
 // timeline. A process without a status directory (started by hand), or that cannot write there,
-// prints its table to stderr itself.
+// prints its table to stderr itself. A rank that ends before its N steps publishes the steps it
+// profiled (finish, below).
 //
 // The profiled steps run slower (the profiler records every operator; on a GPU the rank waits for
 // the device once, at the end): they count in the utilization report like any step. Off (N = 0):
@@ -21,6 +22,10 @@
 
 namespace xlaunch::profile::ops {
 
+// The most steps profile_ops may ask for (the config's check says the same): LibTorch's profiler
+// keeps every event of every profiled step in memory until it stops.
+inline constexpr int64_t kMaxSteps = 1000;
+
 struct Settings {
   int64_t steps = 0;           // N: optimizer steps profiled; 0: off
   bool record_shapes = false;  // record the inputs' shapes: rows per (operator, shapes), shapes on the spans
@@ -31,7 +36,7 @@ struct Settings {
 };
 
 // Arms the profile (the Accelerator's constructor, from its options). The first call with steps > 0
-// counts; later ones change nothing. Requires steps >= 0.
+// counts; later ones change nothing. Requires 0 <= steps <= kMaxSteps.
 void arm(const Settings& s);
 
 namespace detail {
@@ -39,9 +44,20 @@ inline bool armed = false;  // a profile is to come or running (set by arm, clea
 }
 inline bool armed() { return detail::armed; }
 
-// An optimizer step ended (step_clock.h's step_done, on the training thread, when armed()): the
-// profiler starts after the warm-up's last step and stops, aggregates and publishes after N more.
+// An optimizer step ended (step_clock.h's step_done, on the training thread, when armed(), after
+// the step's stats are published and before the next step's clock starts, so that stopping the
+// profile is in no step's time): the profiler starts after the warm-up's last step and stops,
+// aggregates and publishes after N more.
 void step_done();
+
+// The run ends (the Accelerator's destructor; and at exit, registered when the profiler starts, for
+// a process that exits without destroying it): a profiler still running, the rank having ended (or
+// thrown) before its N steps, is stopped and its partial profile published: the N' < N steps it
+// covers, and what the rank ran after the last of them. N' = 0 (the rank never ended step
+// kWarmupSteps + 1): stopped, nothing published. Only the thread that steps can stop it (LibTorch's
+// profiler state is that thread's); on another thread, or when nothing runs, nothing happens. Never
+// throws: a failure is a warning.
+void finish() noexcept;
 
 // One of Kineto's events, as torch.profiler's _parse_kineto_results reads it.
 struct Event {
@@ -70,8 +86,10 @@ struct Profile {
 //     (sorted by start, longer first); async events have no parent and no children;
 //  4. an event that is the only child of an event of the same name is merged into its parent;
 //  5. self CPU = duration - the children's durations; rows group by name (and shapes when
-//     by_shapes) and add up calls, self and total times. Kernels are not rows of their own
-//     (they are the operators' self CUDA time) but count in device_total_ns;
+//     by_shapes) and add up calls, self and total times. A kernel an operator launched is no row
+//     of its own (it is that operator's self CUDA time); one no profiled operator launched (NCCL's,
+//     from xlaunch's communication thread) is a row per kernel name, as in torch.profiler's table:
+//     calls = its launches, self CUDA = its time, CPU times 0. Every kernel counts in device_total_ns;
 //  6. share = self CPU / self_cpu_total_ns, or with by_device self CUDA / device_total_ns.
 Profile aggregate(std::vector<Event> events, bool by_shapes, bool by_device);
 

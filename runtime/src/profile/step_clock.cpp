@@ -131,13 +131,12 @@ void collective_done(uint64_t bytes) {
 }
 
 void step_done(int64_t step) {
-  if (ops::armed()) ops::step_done();  // the operator profile (profile_ops): one branch when off
   Clock& c = clock();
-  if (!c.enabled) {  // no report: the host-device syncs are counted all the same (debug on a GPU)
-    syncs::step_done();
+  if (!c.enabled || !on_training_thread(c) || c.step_start_ns == 0) {
+    if (!c.enabled) syncs::step_done();  // no report: the host-device syncs are counted all the same (debug on a GPU)
+    if (ops::armed()) ops::step_done();  // the operator profile (profile_ops): one branch when off
     return;
   }
-  if (!on_training_thread(c) || c.step_start_ns == 0) return;
   const uint64_t now = monotonic_ns();
   if (!c.stack.empty()) {  // a step inside a phase (unusual): charge it so far
     c.phase_ns[c.stack.back()] += now - c.mark_ns;
@@ -175,7 +174,12 @@ void step_done(int64_t step) {
   trace::set_step(step);
   std::memset(c.phase_ns, 0, sizeof c.phase_ns);
   c.samples = 0;
-  c.step_start_ns = now;
+  // The operator profile starts or stops here, between two steps: stopping it (a device sync, the
+  // aggregation, a file written) is in neither this step, published above, nor the next, whose
+  // clock starts after it. One branch when off, and then the next step starts at `now`.
+  const uint64_t next = ops::armed() ? (ops::step_done(), monotonic_ns()) : now;
+  if (!c.stack.empty()) c.mark_ns = next;  // nor in the phase the step ended in
+  c.step_start_ns = next;
   c.step_start_real_ns = realtime_ns();
 }
 

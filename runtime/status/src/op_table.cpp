@@ -24,7 +24,7 @@ json to_json(const OpTable& t) {
   for (const auto& [tid, name] : t.threads) threads.push_back({{"tid", tid}, {"name", name}});
   for (const OpSpan& s : t.spans)
     spans.push_back({{"tid", s.tid}, {"name", s.name}, {"start_ns", s.start_ns}, {"dur_ns", s.dur_ns}, {"shapes", s.shapes}});
-  return {{"rank", t.rank}, {"first_step", t.first_step}, {"steps", t.steps}, {"device", t.cuda ? "cuda" : "cpu"},
+  return {{"rank", t.rank}, {"first_step", t.first_step}, {"steps", t.steps}, {"requested_steps", t.requested_steps}, {"device", t.cuda ? "cuda" : "cpu"},
           {"record_shapes", t.record_shapes}, {"self_cpu_total_ns", t.self_cpu_total_ns},
           {"self_cuda_total_ns", t.self_cuda_total_ns}, {"rows", rows}, {"threads", threads}, {"spans", spans}};
 }
@@ -34,6 +34,7 @@ OpTable from_json(const json& j) {  // throws json::exception on a field that is
   t.rank = j.at("rank").get<int>();
   t.first_step = j.at("first_step").get<int64_t>();
   t.steps = j.at("steps").get<int64_t>();
+  t.requested_steps = j.at("requested_steps").get<int64_t>();
   t.cuda = j.at("device").get<std::string>() == "cuda";
   t.record_shapes = j.at("record_shapes").get<bool>();
   t.self_cpu_total_ns = j.at("self_cpu_total_ns").get<int64_t>();
@@ -72,7 +73,13 @@ std::string format_op_table(const OpTable& t, size_t max_rows) {
   for (size_t i = 0; i < n; ++i) width = std::max(width, fitted(t.rows[i].name, kNameWidth).size());
   char line[512];
   std::string out = "xlaunch: operators of rank " + std::to_string(t.rank) + ", steps " + std::to_string(t.first_step) +
-                    "-" + std::to_string(t.first_step + t.steps - 1) + " (LibTorch's profiler; share of " +
+                    "-" + std::to_string(t.first_step + t.steps - 1) +
+                    (t.steps < t.requested_steps ? ", " + std::to_string(t.steps) + " of the " +
+                                                       std::to_string(t.requested_steps) +
+                                                       " asked for (the rank ended first; what it ran after step " +
+                                                       std::to_string(t.first_step + t.steps - 1) + " counts too)"
+                                                 : std::string()) +
+                    " (LibTorch's profiler; share of " +
                     (t.cuda ? "all kernel time " + format_time(t.self_cuda_total_ns)
                             : "all self CPU time " + format_time(t.self_cpu_total_ns)) +
                     "):\n";

@@ -1,9 +1,9 @@
 // ops-<R>.json in the status directory (status_dir.h): rank R's operator profile (`profile_ops: N`,
 // docs/performance.md). The rank (runtime/src/profile/op_profile.h) writes it once, when its N
-// profiled steps end; `xlaunch run` reads it after the job for the operator table it prints, for
+// profiled steps end or, having profiled fewer, when it ends; `xlaunch run` reads it after the job for the operator table it prints, for
 // report.json and, with --trace, for the operator spans of the merged timeline
 // (launcher/src/observe/op_table.h). JSON, through nlohmann/json:
-//   {"rank": 0, "first_step": 11, "steps": 5, "device": "cpu", "record_shapes": false,
+//   {"rank": 0, "first_step": 11, "steps": 5, "requested_steps": 5, "device": "cpu", "record_shapes": false,
 //    "self_cpu_total_ns": 5831000, "self_cuda_total_ns": 0,
 //    "rows": [{"name": "aten::mm", "shapes": "", "calls": 25, "self_cpu_ns": 2422000,
 //              "cpu_total_ns": 2424000, "self_cuda_ns": 0, "share": 0.415}, ...],
@@ -43,6 +43,9 @@ struct OpSpan {
 struct OpTable {
   int rank = 0;
   int64_t first_step = 0, steps = 0;  // the optimizer steps profiled: first_step .. first_step + steps - 1 (1-based)
+  // profile_ops, the steps asked for: more than `steps` when the rank ended (or its Accelerator was
+  // destroyed) first. Such a partial profile holds what the rank ran after its last step too.
+  int64_t requested_steps = 0;
   bool cuda = false;                  // a GPU rank: rows ranked by self CUDA time, share of kernel time
   bool record_shapes = false;         // rows per (operator, input shapes)
   int64_t self_cpu_total_ns = 0;      // every operator's self CPU time: the profiled steps' operator time
@@ -62,7 +65,7 @@ inline constexpr int kOpThread0 = 200;
 bool write_op_table(const std::string& dir, const OpTable& table, std::string* why);
 
 // The table as `xlaunch run` prints it (a rank without a status directory prints it itself): a
-// heading naming the rank and the steps, then the first max_rows rows, each a line "xlaunch:   "
+// heading naming the rank and the steps (and how many were asked for, when fewer), then the first max_rows rows, each a line "xlaunch:   "
 // name, calls, self CPU, CPU total, self CUDA, share (and the shapes with record_shapes); times in
 // us, ms or s as torch.profiler's table writes them.
 std::string format_op_table(const OpTable& table, size_t max_rows);
