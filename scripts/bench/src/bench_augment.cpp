@@ -1,7 +1,7 @@
 // xlaunch's side of scripts/bench/augment.sh: samples per second of the guide's augmentation
 // pipeline, an augment::Sequential on one CPU batch.
 //
-//   bench_augment --batch B --size S --threads T --seconds X [--per_transform] [--colour_aten]
+//   bench_augment --batch B --size S --threads T --seconds X [--per_transform] [--colour_aten] [--grid_path]
 //       prints: xlaunch_samples_per_s=X
 //       and with --per_transform one line per transform alone: transform=NAME xlaunch_samples_per_s=X
 //
@@ -14,6 +14,8 @@
 // key (ids i*B .. i*B + B-1 of call i), so the draws are counted too. After one warm-up call,
 // calls are timed until X seconds have passed (at least two). --colour_aten: ColorJitter through
 // its batched ATen steps instead of the fused CPU loop (what the fused loop is measured against).
+// --grid_path: the geometric transforms through the grid path other devices take (ATen's
+// affine_grid_generator and grid_sampler_2d) instead of the CPU warp kernel.
 #include <ATen/Parallel.h>
 #include <ATen/ops/rand.h>
 
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "augment/colour_kernels.h"
+#include "augment/warp.h"
 #include "xlaunch/augment.h"
 
 namespace {
@@ -38,6 +41,7 @@ struct Args {
   double seconds = 2;
   bool per_transform = false;
   bool colour_aten = false;
+  bool grid_path = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -57,6 +61,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--seconds") a.seconds = std::atof(value().c_str());
     else if (k == "--per_transform") a.per_transform = true;
     else if (k == "--colour_aten") a.colour_aten = true;
+    else if (k == "--grid_path") a.grid_path = true;
     else {
       std::fprintf(stderr, "bench_augment: unknown argument %s\n", k.c_str());
       std::exit(2);
@@ -117,6 +122,7 @@ double samples_per_s(const aug::Sequential& pipeline, const Args& a) {
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
+  aug::detail::force_grid_path = a.grid_path;
   try {
     at::set_num_threads(a.threads);
     const std::vector<std::shared_ptr<aug::Transform>> transforms = guide_pipeline(a.colour_aten);
