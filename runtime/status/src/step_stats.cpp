@@ -10,6 +10,7 @@
 #include <new>
 #include <type_traits>
 
+#include "seqlock_read.h"
 #include "xlaunch/status/private_files.h"
 
 namespace xlaunch::status {
@@ -52,26 +53,15 @@ std::optional<profile::RankStats> read_stats_file(const std::string& dir, int ra
   }
   if (!p) return std::nullopt;
   const auto* live = static_cast<const profile::RankStats*>(p);
-  std::optional<profile::RankStats> out;
-  for (int attempt = 0; attempt < 100 && !out; ++attempt) {
-    const uint64_t v0 = live->version.load(std::memory_order_acquire);
-    if (v0 % 2 == 1) {
-      usleep(100);
-      continue;
-    }
-    out.emplace();
-    // Member by member up to what the file holds (a format 3 file ends where zero begins, 2 at gpu_bus_id).
-    std::memcpy(reinterpret_cast<char*>(&*out) + offsetof(profile::RankStats, start_ns),
+  // Member by member up to what the file holds (a format 3 file ends where zero begins, 2 at gpu_bus_id).
+  std::optional<profile::RankStats> out = read_seqlocked(*live, [&](profile::RankStats& o) {
+    std::memcpy(reinterpret_cast<char*>(&o) + offsetof(profile::RankStats, start_ns),
                 static_cast<const char*>(p) + offsetof(profile::RankStats, start_ns),
                 bytes - offsetof(profile::RankStats, start_ns));
-    out->magic = live->magic;
-    out->rank = live->rank, out->world = live->world, out->pid = live->pid, out->local_rank = live->local_rank;
-    std::memcpy(out->host, live->host, sizeof out->host);
-    // Checked below: a copy made while the rank wrote is taken again.
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (live->version.load(std::memory_order_relaxed) != v0) out.reset();
-    else out->version.store(v0, std::memory_order_relaxed);
-  }
+    o.magic = live->magic;
+    o.rank = live->rank, o.world = live->world, o.pid = live->pid, o.local_rank = live->local_rank;
+    std::memcpy(o.host, live->host, sizeof o.host);
+  });
   munmap(const_cast<void*>(p), bytes);
   if (out && (out->magic != magic || out->rank != rank)) out.reset();
   if (out) out->gpu_bus_id[sizeof out->gpu_bus_id - 1] = '\0';

@@ -7,6 +7,7 @@
 #include <new>
 #include <type_traits>
 
+#include "seqlock_read.h"
 #include "xlaunch/status/private_files.h"
 
 namespace xlaunch::status {
@@ -37,22 +38,12 @@ std::optional<profile::SyncStats> read_sync_stats_file(const std::string& dir, i
   if (!p) return std::nullopt;
   const auto* live = static_cast<const profile::SyncStats*>(p);
   constexpr size_t kBody = offsetof(profile::SyncStats, steps);  // what the sequence lock guards
-  std::optional<profile::SyncStats> out;
-  for (int attempt = 0; attempt < 100 && !out; ++attempt) {
-    const uint64_t v0 = live->version.load(std::memory_order_acquire);
-    if (v0 % 2 == 1) {
-      usleep(100);
-      continue;
-    }
-    out.emplace();
-    std::memcpy(reinterpret_cast<char*>(&*out) + kBody, static_cast<const char*>(p) + kBody,
+  std::optional<profile::SyncStats> out = read_seqlocked(*live, [&](profile::SyncStats& o) {
+    std::memcpy(reinterpret_cast<char*>(&o) + kBody, static_cast<const char*>(p) + kBody,
                 sizeof(profile::SyncStats) - kBody);
-    out->magic = live->magic;
-    out->rank = live->rank;
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (live->version.load(std::memory_order_relaxed) != v0) out.reset();
-    else out->version.store(v0, std::memory_order_relaxed);
-  }
+    o.magic = live->magic;
+    o.rank = live->rank;
+  });
   munmap(const_cast<void*>(p), sizeof(profile::SyncStats));
   if (out && (out->magic != profile::kSyncStatsMagic || out->rank != rank)) out.reset();
   if (out) {
