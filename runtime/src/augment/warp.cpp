@@ -1,8 +1,7 @@
-// The resampling step of the geometric transforms (warp.h): a direct CPU kernel, and the grid path
-// for every other device.
+// The resampling step of the geometric transforms (warp.h): the choice between the CPU kernel
+// (warp_cpu.cpp) and the grid path every other device takes, and the grid path.
 #include "augment/warp.h"
 
-#include <ATen/Dispatch.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/affine_grid_generator.h>
 #include <ATen/ops/arange.h>
@@ -18,7 +17,6 @@
 
 #include <cmath>
 
-#include "augment/rows.h"
 
 namespace xlaunch::augment::detail {
 
@@ -46,68 +44,6 @@ Mat3 inverse(const Mat3& m) {
 }
 
 namespace {
-
-// One output row: every pixel mapped through m, its four neighbours weighted (zeros outside),
-// all channels. Coordinates in double: the maps are float64, and Kornia's float32 grid is within
-// 1e-5 pixel of them at 224 pixels.
-template <typename T>
-void warp_row(const T* src, T* dst, int64_t channels, int64_t h, int64_t w, int64_t out_plane, int64_t out_w,
-              int64_t y, const Mat3& m, bool projective) {
-  const int64_t plane = h * w;
-  for (int64_t x = 0; x < out_w; ++x) {
-    double sx = m[0] * x + m[1] * y + m[2];
-    double sy = m[3] * x + m[4] * y + m[5];
-    if (projective) {
-      const double z = m[6] * x + m[7] * y + m[8];
-      sx /= z;
-      sy /= z;
-    }
-    T* out = dst + y * out_w + x;
-    // Far outside (or NaN): all four neighbours are padding.
-    if (!(sx > -1 && sx < w && sy > -1 && sy < h)) {
-      for (int64_t c = 0; c < channels; ++c) out[c * out_plane] = 0;
-      continue;
-    }
-    const double fx0 = std::floor(sx), fy0 = std::floor(sy);
-    const int64_t x0 = static_cast<int64_t>(fx0), y0 = static_cast<int64_t>(fy0);
-    const T ax = static_cast<T>(sx - fx0), ay = static_cast<T>(sy - fy0);
-    const bool in_x0 = x0 >= 0, in_x1 = x0 + 1 < w, in_y0 = y0 >= 0, in_y1 = y0 + 1 < h;
-    const T w00 = (in_y0 && in_x0) ? (1 - ax) * (1 - ay) : T(0);
-    const T w01 = (in_y0 && in_x1) ? ax * (1 - ay) : T(0);
-    const T w10 = (in_y1 && in_x0) ? (1 - ax) * ay : T(0);
-    const T w11 = (in_y1 && in_x1) ? ax * ay : T(0);
-    // Out-of-image neighbours have weight 0; their offsets are clamped to stay in memory.
-    const int64_t cx0 = in_x0 ? x0 : 0, cx1 = in_x1 ? x0 + 1 : w - 1;
-    const int64_t cy0 = in_y0 ? y0 : 0, cy1 = in_y1 ? y0 + 1 : h - 1;
-    const int64_t o00 = cy0 * w + cx0, o01 = cy0 * w + cx1, o10 = cy1 * w + cx0, o11 = cy1 * w + cx1;
-    for (int64_t c = 0; c < channels; ++c) {
-      const T* p = src + c * plane;
-      out[c * out_plane] = w00 * p[o00] + w01 * p[o01] + w10 * p[o10] + w11 * p[o11];
-    }
-  }
-}
-
-at::Tensor warp_cpu(const at::Tensor& images, const std::vector<Mat3>& maps, int64_t out_h, int64_t out_w,
-                    bool projective) {
-  const at::Tensor in = images.contiguous();
-  const int64_t batch = in.size(0), channels = in.size(1), h = in.size(2), w = in.size(3);
-  at::Tensor out = at::empty({batch, channels, out_h, out_w}, in.options());
-  AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "augment::warp", [&] {
-    const scalar_t* src = in.const_data_ptr<scalar_t>();
-    scalar_t* dst = out.data_ptr<scalar_t>();
-    const int64_t out_plane = out_h * out_w;
-    // A grain of rows worth ~16k pixels: small images do not pay a thread hand-off per row.
-    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(out_w, 1));
-    parallel_rows(batch * out_h, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const int64_t b = r / out_h, y = r % out_h;
-        warp_row(src + b * channels * h * w, dst + b * channels * out_plane, channels, h, w, out_plane, out_w, y,
-                 maps[b], projective);
-      }
-    });
-  });
-  return out;
-}
 
 // A small host tensor on `device` as `dtype`: on CUDA through pinned memory (LibTorch's caching
 // host allocator, which reuses the block only after the copy has run), non_blocking, so the
@@ -162,9 +98,7 @@ at::Tensor warp(const at::Tensor& images, const std::vector<Mat3>& maps, int64_t
   // Half and bfloat16: the grid in float32 (an 8-bit mantissa puts 224-pixel coordinates 0.5 px off).
   if (images.scalar_type() == at::kHalf || images.scalar_type() == at::kBFloat16)
     return warp(images.to(at::kFloat), maps, out_h, out_w, projective).to(images.scalar_type());
-  const bool cpu_kernel = images.device().is_cpu() && !force_grid_path.load() &&
-                          (images.scalar_type() == at::kFloat || images.scalar_type() == at::kDouble);
-  return cpu_kernel ? warp_cpu(images, maps, out_h, out_w, projective)
+  return !force_grid_path.load() && warp_cpu_supports(images) ? warp_cpu(images, maps, out_h, out_w, projective)
                     : warp_grid(images, maps, out_h, out_w, projective);
 }
 

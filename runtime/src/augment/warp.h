@@ -26,6 +26,12 @@ Mat3 inverse(const Mat3& m);
 at::Tensor warp(const at::Tensor& images, const std::vector<Mat3>& maps, int64_t out_h, int64_t out_w,
                 bool projective);
 
+// The CPU kernel (warp_cpu.cpp), for float and double images on the CPU of at least 2 x 2 and
+// fewer than 2^30 pixels (warp_cpu_supports); warp() takes it there unless force_grid_path is set.
+bool warp_cpu_supports(const at::Tensor& images);
+at::Tensor warp_cpu(const at::Tensor& images, const std::vector<Mat3>& maps, int64_t out_h, int64_t out_w,
+                    bool projective);
+
 // For tests: true makes warp() take the grid path on the CPU too, so that both paths can be
 // compared with Kornia on a machine without a GPU.
 extern std::atomic<bool> force_grid_path;
