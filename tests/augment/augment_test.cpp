@@ -7,9 +7,13 @@
 #include <ATen/ops/abs.h>
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
+#include <ATen/ops/isfinite.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/rand.h>
 #include <ATen/ops/zeros.h>
+
+#include <array>
+#include <cmath>
 
 #include "augment/rows.h"
 #include "augment/warp.h"
@@ -187,6 +191,96 @@ TEST(Warp, CpuKernelMatchesTheGridPath) {
   const at::Tensor bf16 = seq(x.to(at::kBFloat16), key);
   EXPECT_EQ(bf16.scalar_type(), at::kBFloat16);
   EXPECT_LE((bf16.to(at::kFloat) - seq(x.to(at::kBFloat16).to(at::kFloat), key)).abs().max().item<double>(), 1.0 / 128);
+}
+
+// The warp read pixel by pixel, in double: bilinear at m * (x, y, 1), a neighbour outside the image
+// counted as 0 (Kornia's zeros padding).
+at::Tensor reference_warp(const at::Tensor& images, const std::vector<detail::Mat3>& maps, int64_t out_h,
+                          int64_t out_w, bool projective) {
+  const at::Tensor in = images.to(at::kDouble).contiguous();
+  const int64_t batch = in.size(0), channels = in.size(1), h = in.size(2), w = in.size(3);
+  at::Tensor out = at::zeros({batch, channels, out_h, out_w}, at::kDouble);
+  const double* s = in.const_data_ptr<double>();
+  double* o = out.data_ptr<double>();
+  for (int64_t b = 0; b < batch; ++b) {
+    const detail::Mat3& m = maps[b];
+    for (int64_t y = 0; y < out_h; ++y) {
+      for (int64_t x = 0; x < out_w; ++x) {
+        double sx = m[0] * x + m[1] * y + m[2], sy = m[3] * x + m[4] * y + m[5];
+        if (projective) {
+          const double z = m[6] * x + m[7] * y + m[8];
+          sx /= z;
+          sy /= z;
+        }
+        if (!(std::abs(sx) < 1e6 && std::abs(sy) < 1e6)) continue;
+        const double fx = std::floor(sx), fy = std::floor(sy);
+        const double ax = sx - fx, ay = sy - fy;
+        for (int64_t c = 0; c < channels; ++c) {
+          const double* plane = s + (b * channels + c) * h * w;
+          double sum = 0;
+          for (int dy = 0; dy < 2; ++dy) {
+            for (int dx = 0; dx < 2; ++dx) {
+              const int64_t px = static_cast<int64_t>(fx) + dx, py = static_cast<int64_t>(fy) + dy;
+              if (px < 0 || px >= w || py < 0 || py >= h) continue;
+              sum += (dx ? ax : 1 - ax) * (dy ? ay : 1 - ay) * plane[py * w + px];
+            }
+          }
+          o[((b * channels + c) * out_h + y) * out_w + x] = sum;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// The kernel's and the grid path's edges: images down to 2 x 2 (and 1 x N, which the kernel leaves
+// to the grid path), rows longer than the kernel's 64-pixel blocks, 1, 3 and 4 channels, positions
+// exactly on the image's borders and one pixel beyond them, far outside, and a projective map
+// whose third coordinate crosses 0 (the position at infinity is padding, not NaN).
+TEST(Warp, KernelEdgesMatchAPixelByPixelReference) {
+  const std::vector<std::array<int64_t, 2>> sizes = {{2, 2}, {2, 7}, {5, 2}, {1, 6}, {6, 1}, {9, 70}, {67, 130}};
+  for (const auto& hw : sizes) {
+    const int64_t h = hw[0], w = hw[1];
+    for (const int64_t channels : {1, 3, 4}) {
+      const at::Tensor x = at::rand({6, channels, h, w}) * 2 - 0.5;
+      const double a = 0.4, cx = (w - 1) / 2.0, cy = (h - 1) / 2.0;
+      const std::vector<detail::Mat3> affine_maps = {
+          {1, 0, 0, 0, 1, 0, 0, 0, 1},                                  // identity
+          {1, 0, -1, 0, 1, static_cast<double>(h - 1), 0, 0, 1},      // positions on x = -1 and y = h - 1 + y
+          {1, 0, static_cast<double>(w), 0, 1, -1, 0, 0, 1},          // x = w + x: every pixel beyond
+          {1, 0, -0.5, 0, 1, 0.25, 0, 0, 1},                            // half a pixel, a quarter
+          {std::cos(a), -std::sin(a), cx - std::cos(a) * cx + std::sin(a) * cy, std::sin(a), std::cos(a),
+           cy - std::sin(a) * cx - std::cos(a) * cy, 0, 0, 1},          // rotation about the centre
+          {1, 0, 1e9, 0, 1, -1e9, 0, 0, 1}};                            // far outside
+      std::vector<detail::Mat3> projective_maps = affine_maps;
+      projective_maps[0] = {1, 0, 0, 0, 1, 0, 0.01, 0.02, 1};
+      projective_maps[5] = {1, 0.1, 0, 0, 1, 0, 1, 0, -3};  // z = x - 3: 0 at x = 3
+      for (const bool projective : {false, true}) {
+        const auto& maps = projective ? projective_maps : affine_maps;
+        const at::Tensor want = reference_warp(x, maps, h + 1, w + 3, projective);
+        for (const bool grid : {false, true}) {
+          for (const auto dtype : {at::kFloat, at::kDouble}) {
+            const std::string where = std::to_string(h) + "x" + std::to_string(w) + " channels " +
+                                      std::to_string(channels) + (projective ? " projective" : " affine") +
+                                      (grid ? " grid path " : " kernel ") + c10::toString(dtype);
+            detail::force_grid_path = grid;
+            const at::Tensor got = detail::warp(x.to(dtype), maps, h + 1, w + 3, projective);
+            detail::force_grid_path = false;
+            ASSERT_TRUE(got.isfinite().all().item<bool>()) << where;
+            for (int64_t k = 0; k < 6; ++k) {
+              // The grid path's positions are normalised to [-1, 1] and back in float32 (2e-5 seen
+              // at 130 pixels), and near the position at infinity they are ill-conditioned.
+              const double tolerance = !grid                      ? (dtype == at::kFloat ? 2e-6 : 1e-12)
+                                       : (projective && k == 5) ? 1e-3
+                                                                 : 5e-5;
+              EXPECT_LE((got[k].to(at::kDouble) - want[k]).abs().max().item<double>(), tolerance)
+                  << where << ", map " << k;
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 // On a loader worker (rows_on_this_thread_only) the kernels run the rows on the calling thread:

@@ -11,6 +11,7 @@
 #include <ATen/ops/index_copy.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/meshgrid.h>
+#include <ATen/ops/nan_to_num.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/stack.h>
 #include <c10/util/Exception.h>
@@ -84,7 +85,9 @@ at::Tensor warp_grid(const at::Tensor& images, const std::vector<Mat3>& maps, in
     const std::vector<at::Tensor> yx = at::meshgrid({ys, xs}, "ij");
     const at::Tensor base = at::stack({yx[1], yx[0], at::ones_like(yx[0])}, -1).view({1, out_h * out_w, 3});
     const at::Tensor p = at::matmul(base, theta.transpose(1, 2));  // [B, HW, 3]
-    grid = (p.narrow(2, 0, 2) / p.narrow(2, 2, 1)).view({batch, out_h, out_w, 2});
+    // Where the third coordinate is 0 the position is at infinity: moved to -2, outside the image
+    // (every neighbour padding, as the CPU kernel does), not handed to grid_sample as inf or NaN.
+    grid = at::nan_to_num(p.narrow(2, 0, 2) / p.narrow(2, 2, 1), -2.0, -2.0, -2.0).view({batch, out_h, out_w, 2});
   }
   return at::grid_sampler_2d(images, grid, /*interpolation_mode=bilinear*/ 0, /*padding_mode=zeros*/ 0,
                              /*align_corners=*/false);
