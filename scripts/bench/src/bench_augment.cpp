@@ -82,6 +82,7 @@ class AtenColorJitter final : public aug::Transform {
     aug::check_apply(*this, images, params, {3});
     return aug::detail::color_jitter_aten(images, params);
   }
+  bool row_by_row() const override { return true; }
 
  private:
   std::shared_ptr<aug::Transform> jitter_;

@@ -64,6 +64,7 @@ class ColorJitter : public Transform {
   const Options& options() const override { return options_; }
   void sample(Rng& rng, int64_t height, int64_t width, double* values) const override;
   at::Tensor apply(const at::Tensor& images, const Params& params) const override;
+  bool row_by_row() const override { return true; }
 
  private:
   std::array<Range, 4> ranges_;  // brightness, contrast, saturation, hue
@@ -86,6 +87,7 @@ class Normalize : public Transform {
   const Options& options() const override { return options_; }
   void sample(Rng&, int64_t, int64_t, double*) const override {}
   at::Tensor apply(const at::Tensor& images, const Params& params) const override;
+  bool row_by_row() const override { return true; }
 
  private:
   std::vector<double> mean_;

@@ -58,6 +58,7 @@ class RandomAffine final : public Transform {
   const Options& options() const override { return options_; }
   void sample(Rng& rng, int64_t height, int64_t width, double* values) const override;
   at::Tensor apply(const at::Tensor& images, const Params& params) const override;
+  bool row_by_row() const override { return true; }
 
  private:
   Options options_;
@@ -81,6 +82,7 @@ class RandomPerspective final : public Transform {
   const Options& options() const override { return options_; }
   void sample(Rng& rng, int64_t height, int64_t width, double* values) const override;
   at::Tensor apply(const at::Tensor& images, const Params& params) const override;
+  bool row_by_row() const override { return true; }
 
  private:
   Options options_;
@@ -111,6 +113,7 @@ class RandomResizedCrop final : public Transform {
   const Options& options() const override { return options_; }
   void sample(Rng& rng, int64_t height, int64_t width, double* values) const override;
   at::Tensor apply(const at::Tensor& images, const Params& params) const override;
+  bool row_by_row() const override { return true; }
   std::pair<int64_t, int64_t> output_size(int64_t, int64_t) const override { return {height_, width_}; }
 
  private:
@@ -130,6 +133,7 @@ class RandomHorizontalFlip final : public Transform {
   const Options& options() const override { return options_; }
   void sample(Rng&, int64_t, int64_t, double*) const override {}
   at::Tensor apply(const at::Tensor& images, const Params& params) const override;
+  bool row_by_row() const override { return true; }
 
  private:
   Options options_;

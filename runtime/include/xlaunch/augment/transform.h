@@ -70,6 +70,12 @@ class Transform {
   // The output's [height, width] for an input of height x width: the same, unless the transform
   // resizes (RandomResizedCrop).
   virtual std::pair<int64_t, int64_t> output_size(int64_t height, int64_t width) const { return {height, width}; }
+  // True when row i of apply()'s result depends only on row i of the images and of the params, and
+  // apply() keeps the channels and the dtype. Sequential then applies a run of such transforms to a
+  // few rows at a time on the CPU, so that the rows stay in the cache from one transform to the
+  // next. Every built-in transform is; a user's transform that mixes samples (MixUp, CutMix) keeps
+  // the default, false, and gets the whole batch.
+  virtual bool row_by_row() const { return false; }
 
   // Draws the parameters of key.ids.size() samples of an image of height x width. Each row's
   // generator is seeded with sample_seed(key.seed, key.epoch, id, position) and draws first
