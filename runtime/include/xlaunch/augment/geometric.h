@@ -17,8 +17,9 @@
 // the same whichever arguments are given.
 //
 // Computation: the B x 3 x 3 matrices are built on the host in float64 from Params and inverted
-// there. On the CPU (float or double images) one kernel per transform maps every output pixel and
-// samples it (threads over rows); on other devices, and for other dtypes, the matrices go to the
+// there. On the CPU (float or double images, at least 2 x 2) one kernel per transform maps every
+// output pixel and samples it (blocks of 64 pixels in vector registers, threads over rows); on
+// other devices, and for other dtypes, the matrices go to the
 // device (on CUDA from pinned memory, non_blocking: no host wait) and one grid +
 // at::grid_sampler_2d per transform does the same.
 // Rows whose `applied` is false are copied, not warped.
