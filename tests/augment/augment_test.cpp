@@ -339,18 +339,23 @@ TEST(Sequential, RowsInChunksGiveTheWholeBatchsValues) {
   EXPECT_TRUE(at::equal(seq_small(small, key_of(37)), one_by_one(seq_small.transforms(), small, key_of(37))));
 }
 
-// A user's transform that mixes samples keeps row_by_row() false and gets the whole batch, between
-// runs that go in chunks.
-class ReverseRows final : public Transform {
+// A user's transform with nothing to draw (the tests below give apply() and row_by_row()).
+class NoDraws : public Transform {
  public:
-  std::string name() const override { return "ReverseRows"; }
   std::vector<std::string> columns() const override { return {}; }
   const Options& options() const override { return options_; }
   void sample(Rng&, int64_t, int64_t, double*) const override {}
-  at::Tensor apply(const at::Tensor& images, const Params&) const override { return images.flip(0); }
 
  private:
   Options options_;
+};
+
+// A user's transform that mixes samples keeps row_by_row() false and gets the whole batch, between
+// runs that go in chunks.
+class ReverseRows final : public NoDraws {
+ public:
+  std::string name() const override { return "ReverseRows"; }
+  at::Tensor apply(const at::Tensor& images, const Params&) const override { return images.flip(0); }
 };
 
 TEST(Sequential, ATransformThatMixesSamplesGetsTheWholeBatch) {
@@ -362,20 +367,14 @@ TEST(Sequential, ATransformThatMixesSamplesGetsTheWholeBatch) {
 }
 
 // A refusal (check_apply's, here for gray images only) names the batch's shape, not a chunk's.
-class GrayOnly final : public Transform {
+class GrayOnly final : public NoDraws {
  public:
   std::string name() const override { return "GrayOnly"; }
-  std::vector<std::string> columns() const override { return {}; }
-  const Options& options() const override { return options_; }
-  void sample(Rng&, int64_t, int64_t, double*) const override {}
   at::Tensor apply(const at::Tensor& images, const Params& params) const override {
     check_apply(*this, images, params, {1});
     return images;
   }
   bool row_by_row() const override { return true; }
-
- private:
-  Options options_;
 };
 
 TEST(Sequential, ARefusalNamesTheBatchsShape) {
@@ -386,17 +385,11 @@ TEST(Sequential, ARefusalNamesTheBatchsShape) {
 }
 
 // A transform that says row_by_row() but changes the channels is named, with the fix.
-class WrongRowByRow final : public Transform {
+class WrongRowByRow final : public NoDraws {
  public:
   std::string name() const override { return "WrongRowByRow"; }
-  std::vector<std::string> columns() const override { return {}; }
-  const Options& options() const override { return options_; }
-  void sample(Rng&, int64_t, int64_t, double*) const override {}
   at::Tensor apply(const at::Tensor& images, const Params&) const override { return images.narrow(1, 0, 1); }
   bool row_by_row() const override { return true; }
-
- private:
-  Options options_;
 };
 
 TEST(Sequential, ATransformWronglyRowByRowIsNamed) {
