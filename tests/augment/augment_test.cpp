@@ -11,9 +11,12 @@
 #include <ATen/ops/ones.h>
 #include <ATen/ops/rand.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <array>
+#include <atomic>
 #include <cmath>
+#include <limits>
 
 #include "augment/rows.h"
 #include "augment/warp.h"
@@ -289,6 +292,21 @@ TEST(Warp, KernelEdgesMatchAPixelByPixelReference) {
   }
 }
 
+// Outside the image the result is 0, even beside a pixel that is inf (not 0 x inf), and so is a
+// position that is NaN (0 / 0 through a projective map).
+TEST(Warp, PaddingIsZeroBesideAnInfinitePixelAndAtNaN) {
+  at::Tensor x = at::ones({1, 3, 8, 8});
+  x.select(2, 7).select(2, 7).fill_(std::numeric_limits<float>::infinity());
+  for (const bool grid : {false, true}) {
+    detail::force_grid_path = grid;
+    const at::Tensor far = detail::warp(x, {{1, 0, 1e6, 0, 1, 1e6, 0, 0, 1}}, 8, 8, false);
+    const at::Tensor nan = detail::warp(x, {{0, 0, 0, 0, 0, 0, 0, 0, 0}}, 8, 8, true);
+    detail::force_grid_path = false;
+    EXPECT_TRUE(at::equal(far, at::zeros_like(far))) << (grid ? "grid path" : "kernel");
+    EXPECT_TRUE(at::equal(nan, at::zeros_like(nan))) << (grid ? "grid path" : "kernel");
+  }
+}
+
 // On a loader worker (rows_on_this_thread_only) the kernels run the rows on the calling thread:
 // the same values as split over LibTorch's threads.
 TEST(Warp, RowsOnOneThreadGiveTheSameImages) {
@@ -320,25 +338,6 @@ std::vector<std::shared_ptr<Transform>> every_builtin() {
           make("Normalize", {{"mean", {0.5, 0.4, 0.3}}, {"std", {0.2, 0.25, 0.3}}})};
 }
 
-// A run of row-by-row transforms goes through Sequential a few rows at a time (about 1 MB: one
-// 300 x 300 RGB row here), spread over threads or on one: bitwise the whole batch's values.
-TEST(Sequential, RowsInChunksGiveTheWholeBatchsValues) {
-  const at::Tensor x = at::rand({5, 3, 300, 300});
-  const BatchKey key{17, 2, {40, 41, 42, 43, 44}};
-  const Sequential seq(every_builtin());
-  const at::Tensor want = one_by_one(seq.transforms(), x, key);
-  EXPECT_EQ(want.sizes(), (std::vector<int64_t>{5, 3, 150, 170}));
-  EXPECT_TRUE(at::equal(seq(x, key), want));
-  detail::rows_on_this_thread_only = true;
-  const at::Tensor alone = seq(x, key);
-  detail::rows_on_this_thread_only = false;
-  EXPECT_TRUE(at::equal(alone, want));
-  // Small images: several rows a chunk.
-  const at::Tensor small = at::rand({37, 3, 20, 24});
-  const Sequential seq_small({affine(0.5), make("RandomPerspective", {{"distortion_scale", {0.5}}})});
-  EXPECT_TRUE(at::equal(seq_small(small, key_of(37)), one_by_one(seq_small.transforms(), small, key_of(37))));
-}
-
 // A user's transform with nothing to draw (the tests below give apply() and row_by_row()).
 class NoDraws : public Transform {
  public:
@@ -349,6 +348,44 @@ class NoDraws : public Transform {
  private:
   Options options_;
 };
+
+// A user's row-by-row transform that changes nothing and notes the most rows it was given.
+class MostRows final : public NoDraws {
+ public:
+  std::string name() const override { return "MostRows"; }
+  at::Tensor apply(const at::Tensor& images, const Params&) const override {
+    int64_t seen = most.load();
+    while (images.size(0) > seen && !most.compare_exchange_weak(seen, images.size(0))) {
+    }
+    return images;
+  }
+  bool row_by_row() const override { return true; }
+  mutable std::atomic<int64_t> most{0};
+};
+
+// A run of row-by-row transforms goes through Sequential a few rows at a time (about 1 MB: one
+// 300 x 300 RGB row here), spread over threads or on one: bitwise the whole batch's values.
+TEST(Sequential, RowsInChunksGiveTheWholeBatchsValues) {
+  const at::Tensor x = at::rand({5, 3, 300, 300});
+  const BatchKey key{17, 2, {40, 41, 42, 43, 44}};
+  std::vector<std::shared_ptr<Transform>> transforms = every_builtin();
+  const auto most = std::make_shared<MostRows>();
+  transforms.push_back(most);
+  const Sequential seq(transforms);
+  const at::Tensor want = one_by_one(seq.transforms(), x, key);
+  EXPECT_EQ(want.sizes(), (std::vector<int64_t>{5, 3, 150, 170}));
+  most->most = 0;
+  EXPECT_TRUE(at::equal(seq(x, key), want));
+  EXPECT_EQ(most->most.load(), 1);  // the run went one row at a time
+  detail::rows_on_this_thread_only = true;
+  const at::Tensor alone = seq(x, key);
+  detail::rows_on_this_thread_only = false;
+  EXPECT_TRUE(at::equal(alone, want));
+  // Small images: several rows a chunk.
+  const at::Tensor small = at::rand({37, 3, 20, 24});
+  const Sequential seq_small({affine(0.5), make("RandomPerspective", {{"distortion_scale", {0.5}}})});
+  EXPECT_TRUE(at::equal(seq_small(small, key_of(37)), one_by_one(seq_small.transforms(), small, key_of(37))));
+}
 
 // A user's transform that mixes samples keeps row_by_row() false and gets the whole batch, between
 // runs that go in chunks.
@@ -382,6 +419,25 @@ TEST(Sequential, ARefusalNamesTheBatchsShape) {
   const std::string message = message_of([&] { seq(at::rand({6, 3, 300, 300}), key_of(6)); });
   EXPECT_NE(message.find("GrayOnly"), std::string::npos) << message;
   EXPECT_NE(message.find("[6, 3, 300, 300]"), std::string::npos) << message;
+}
+
+// A transform that refuses a chunk but takes the whole batch: the run is applied whole, and the
+// result is the whole batch's.
+class WholeBatchesOnly final : public NoDraws {
+ public:
+  std::string name() const override { return "WholeBatchesOnly"; }
+  at::Tensor apply(const at::Tensor& images, const Params&) const override {
+    if (images.size(0) < 6) throw UsageError("WholeBatchesOnly: give it all 6 rows");
+    return images * 2;
+  }
+  bool row_by_row() const override { return true; }
+};
+
+TEST(Sequential, ARunAChunkOfWhichIsRefusedIsAppliedWhole) {
+  const at::Tensor x = at::rand({6, 3, 300, 300});
+  const std::vector<std::shared_ptr<Transform>> transforms = {affine(), std::make_shared<WholeBatchesOnly>(),
+                                                              make("RandomPerspective", {{"p", {0.5}}})};
+  EXPECT_TRUE(at::equal(Sequential(transforms)(x, key_of(6)), one_by_one(transforms, x, key_of(6))));
 }
 
 // A transform that says row_by_row() but changes the channels is named, with the fix.

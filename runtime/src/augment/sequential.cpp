@@ -77,19 +77,23 @@ at::Tensor Sequential::operator()(const at::Tensor& images, const BatchKey& key)
     // A run of two or more row-by-row transforms on a CPU batch of several rows goes in chunks.
     size_t end = i;
     while (end < transforms_.size() && transforms_[end]->row_by_row()) ++end;
-    if (end - i >= 2 && out.device().is_cpu() && out.size(0) > 1 && at::isFloatingType(out.scalar_type())) {
+    if (end - i >= 2 && out.dim() == 4 && out.device().is_cpu() && out.size(0) > 1 &&
+        at::isFloatingType(out.scalar_type())) {
       at::Tensor chunked = apply_in_chunks(out, key, i, end);
       if (chunked.defined()) {
         out = chunked;
         i = end;
         continue;
       }
-      // A transform refused a chunk: applied below to the whole batch, it refuses again, with the
-      // batch's shape in its message instead of a chunk's.
+      // A transform refused a chunk: the run is applied below to the whole batch, transform by
+      // transform, and the refusal comes again, naming the batch's shape instead of a chunk's.
+    } else {
+      end = i + 1;
     }
-    const Transform& t = *transforms_[i];
-    out = t.apply(out, t.draw(key, static_cast<int>(i), out.size(2), out.size(3)));
-    ++i;
+    for (; i < end; ++i) {
+      const Transform& t = *transforms_[i];
+      out = t.apply(out, t.draw(key, static_cast<int>(i), out.size(2), out.size(3)));
+    }
   }
   return out;
 }

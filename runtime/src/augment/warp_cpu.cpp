@@ -48,7 +48,7 @@ inline F4 square(const float* q, int64_t w) {
 }
 
 inline void sum_squares_rgb(const float* src, int64_t plane, int64_t w, const int32_t* corner, const float* weights,
-                            int n, float* out, int64_t out_plane) {
+                            const int32_t* inside, int n, float* out, int64_t out_plane) {
   const float *r = src, *g = src + plane, *b = src + 2 * plane;
   float *ro = out, *go = out + out_plane, *bo = out + 2 * out_plane;
   for (int i = 0; i < n; ++i) {
@@ -60,9 +60,9 @@ inline void sum_squares_rgb(const float* src, int64_t plane, int64_t w, const in
     const F4 rg = __builtin_shuffle(vr, vg, I4{0, 1, 4, 5}) + __builtin_shuffle(vr, vg, I4{2, 3, 6, 7});
     const F4 bb = __builtin_shuffle(vb, I4{0, 1, 0, 1}) + __builtin_shuffle(vb, I4{2, 3, 2, 3});
     const F4 sums = __builtin_shuffle(rg, bb, I4{0, 2, 4, 6}) + __builtin_shuffle(rg, bb, I4{1, 3, 5, 7});
-    ro[i] = sums[0];
-    go[i] = sums[1];
-    bo[i] = sums[2];
+    ro[i] = inside[i] ? sums[0] : 0.0f;
+    go[i] = inside[i] ? sums[1] : 0.0f;
+    bo[i] = inside[i] ? sums[2] : 0.0f;
   }
 }
 
@@ -89,18 +89,21 @@ inline void warp_block(const T* src, T* dst, const Plane& p, int64_t y, int64_t 
       sy[i] = m[3] * x + by;
     }
   }
-  // 2. Whole and fractional parts. A position beyond [-1, size] (or NaN) is moved to -1 or size,
-  // where both of its neighbours are outside, as they were, and the conversions stay in range.
+  // 2. Whole and fractional parts. A position beyond [-1, size] is moved to -1 or size, and NaN to
+  // -1 (std::max(-1, NaN) is -1: the NaN goes second), where both of its neighbours are outside,
+  // as they were, and the conversions stay in range. `inside`: some neighbour is in the image;
+  // the others' results are written as 0, not as 0 x pixel (which is NaN for an inf pixel).
   const double fw = static_cast<double>(p.w), fh = static_cast<double>(p.h);
-  int32_t ixs[kBlock], iys[kBlock];
+  int32_t ixs[kBlock], iys[kBlock], inside[kBlock];
   T axs[kBlock], ays[kBlock];
   for (int i = 0; i < n; ++i) {
-    const double cx = std::min(std::max(sx[i], -1.0), fw), cy = std::min(std::max(sy[i], -1.0), fh);
+    const double cx = std::max(-1.0, std::min(sx[i], fw)), cy = std::max(-1.0, std::min(sy[i], fh));
     const double fx = std::floor(cx), fy = std::floor(cy);
     ixs[i] = static_cast<int32_t>(fx);
     iys[i] = static_cast<int32_t>(fy);
     axs[i] = static_cast<T>(cx - fx);
     ays[i] = static_cast<T>(cy - fy);
+    inside[i] = (cx > -1.0) & (cx < fw) & (cy > -1.0) & (cy < fh);
   }
   // 3. The four neighbours' weights, and where they are: the 2 x 2 square of pixels from (px, py)
   // to (px + 1, py + 1), its corner clamped so that the square lies in the image (the image is at
@@ -134,14 +137,15 @@ inline void warp_block(const T* src, T* dst, const Plane& p, int64_t y, int64_t 
   const int64_t plane = p.h * p.w;
   T* out = dst + y * p.out_w + x0;
   if constexpr (std::is_same_v<T, float> && C == 3) {
-    sum_squares_rgb(src, plane, p.w, corner, weights, n, out, p.out_plane);
+    sum_squares_rgb(src, plane, p.w, corner, weights, inside, n, out, p.out_plane);
   } else {
     const int64_t channels = C > 0 ? C : p.channels;
     for (int i = 0; i < n; ++i) {
       const T* wi = weights + 4 * i;
       for (int64_t c = 0; c < channels; ++c) {
         const T* q = src + c * plane + corner[i];
-        out[c * p.out_plane + i] = wi[0] * q[0] + wi[1] * q[1] + wi[2] * q[p.w] + wi[3] * q[p.w + 1];
+        const T sum = wi[0] * q[0] + wi[1] * q[1] + wi[2] * q[p.w] + wi[3] * q[p.w + 1];
+        out[c * p.out_plane + i] = inside[i] ? sum : T(0);
       }
     }
   }
@@ -174,8 +178,8 @@ inline void warp_rows(const T* src, T* dst, const Plane& p, int64_t out_h, int64
 }
 
 // Compiled twice on x86-64, for AVX2 and for the baseline, the loader picking the one this CPU
-// runs (as colour_fused.cpp's loop). Only AVX2, not FMA: a fused multiply-add would round
-// otherwise than Kornia's grid_sample.
+// runs (as colour_fused.cpp's loop). Both round alike: geometric.cmake turns off the contraction
+// of multiply-adds, which would otherwise fuse them where the target has FMA.
 #if defined(__x86_64__) && defined(__has_attribute)
 #if __has_attribute(target_clones) && __has_attribute(flatten)
 #define XLAUNCH_WARP_CLONES __attribute__((target_clones("avx2", "default"), flatten))
