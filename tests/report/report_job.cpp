@@ -2,8 +2,9 @@
 // (report_test.sh) and scripts/bench/advice.sh: a loader whose samples take time to make (--get_us:
 // waiting, as on slow storage; with --burn, computing: that much CPU time each), a model with many
 // parameters and a tiny batch (communication dominates), one rank that sleeps in every step
-// (--straggler_rank, --straggler_ms), or none of these (balanced). --adamw steps AdamW instead of
-// SGD: optimizer state for the report's ZeRO line (ddp.zero_stage).
+// (--straggler_rank, --straggler_ms), or none of these (balanced; --sleep_ms makes every rank's
+// loop take that much longer without using a core, as a GPU's kernels would). --adamw steps AdamW
+// instead of SGD: optimizer state for the report's ZeRO line (ddp.zero_stage).
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/activation.h>
@@ -58,7 +59,7 @@ struct SlowRows : xlaunch::RowDataset {
 
 int main(int argc, char** argv) {
   int64_t steps = 60, hidden = 64, layers = 2, batch = 32, features = 32;
-  int get_us = 0, straggler_rank = -1, straggler_ms = 0;
+  int get_us = 0, straggler_rank = -1, straggler_ms = 0, sleep_ms = 0;
   std::string cpu_allreduce = "auto";
   bool adamw = false, burn = false;
   CLI::App app{"A job that is slow on purpose, for the utilization report's tests"};
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
   app.add_flag("--burn", burn, "Samples take --get_us of CPU time each, computing, instead of waiting");
   app.add_option("--straggler_rank", straggler_rank, "This rank sleeps --straggler_ms in every step");
   app.add_option("--straggler_ms", straggler_ms, "Milliseconds the straggler sleeps per step");
+  app.add_option("--sleep_ms", sleep_ms, "Milliseconds every rank sleeps per step, after backward");
   app.add_option("--cpu_allreduce", cpu_allreduce, "auto (shared memory on one machine) or mpi");
   app.add_flag("--adamw", adamw, "AdamW instead of SGD (without momentum: no state)");
   CLI11_PARSE(app, argc, argv);
@@ -101,6 +103,7 @@ int main(int argc, char** argv) {
       if (done >= steps) break;
       auto loss = torch::nn::functional::cross_entropy(model(b.data), b.target);
       acc.backward(loss);
+      if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
       if (acc.process_index() == straggler_rank) std::this_thread::sleep_for(std::chrono::milliseconds(straggler_ms));
       opt.step();
       opt.zero_grad();
