@@ -48,7 +48,7 @@ inline F4 square(const float* q, int64_t w) {
 }
 
 inline void sum_squares_rgb(const float* src, int64_t plane, int64_t w, const int32_t* corner, const float* weights,
-                            const int32_t* inside, int n, float* out, int64_t out_plane) {
+                            int n, float* out, int64_t out_plane) {
   const float *r = src, *g = src + plane, *b = src + 2 * plane;
   float *ro = out, *go = out + out_plane, *bo = out + 2 * out_plane;
   for (int i = 0; i < n; ++i) {
@@ -60,9 +60,9 @@ inline void sum_squares_rgb(const float* src, int64_t plane, int64_t w, const in
     const F4 rg = __builtin_shuffle(vr, vg, I4{0, 1, 4, 5}) + __builtin_shuffle(vr, vg, I4{2, 3, 6, 7});
     const F4 bb = __builtin_shuffle(vb, I4{0, 1, 0, 1}) + __builtin_shuffle(vb, I4{2, 3, 2, 3});
     const F4 sums = __builtin_shuffle(rg, bb, I4{0, 2, 4, 6}) + __builtin_shuffle(rg, bb, I4{1, 3, 5, 7});
-    ro[i] = inside[i] ? sums[0] : 0.0f;
-    go[i] = inside[i] ? sums[1] : 0.0f;
-    bo[i] = inside[i] ? sums[2] : 0.0f;
+    ro[i] = sums[0];
+    go[i] = sums[1];
+    bo[i] = sums[2];
   }
 }
 
@@ -91,10 +91,9 @@ inline void warp_block(const T* src, T* dst, const Plane& p, int64_t y, int64_t 
   }
   // 2. Whole and fractional parts. A position beyond [-1, size] is moved to -1 or size, and NaN to
   // -1 (std::max(-1, NaN) is -1: the NaN goes second), where both of its neighbours are outside,
-  // as they were, and the conversions stay in range. `inside`: some neighbour is in the image;
-  // the others' results are written as 0, not as 0 x pixel (which is NaN for an inf pixel).
+  // as they were, and the conversions stay in range.
   const double fw = static_cast<double>(p.w), fh = static_cast<double>(p.h);
-  int32_t ixs[kBlock], iys[kBlock], inside[kBlock];
+  int32_t ixs[kBlock], iys[kBlock];
   T axs[kBlock], ays[kBlock];
   for (int i = 0; i < n; ++i) {
     const double cx = std::max(-1.0, std::min(sx[i], fw)), cy = std::max(-1.0, std::min(sy[i], fh));
@@ -103,16 +102,18 @@ inline void warp_block(const T* src, T* dst, const Plane& p, int64_t y, int64_t 
     iys[i] = static_cast<int32_t>(fy);
     axs[i] = static_cast<T>(cx - fx);
     ays[i] = static_cast<T>(cy - fy);
-    inside[i] = (cx > -1.0) & (cx < fw) & (cy > -1.0) & (cy < fh);
   }
   // 3. The four neighbours' weights, and where they are: the 2 x 2 square of pixels from (px, py)
   // to (px + 1, py + 1), its corner clamped so that the square lies in the image (the image is at
   // least 2 x 2). Where the position is inside, the square is its four neighbours; at an edge it
   // holds the neighbours that are in the image, under their weights, and the others' weights go
   // to 0; beyond it every weight is 0. Stored per pixel as 4 weights in a row (a 4-vector).
+  // `inside`: the position is within (-1, size) on both axes, so some neighbour is in the image;
+  // the others are set to 0 in step 5, not left as 0 x pixel (NaN beside an inf pixel).
   const int32_t w = static_cast<int32_t>(p.w), h = static_cast<int32_t>(p.h);
   alignas(16) T weights[kBlock * 4];
-  int32_t corner[kBlock];
+  int32_t corner[kBlock], inside[kBlock];
+  int32_t outside = 0;
   for (int i = 0; i < n; ++i) {
     const int32_t ix = ixs[i], iy = iys[i];
     const T ax = axs[i], ay = ays[i];
@@ -132,21 +133,28 @@ inline void warp_block(const T* src, T* dst, const Plane& p, int64_t y, int64_t 
     weights[4 * i + 2] = left * bottom;
     weights[4 * i + 3] = right * bottom;
     corner[i] = py * w + px;
+    inside[i] = (ix >= 0 || ax > T(0)) && ix < w && (iy >= 0 || ay > T(0)) && iy < h;
+    outside += 1 - inside[i];
   }
   // 4. Each pixel's weighted sum of its square, all channels: its corner and weights read once.
-  const int64_t plane = p.h * p.w;
+  const int64_t plane = p.h * p.w, channels = C > 0 ? C : p.channels;
   T* out = dst + y * p.out_w + x0;
   if constexpr (std::is_same_v<T, float> && C == 3) {
-    sum_squares_rgb(src, plane, p.w, corner, weights, inside, n, out, p.out_plane);
+    sum_squares_rgb(src, plane, p.w, corner, weights, n, out, p.out_plane);
   } else {
-    const int64_t channels = C > 0 ? C : p.channels;
     for (int i = 0; i < n; ++i) {
       const T* wi = weights + 4 * i;
       for (int64_t c = 0; c < channels; ++c) {
         const T* q = src + c * plane + corner[i];
-        const T sum = wi[0] * q[0] + wi[1] * q[1] + wi[2] * q[p.w] + wi[3] * q[p.w + 1];
-        out[c * p.out_plane + i] = inside[i] ? sum : T(0);
+        out[c * p.out_plane + i] = wi[0] * q[0] + wi[1] * q[1] + wi[2] * q[p.w] + wi[3] * q[p.w + 1];
       }
+    }
+  }
+  // 5. Positions outside: 0 (only in blocks that reach beyond the image).
+  if (outside > 0) {
+    for (int64_t c = 0; c < channels; ++c) {
+      T* o = out + c * p.out_plane;
+      for (int i = 0; i < n; ++i) o[i] = inside[i] ? o[i] : T(0);
     }
   }
 }
