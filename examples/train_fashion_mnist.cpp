@@ -30,6 +30,7 @@
 #include <map>
 #include <string>
 
+#include "fashion_cnn.h"
 #include "progress.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/fashion_mnist.h"
@@ -55,34 +56,6 @@ struct Options {
   int checkpoints_per_epoch = 1;  // > 1: also save_state every num_batches / K batches within an epoch
   int64_t log_every = 10;   // optimizer steps between logged training losses
 };
-
-// conv 3x3 (no bias: BatchNorm's shift replaces it) -> BatchNorm -> ReLU.
-struct ConvBlockImpl : torch::nn::Module {
-  ConvBlockImpl(int64_t in, int64_t out)
-      : conv(register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1).bias(false)))),
-        bn(register_module("bn", torch::nn::BatchNorm2d(out))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return torch::relu(bn(conv(x))); }
-  torch::nn::Conv2d conv;
-  torch::nn::BatchNorm2d bn;
-};
-TORCH_MODULE(ConvBlock);
-
-struct NetImpl : torch::nn::Module {
-  NetImpl()
-      : features(register_module("features", torch::nn::Sequential(ConvBlock(1, kWidth1), torch::nn::MaxPool2d(2),
-                                                                     ConvBlock(kWidth1, kWidth2), torch::nn::MaxPool2d(2)))),
-        classifier(register_module("classifier", torch::nn::Linear(kWidth2 * 7 * 7, 10))) {}
-
-  torch::Tensor forward(torch::Tensor x) {
-    x = (x - 0.2860) / 0.3530;  // the training set's mean and standard deviation
-    return classifier(features->forward(x).flatten(1));
-  }
-
-  static constexpr int64_t kWidth1 = 16, kWidth2 = 32;
-  torch::nn::Sequential features;
-  torch::nn::Linear classifier;
-};
-TORCH_MODULE(Net);
 
 // The first n samples of a dataset (--limit_train: short runs for tests).
 class Head : public torch::data::datasets::Dataset<Head> {
@@ -137,7 +110,8 @@ struct Ema {
 };
 
 // Test accuracy over the whole test set, every sample counted once whatever the world size.
-double evaluate(xlaunch::Accelerator& acc, Net& net, xlaunch::PreparedModel<Net>& model, xlaunch::Loader& test) {
+double evaluate(xlaunch::Accelerator& acc, FashionCnn& net, xlaunch::PreparedModel<FashionCnn>& model,
+                xlaunch::Loader& test) {
   torch::NoGradGuard no_grad;
   net->eval();
   int64_t correct = 0, seen = 0;
@@ -169,7 +143,7 @@ int train(Options o) {
     o.batch_size = o.global_batch_size / acc.num_processes();
   }
   acc.set_seed(o.seed);
-  Net net;  // shares the module with the prepared model: net->eval(), net->train()
+  FashionCnn net;  // shares the module with the prepared model: net->eval(), net->train()
   auto model = acc.prepare(net);
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(o.lr));
   auto& opt = acc.prepare(adam);

@@ -1,4 +1,4 @@
-// Trains the benchmark MLP (bench_model.h) or the Fashion-MNIST CNN (fashion_cnn.h) on one fixed
+// Trains the benchmark MLP (bench_model.h) or the Fashion-MNIST CNN (examples/fashion_cnn.h) on one fixed
 // batch with plain SGD, with the operator profile armed as the Accelerator arms it
 // (op_profile.h), and leaves its table in DIR/ops-0.json with every row: the C++ half of
 // op_profile_reference_test.py, whose Python half runs the same loop under torch.profiler.
@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     forward = [m](const at::Tensor& in) mutable { return m(in); };
     x = torch::randn({batch, 784});
   } else {
-    xlaunch::test::FashionCnn m;
+    FashionCnn m;
     module = m.ptr();
     forward = [m](const at::Tensor& in) mutable { return m(in); };
     x = torch::rand({batch, 1, 28, 28});

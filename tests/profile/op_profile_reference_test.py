@@ -51,7 +51,7 @@ class CppLinear(nn.Linear):
         return torch.addmm(self.bias, x, self.weight.t())
 
 
-class Block(nn.Module):  # conv 3x3 (no bias) -> BatchNorm -> ReLU, as fashion_cnn.h
+class Block(nn.Module):  # conv 3x3 (no bias) -> BatchNorm -> ReLU, as examples/fashion_cnn.h
     def __init__(self, i, o):
         super().__init__()
         self.conv = nn.Conv2d(i, o, 3, padding=1, bias=False)

@@ -1,6 +1,6 @@
-// The Fashion-MNIST CNN of examples/train_fashion_mnist.cpp (conv-BN-ReLU, pool, conv-BN-ReLU, pool,
-// linear), copied layer for layer: the example keeps its model to itself, and the operator
-// profile's reference test (op_profile_reference_test.py) builds the same network in Python.
+// The Fashion-MNIST CNN of train_fashion_mnist.cpp (conv-BN-ReLU, pool, conv-BN-ReLU, pool, linear),
+// in a header of its own so that the operator profile's reference test (tests/profile/
+// op_profile_job.cpp, against the same network in Python) profiles this very model.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -11,14 +11,12 @@
 #include <torch/nn/modules/pooling.h>
 #include <torch/nn/pimpl.h>
 
-namespace xlaunch::test {
-
 // conv 3x3 (no bias: BatchNorm's shift replaces it) -> BatchNorm -> ReLU.
 struct ConvBlockImpl : torch::nn::Module {
   ConvBlockImpl(int64_t in, int64_t out)
       : conv(register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1).bias(false)))),
         bn(register_module("bn", torch::nn::BatchNorm2d(out))) {}
-  at::Tensor forward(const at::Tensor& x) { return torch::relu(bn(conv(x))); }
+  torch::Tensor forward(const torch::Tensor& x) { return torch::relu(bn(conv(x))); }
   torch::nn::Conv2d conv;
   torch::nn::BatchNorm2d bn;
 };
@@ -30,7 +28,7 @@ struct FashionCnnImpl : torch::nn::Module {
                                                                      ConvBlock(kWidth1, kWidth2), torch::nn::MaxPool2d(2)))),
         classifier(register_module("classifier", torch::nn::Linear(kWidth2 * 7 * 7, 10))) {}
 
-  at::Tensor forward(at::Tensor x) {
+  torch::Tensor forward(torch::Tensor x) {
     x = (x - 0.2860) / 0.3530;  // the training set's mean and standard deviation
     return classifier(features->forward(x).flatten(1));
   }
@@ -40,5 +38,3 @@ struct FashionCnnImpl : torch::nn::Module {
   torch::nn::Linear classifier;
 };
 TORCH_MODULE(FashionCnn);
-
-}  // namespace xlaunch::test
