@@ -24,6 +24,28 @@ namespace {
 std::vector<std::string> on_cpu(const std::string& dir, const char* cpuinfo) {
   return {"XLAUNCH_CPUINFO_FILE=" + xlaunch::test::write_cpuinfo(dir + "/cpuinfo", cpuinfo)};
 }
+
+// Answers the questions before the mixed precision for a 2-process CPU job on one machine; false at
+// the first prompt that does not come.
+bool answer_a_cpu_job_of_two(PtySession& s) {
+  if (!s.expect("(NO/MULTI_CPU/MULTI_GPU) [")) return false;
+  s.type("MULTI_CPU\n");
+  if (!s.expect("How many machines will the job use? [1]: ")) return false;
+  s.type("\n");
+  if (!s.expect("How many processes in total, over all machines? [")) return false;
+  s.type("2\n");
+  return true;
+}
+
+// Takes the defaults of the questions after the mixed precision; false at the first prompt that
+// does not come, or when `file` is not written.
+bool answer_the_rest_with_defaults(PtySession& s, const std::string& file) {
+  if (!s.expect("How many gradient accumulation steps? [1]: ")) return false;
+  s.type("\n");
+  if (!s.expect("Turn on debug checks (slower)? (yes/no) [no]: ")) return false;
+  s.type("\n");
+  return s.expect("Wrote " + file) && s.wait() == 0;
+}
 }  // namespace
 
 TEST(ConfigPty, QuestionsWithOneWrongAnswerWriteTheFile) {
@@ -112,24 +134,14 @@ TEST(ConfigPty, ACpuJobIsOfferedOnlyTheMixedPrecisionItsCpuHas) {
   const std::string dir = scratch.path, file = dir + "/cfg.yaml";
   {
     PtySession s(file, dir, on_cpu(dir, xlaunch::test::kCpuinfoAvx2));
-    ASSERT_TRUE(s.expect("(NO/MULTI_CPU/MULTI_GPU) [")) << s.transcript();
-    s.type("MULTI_CPU\n");
-    ASSERT_TRUE(s.expect("How many machines will the job use? [1]: ")) << s.transcript();
-    s.type("\n");
-    ASSERT_TRUE(s.expect("How many processes in total, over all machines? [")) << s.transcript();
-    s.type("2\n");
+    ASSERT_TRUE(answer_a_cpu_job_of_two(s)) << s.transcript();
     ASSERT_TRUE(s.expect("This CPU has no 16-bit instructions for fp16 (avx512_fp16, amx_fp16), nor bf16 (avx512_bf16, "
                          "amx_bf16) among its flags: autocast would run in software, slower than float32 (measured: bf16 "
                          "0.05x, fp16 0.06x on such CPUs), so a CPU job is not offered it; mixed precision: no. Set "
                          "mixed_precision in the file to use it anyway."))
         << s.transcript();
-    ASSERT_TRUE(s.expect("How many gradient accumulation steps? [1]: ")) << s.transcript();
+    ASSERT_TRUE(answer_the_rest_with_defaults(s, file)) << s.transcript();
     EXPECT_EQ(s.transcript().find("Mixed precision?"), std::string::npos) << s.transcript();
-    s.type("\n");
-    ASSERT_TRUE(s.expect("Turn on debug checks (slower)? (yes/no) [no]: ")) << s.transcript();
-    s.type("\n");
-    ASSERT_TRUE(s.expect("Wrote " + file)) << s.transcript();
-    EXPECT_EQ(s.wait(), 0) << s.transcript();
     EXPECT_EQ(xlaunch::config::load_config(file).config.mixed_precision, xlaunch::config::MixedPrecision::No);
   }
   {
@@ -137,24 +149,14 @@ TEST(ConfigPty, ACpuJobIsOfferedOnlyTheMixedPrecisionItsCpuHas) {
     PtySession s(file, dir, on_cpu(dir, xlaunch::test::kCpuinfoAvx512Bf16));
     ASSERT_TRUE(s.expect("Replace it? (yes/no) [no]: ")) << s.transcript();
     s.type("yes\n");
-    ASSERT_TRUE(s.expect("(NO/MULTI_CPU/MULTI_GPU) [")) << s.transcript();
-    s.type("MULTI_CPU\n");
-    ASSERT_TRUE(s.expect("How many machines will the job use? [1]: ")) << s.transcript();
-    s.type("\n");
-    ASSERT_TRUE(s.expect("How many processes in total, over all machines? [")) << s.transcript();
-    s.type("2\n");
+    ASSERT_TRUE(answer_a_cpu_job_of_two(s)) << s.transcript();
     ASSERT_TRUE(s.expect("This CPU has no 16-bit instructions for fp16 (avx512_fp16, amx_fp16) among its flags"))
         << s.transcript();
     ASSERT_TRUE(s.expect("Mixed precision? (no/bf16) [no]: ")) << s.transcript();
     s.type("fp16\n");
     ASSERT_TRUE(s.expect("'fp16' is not one of no/bf16; try again.")) << s.transcript();
     s.type("bf16\n");
-    ASSERT_TRUE(s.expect("How many gradient accumulation steps? [1]: ")) << s.transcript();
-    s.type("\n");
-    ASSERT_TRUE(s.expect("Turn on debug checks (slower)? (yes/no) [no]: ")) << s.transcript();
-    s.type("\n");
-    ASSERT_TRUE(s.expect("Wrote " + file)) << s.transcript();
-    EXPECT_EQ(s.wait(), 0) << s.transcript();
+    ASSERT_TRUE(answer_the_rest_with_defaults(s, file)) << s.transcript();
     EXPECT_EQ(xlaunch::config::load_config(file).config.mixed_precision, xlaunch::config::MixedPrecision::Bf16);
   }
 }
