@@ -19,6 +19,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/rand.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,26 +47,18 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench_augment: %s needs a value\n", k.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (k == "--batch") a.batch = std::atoll(value().c_str());
-    else if (k == "--size") a.size = std::atoll(value().c_str());
-    else if (k == "--threads") a.threads = std::atoi(value().c_str());
-    else if (k == "--seconds") a.seconds = std::atof(value().c_str());
-    else if (k == "--per_transform") a.per_transform = true;
-    else if (k == "--colour_aten") a.colour_aten = true;
-    else if (k == "--grid_path") a.grid_path = true;
-    else {
-      std::fprintf(stderr, "bench_augment: unknown argument %s\n", k.c_str());
-      std::exit(2);
-    }
+  CLI::App app{"xlaunch's side of scripts/bench/augment.sh: samples per second of the guide's pipeline"};
+  app.add_option("--batch", a.batch, "Images per batch")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--size", a.size, "Height and width of the images")->check(CLI::Range(1, 1 << 14));
+  app.add_option("--threads", a.threads, "at::set_num_threads")->check(CLI::Range(1, 1024));
+  app.add_option("--seconds", a.seconds, "Seconds to time each measurement")->check(CLI::Range(0.01, 3600.0));
+  app.add_flag("--per_transform", a.per_transform, "Also time each transform alone");
+  app.add_flag("--colour_aten", a.colour_aten, "ColorJitter through its batched ATen steps");
+  app.add_flag("--grid_path", a.grid_path, "The geometric transforms through the grid path");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
   return a;
 }

@@ -10,6 +10,7 @@
 // of S seconds are counted (env_steps(): each environment's step once, resets not).
 #include <ATen/ops/empty.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -37,31 +38,19 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench_envpool: %s needs a value\n", k.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (k == "--env") a.env = value();
-    else if (k == "--num_envs") a.num_envs = std::atoll(value().c_str());
-    else if (k == "--num_threads") a.num_threads = std::atoi(value().c_str());
-    else if (k == "--seconds") a.seconds = std::atof(value().c_str());
-    else if (k == "--mode") {
-      const std::string m = value();
-      if (m != "sync" && m != "async") {
-        std::fprintf(stderr, "bench_envpool: --mode is sync or async, not %s\n", m.c_str());
-        std::exit(2);
-      }
-      a.async = m == "async";
-    } else {
-      std::fprintf(stderr, "bench_envpool: unknown argument %s\n", k.c_str());
-      std::exit(2);
-    }
+  std::string mode = "sync";
+  CLI::App app{"xlaunch's side of scripts/bench/envpool.sh: environment steps per second of an EnvPool"};
+  app.add_option("--env", a.env, "Environment id");
+  app.add_option("--num_envs", a.num_envs, "Environments in the pool")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--mode", mode, "sync or async")->check(CLI::IsMember({"sync", "async"}));
+  app.add_option("--num_threads", a.num_threads, "The pool's threads")->check(CLI::Range(1, 1024));
+  app.add_option("--seconds", a.seconds, "Seconds to count steps")->check(CLI::Range(0.01, 3600.0));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
+  a.async = mode == "async";
   return a;
 }
 
