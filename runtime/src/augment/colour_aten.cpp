@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "augment/colour_kernels.h"
+#include "augment/warp.h"
 
 namespace xlaunch::augment::detail {
 namespace {
@@ -91,14 +92,14 @@ at::Tensor step_at(const at::Tensor& x, const at::Tensor& values, const at::Tens
   }
   at::Tensor out = x;
   if (blend) {
-    const at::Tensor c = coef.to(x.options()).view({3, rows, 1, 1, 1});
+    const at::Tensor c = to_device(coef, x.device(), x.scalar_type()).view({3, rows, 1, 1, 1});
     const at::Tensor gray_x = rgb ? gray(x) : x;
     const at::Tensor mean = gray_x.mean({-3, -2, -1}, true);
     out = (x * c[0] + gray_x * c[1] + mean * c[2]).clamp(0, 1);
   }
   if (any_hue) {
-    const at::Tensor shifted = hue(out, hue_factor.to(x.options()).view({-1, 1, 1, 1}));
-    out = at::where(hue_rows.to(x.device()).view({-1, 1, 1, 1}), shifted, out);
+    const at::Tensor shifted = hue(out, to_device(hue_factor, x.device(), x.scalar_type()).view({-1, 1, 1, 1}));
+    out = at::where(to_device(hue_rows, x.device(), at::kBool).view({-1, 1, 1, 1}), shifted, out);
   }
   return out;
 }
@@ -113,7 +114,7 @@ at::Tensor color_jitter_aten(const at::Tensor& images, const Params& params) {
   for (int k = 0; k < 4; ++k) x = step_at(x, values, applied, k);
   x = x.clamp(0, 1);
   if (applied.all().item<bool>()) return x;
-  return at::where(applied.to(images.device()).view({-1, 1, 1, 1}), x, images);
+  return at::where(to_device(applied, images.device(), at::kBool).view({-1, 1, 1, 1}), x, images);
 }
 
 }  // namespace xlaunch::augment::detail

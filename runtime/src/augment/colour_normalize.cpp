@@ -2,8 +2,10 @@
 #include <ATen/ops/sub.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/tensor.h>
-#include <ATen/ops/where.h>
 
+#include <vector>
+
+#include "augment/warp.h"
 #include "xlaunch/augment/colour.h"
 #include "xlaunch/error.h"
 
@@ -18,7 +20,7 @@ std::string listed(const std::vector<double>& v) {
 
 // [1, C, 1, 1] (or [1, 1, 1, 1]) in the images' dtype and device, for broadcasting.
 at::Tensor per_channel(const std::vector<double>& v, const at::Tensor& images) {
-  return at::tensor(v, at::kDouble).to(images.options()).view({1, -1, 1, 1});
+  return detail::to_device(at::tensor(v, at::kDouble), images.device(), images.scalar_type()).view({1, -1, 1, 1});
 }
 
 [[maybe_unused]] const bool kRegistered =
@@ -62,12 +64,9 @@ at::Tensor Normalize::apply(const at::Tensor& images, const Params& params) cons
                        " channels; give one number, or one per channel");
     }
   }
-  // `applied` is on the CPU (check_apply): counting it waits for no device.
-  const int64_t applied = params.applied.sum().item<int64_t>();
-  if (applied == 0) return images.clone();
-  const at::Tensor out = at::div(at::sub(images, per_channel(mean_, images)), per_channel(std_, images));
-  if (applied == images.size(0)) return out;
-  return at::where(params.applied.to(images.device()).view({-1, 1, 1, 1}), out, images);
+  return detail::apply_rows(images, params.applied, [&](const at::Tensor& rows, const std::vector<int64_t>&) {
+    return at::div(at::sub(rows, per_channel(mean_, rows)), per_channel(std_, rows));
+  });
 }
 
 }  // namespace xlaunch::augment

@@ -44,17 +44,14 @@ Mat3 inverse(const Mat3& m) {
           C * r, -(a * h - b * g) * r, (a * e - b * d) * r};
 }
 
-namespace {
-
-// A small host tensor on `device` as `dtype`: on CUDA through pinned memory (LibTorch's caching
-// host allocator, which reuses the block only after the copy has run), non_blocking, so the
-// training thread does not wait for the stream; elsewhere a plain copy.
 at::Tensor to_device(const at::Tensor& host, c10::Device device, at::ScalarType dtype) {
   if (!device.is_cuda()) return host.to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
   at::Tensor pinned = at::empty(host.sizes(), host.options().dtype(dtype).pinned_memory(true));
   pinned.copy_(host);
   return pinned.to(device, dtype, /*non_blocking=*/true);
 }
+
+namespace {
 
 // Pixel coordinates -> grid_sample's normalised ones (align_corners false: the pixel centres of a
 // size-n axis are at (2k + 1) / n - 1), and back.

@@ -1,4 +1,5 @@
-// Private to the runtime: the one resampling step of the geometric transforms (geometric.h).
+// Private to the runtime: the one resampling step of the geometric transforms (geometric.h), and
+// the two helpers every transform's device path shares (to_device, apply_rows).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -35,6 +36,12 @@ at::Tensor warp_cpu(const at::Tensor& images, const std::vector<Mat3>& maps, int
 // For tests: true makes warp() take the grid path on the CPU too, so that both paths can be
 // compared with Kornia on a machine without a GPU.
 extern std::atomic<bool> force_grid_path;
+
+// A small host tensor on `device` as `dtype`: on CUDA through pinned memory (LibTorch's caching
+// host allocator, which reuses the block only after the copy has run), non_blocking, so the
+// training thread does not wait for the stream; elsewhere a plain copy. Every transform's
+// parameters reach the device this way.
+at::Tensor to_device(const at::Tensor& host, c10::Device device, at::ScalarType dtype);
 
 // fn(images[rows where applied]) put back in those rows, the other rows as they were: the result
 // of a transform that keeps the image size, computing only the applied rows.
