@@ -225,25 +225,12 @@ void jitter_image(const T* in, T* out, int64_t hw, int channels, const double* v
   });
 }
 
-// One image of each dtype, compiled twice on x86-64: for AVX2 (eight floats a vector instead of
-// four) and for the baseline, the loader picking the one this CPU runs (GCC's and Clang's
-// target_clones). flatten inlines every step into each clone, so each is compiled for its
-// target. Only AVX2 is enabled, not FMA, and colour.cmake turns contraction off: a fused
-// multiply-add would round otherwise than Kornia.
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones) && __has_attribute(flatten)
-#define XLAUNCH_COLOUR_CLONES __attribute__((target_clones("avx2", "default"), flatten))
-#endif
-#endif
-#ifndef XLAUNCH_COLOUR_CLONES
-#define XLAUNCH_COLOUR_CLONES
-#endif
-
-XLAUNCH_COLOUR_CLONES void jitter_float(const float* in, float* out, int64_t hw, int channels, const double* values) {
+// One image of each dtype, compiled for AVX2 and for the baseline (XLAUNCH_AUGMENT_CLONES, rows.h).
+XLAUNCH_AUGMENT_CLONES void jitter_float(const float* in, float* out, int64_t hw, int channels, const double* values) {
   jitter_image(in, out, hw, channels, values);
 }
 
-XLAUNCH_COLOUR_CLONES void jitter_double(const double* in, double* out, int64_t hw, int channels,
+XLAUNCH_AUGMENT_CLONES void jitter_double(const double* in, double* out, int64_t hw, int channels,
                                          const double* values) {
   jitter_image(in, out, hw, channels, values);
 }

@@ -1,4 +1,5 @@
-// How the CPU kernels of the augmentations spread a batch's rows over threads.
+// How the CPU kernels of the augmentations spread a batch's rows over threads, and how they are
+// compiled for this CPU.
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -25,3 +26,18 @@ void parallel_rows(int64_t n, int64_t grain, const F& fn) {
 }
 
 }  // namespace xlaunch::augment::detail
+
+// A kernel's entry compiled twice on x86-64: for AVX2 (eight floats a vector instead of four) and
+// for the baseline, the loader picking the one this CPU runs (GCC's and Clang's target_clones).
+// flatten inlines every step into each clone, so each is compiled for its target. Only AVX2 is
+// enabled, not FMA, and the kernels' files are compiled with -ffp-contract=off (colour.cmake,
+// geometric.cmake): a fused multiply-add would round otherwise than Kornia, and otherwise than
+// the other clone.
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && __has_attribute(flatten)
+#define XLAUNCH_AUGMENT_CLONES __attribute__((target_clones("avx2", "default"), flatten))
+#endif
+#endif
+#ifndef XLAUNCH_AUGMENT_CLONES
+#define XLAUNCH_AUGMENT_CLONES
+#endif

@@ -185,24 +185,13 @@ inline void warp_rows(const T* src, T* dst, const Plane& p, int64_t out_h, int64
   }
 }
 
-// Compiled twice on x86-64, for AVX2 and for the baseline, the loader picking the one this CPU
-// runs (as colour_fused.cpp's loop). Both round alike: geometric.cmake turns off the contraction
-// of multiply-adds, which would otherwise fuse them where the target has FMA.
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones) && __has_attribute(flatten)
-#define XLAUNCH_WARP_CLONES __attribute__((target_clones("avx2", "default"), flatten))
-#endif
-#endif
-#ifndef XLAUNCH_WARP_CLONES
-#define XLAUNCH_WARP_CLONES
-#endif
-
-XLAUNCH_WARP_CLONES void warp_rows_float(const float* src, float* dst, const Plane& p, int64_t out_h, int64_t begin,
+// Compiled for AVX2 and for the baseline (XLAUNCH_AUGMENT_CLONES, rows.h).
+XLAUNCH_AUGMENT_CLONES void warp_rows_float(const float* src, float* dst, const Plane& p, int64_t out_h, int64_t begin,
                                          int64_t end, const Mat3* maps, bool projective) {
   warp_rows(src, dst, p, out_h, begin, end, maps, projective);
 }
 
-XLAUNCH_WARP_CLONES void warp_rows_double(const double* src, double* dst, const Plane& p, int64_t out_h,
+XLAUNCH_AUGMENT_CLONES void warp_rows_double(const double* src, double* dst, const Plane& p, int64_t out_h,
                                           int64_t begin, int64_t end, const Mat3* maps, bool projective) {
   warp_rows(src, dst, p, out_h, begin, end, maps, projective);
 }
