@@ -220,8 +220,8 @@ void report_attempt(const config::LaunchConfig& c, const std::string& status_dir
   JobReport report = make_report(stats, config::runs_on_cpu(c) ? std::vector<GpuUse>{} : gpu_use);
   report.launcher_host = this_host_facts();
   report.advice = advise(report, c);
-  report.syncs = read_syncs(status_dir, c.num_processes, report.first_step - 1);
-  report.operators = read_op_tables(status_dir, c.num_processes);
+  if (c.debug) report.syncs = read_syncs(status_dir, c.num_processes, report.first_step - 1);  // counted with debug
+  if (c.profile_ops > 0) report.operators = read_op_tables(status_dir, c.num_processes);
   if (c.report && report.total_steps > 0) {
     std::fprintf(stderr, "%s", format_report(report).c_str());
     if (!c.log_dir.empty()) write_report_json(c.log_dir, report);
@@ -316,8 +316,7 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const std::st
       std::fprintf(stderr, "xlaunch: Open MPI %s; launching:\n", mpi_version.c_str());
       print_plan(stderr, plan);
     }
-    // The operator tables (profile_ops) are read and printed by report_attempt too, report or not.
-    const bool measured = c.report || !c.trace_dir.empty() || c.profile_ops > 0;
+    const bool measured = c.report || !c.trace_dir.empty();
     std::unique_ptr<GpuSampler> gpus = measured ? std::make_unique<GpuSampler>() : nullptr;
     std::unique_ptr<JobMonitor> monitor =
         measured ? std::make_unique<JobMonitor>(env.status_dir, c.num_processes, monitor_s, gpus.get()) : nullptr;
@@ -332,7 +331,13 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const std::st
     if (monitor) monitor->stop();
     if (gpus) gpus->stop();
     try {
-      if (measured) report_attempt(c, env.status_dir, *gpus, monitor.get());
+      if (measured) {
+        report_attempt(c, env.status_dir, *gpus, monitor.get());
+      } else if (c.profile_ops > 0) {  // the operator tables alone, without the report's sampling
+        std::fprintf(stderr, "%s",
+                     format_op_tables(read_op_tables(env.status_dir, c.num_processes), c.num_processes, c.profile_ops)
+                         .c_str());
+      }
     } catch (const std::exception& e) {  // the job's outcome matters more than its report
       std::fprintf(stderr, "xlaunch: warning: no utilization report: %s\n", e.what());
     }
@@ -386,9 +391,7 @@ int run_job(const RunOptions& o, const Invocation& inv) {
   print_config_line(e.in_use, e.from_cli);
   warn_ignored_accelerate_options(o.overrides);
   check_launchable(c);
-  if (c.mixed_precision != config::MixedPrecision::No && cpu_job(c, gpu_count))
-    if (const std::string why = cpu_mixed_precision_problem(c.mixed_precision, this_cpu_features()); !why.empty())
-      std::fprintf(stderr, "xlaunch: warning: %s\n", why.c_str());
+  std::fprintf(stderr, "%s", cpu_mixed_precision_warning(c, gpu_count).c_str());
   check_resume(c, o.resume);
   std::vector<std::string> command = inv.command;
   command[0] = resolve_train_binary(command[0], path_env());
