@@ -181,9 +181,7 @@ int write_default(const ConfigOptions& o) {
   LaunchConfig c = machine_defaults(gpus, physical_cpu_cores());
   apply_overrides(c, o.overrides, gpus);
   config::validate(c, gpus, "command line");
-  if (c.mixed_precision != config::MixedPrecision::No && cpu_job(c, gpus))
-    if (const std::string why = cpu_mixed_precision_problem(c.mixed_precision, this_cpu_features()); !why.empty())
-      std::cerr << "xlaunch: warning: " << why << "\n";
+  std::cerr << cpu_mixed_precision_warning(c, gpus);
   config::save_config(c, path);
   std::cout << "Wrote " << path << " (" << config::to_string(c.distributed_type) << ", " << c.num_processes
             << " process(es), mixed precision " << config::to_string(c.mixed_precision) << ")\n";

@@ -80,4 +80,10 @@ bool cpu_job(const config::LaunchConfig& c, int gpu_count) {
   return config::runs_on_cpu(c) || (c.distributed_type == config::DistributedType::No && gpu_count == 0);
 }
 
+std::string cpu_mixed_precision_warning(const config::LaunchConfig& c, int gpu_count) {
+  if (c.mixed_precision == config::MixedPrecision::No || !cpu_job(c, gpu_count)) return "";
+  const std::string why = cpu_mixed_precision_problem(c.mixed_precision, this_cpu_features());
+  return why.empty() ? "" : "xlaunch: warning: " + why + "\n";
+}
+
 }  // namespace xlaunch::launcher

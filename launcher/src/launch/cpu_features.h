@@ -46,4 +46,9 @@ std::string cpu_mixed_precision_problem(config::MixedPrecision mp, const CpuFeat
 // runs_on_cpu, or a single process on a machine without GPUs.
 bool cpu_job(const config::LaunchConfig& c, int gpu_count);
 
+// What `xlaunch run` and `xlaunch config default` warn at the start: "xlaunch: warning: " and
+// cpu_mixed_precision_problem on this machine's CPU and a newline, for a CPU job (gpu_count GPUs
+// here) whose mixed precision does not pay; "" otherwise (the CPU is read only when it matters).
+std::string cpu_mixed_precision_warning(const config::LaunchConfig& c, int gpu_count);
+
 }  // namespace xlaunch::launcher
