@@ -178,7 +178,7 @@ TEST(SyncsReport, TheLoopsAndTheRuntimesSaidApart) {
   const uint64_t n = xlaunch::profile::kRingSteps + 100;
   const RankSyncs longrun = summarize_syncs(*with_runtime(counts(0, n, 0), 2, "x"), 10);
   EXPECT_EQ(longrun.runtime_syncs, 2 * (n - 10));
-  const auto j = nlohmann::json::parse(syncs_json({r}));
+  const auto j = syncs_json({r});
   EXPECT_EQ(j[0]["runtime_per_step"], 1.0);
   EXPECT_EQ(j[0]["runtime_what"], "fp16 check: bf16 needs none");
 }

@@ -17,7 +17,7 @@ std::string format_op_tables(const std::vector<status::OpTable>& tables, int wor
   size_t next = 0;
   for (int r = 0; r < world; ++r) {
     if (next < tables.size() && tables[next].rank == r) {
-      out += status::format_op_table(tables[next++], kPrintedOpRows);
+      out += status::format_op_table(tables[next++], status::kPrintedOpRows);
       continue;
     }
     out += "xlaunch: rank " + std::to_string(r) + " published no operator table: it ended before step " +

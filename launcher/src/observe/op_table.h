@@ -15,12 +15,10 @@
 
 namespace xlaunch::launcher {
 
-inline constexpr size_t kPrintedOpRows = 10;  // per rank, on the terminal; report.json has every row published
-
 // The tables ranks 0 .. world-1 published in status_dir, in rank order; a rank without one is left out.
 std::vector<status::OpTable> read_op_tables(const std::string& status_dir, int world);
 
-// What `xlaunch run` prints: each rank's first kPrintedOpRows rows (status::format_op_table), and
+// What `xlaunch run` prints: each rank's first status::kPrintedOpRows rows (status::format_op_table), and
 // for each rank without a table a line saying why that happens. "" when profile_ops is 0.
 std::string format_op_tables(const std::vector<status::OpTable>& tables, int world, int64_t profile_ops);
 

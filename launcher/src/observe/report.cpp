@@ -491,7 +491,7 @@ std::string report_json(const JobReport& r) {
   json out = {{"world", r.world}, {"first_step", r.first_step}, {"last_step", r.last_step},
               {"total_steps", r.total_steps}, {"ranks", std::move(ranks)}, {"advice", r.advice}};
   if (const std::string zero = zero_line(r); !zero.empty()) out["zero"] = zero;
-  if (!r.syncs.empty()) out["host_device_syncs"] = json::parse(syncs_json(r.syncs));
+  if (!r.syncs.empty()) out["host_device_syncs"] = syncs_json(r.syncs);
   if (!r.operators.empty()) out["operators"] = op_tables_json(r.operators);
   return out.dump(2, ' ', false, json::error_handler_t::replace) + "\n";  // a stray byte in a host name: U+FFFD
 }

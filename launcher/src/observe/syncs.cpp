@@ -121,13 +121,13 @@ std::string syncs_line(const std::vector<RankSyncs>& ranks) {
   return line;
 }
 
-std::string syncs_json(const std::vector<RankSyncs>& ranks) {
+nlohmann::ordered_json syncs_json(const std::vector<RankSyncs>& ranks) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const RankSyncs& r : ranks)
     out.push_back({{"rank", r.rank}, {"steps", r.steps}, {"syncs", r.syncs}, {"per_step", r.per_step},
                    {"first_step", r.first_step}, {"first", r.first}, {"runtime_syncs", r.runtime_syncs},
                    {"runtime_per_step", r.runtime_per_step}, {"runtime_what", r.runtime_what}});
-  return out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  return out;
 }
 
 }  // namespace xlaunch::launcher

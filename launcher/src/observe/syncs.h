@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "xlaunch/status/sync_stats.h"
 
 namespace xlaunch::launcher {
@@ -44,7 +46,7 @@ std::vector<RankSyncs> read_syncs(const std::string& status_dir, int world, uint
 // when the ranks counted none; "" when no rank counted (no window, or debug off, or a CPU job).
 std::string syncs_line(const std::vector<RankSyncs>& ranks);
 
-// The same per rank as a JSON array (report.json's "host_device_syncs"), as text.
-std::string syncs_json(const std::vector<RankSyncs>& ranks);
+// The same per rank as a JSON array (report.json's "host_device_syncs").
+nlohmann::ordered_json syncs_json(const std::vector<RankSyncs>& ranks);
 
 }  // namespace xlaunch::launcher

@@ -18,7 +18,6 @@ namespace xlaunch::profile::ops {
 namespace {
 
 namespace kp = torch::profiler::impl;
-constexpr size_t kPrintedRows = 10;  // as xlaunch run prints (launcher/src/observe/op_table.h)
 namespace ap = torch::autograd::profiler;
 
 struct State {
@@ -106,7 +105,7 @@ void publish(const Settings& s, int64_t steps, const ap::ProfilerResult& result)
   std::string why = "no status directory (not started by xlaunch run)";
   if (!s.dir.empty() && status::write_op_table(s.dir, t, &why)) return;
   std::fprintf(stderr, "xlaunch: rank %d's operator table is printed here, not published for xlaunch run: %s\n%s", s.rank,
-               why.c_str(), status::format_op_table(t, kPrintedRows).c_str());
+               why.c_str(), status::format_op_table(t, status::kPrintedOpRows).c_str());
 }
 
 void finish_at_exit() { finish(); }

@@ -81,8 +81,6 @@ class SyncCounter final : public c10::WarningHandler {
   // The optimizer step ended: its count goes into the stats, published under their sequence lock.
   void step_done();
 
-  const SyncStats& stats() const { return *stats_; }
-
  private:
   void record(SyncSite& site, const c10::Warning& w, uint64_t step);
   void note_runtime(const char* what, uint64_t step);

@@ -56,6 +56,9 @@ struct OpTable {
 };
 
 inline constexpr size_t kMaxOpRows = 30;
+// Rows printed per rank on a terminal (by xlaunch run, or by a rank without a status directory);
+// report.json has every row published.
+inline constexpr size_t kPrintedOpRows = 10;
 // The spans' tracks on the timeline: kOpThread0 + i for the i-th thread that ran operators, beside
 // the rank's own tracks (runtime/src/profile/trace.h: 1-3, loader workers from 100).
 inline constexpr int kOpThread0 = 200;
