@@ -14,6 +14,7 @@
 #include "profile/sync_count.h"
 #include "profile/op_profile.h"
 #include "profile/trace.h"
+#include "xlaunch/status/seqlock.h"
 
 namespace xlaunch::profile {
 namespace {
@@ -148,26 +149,25 @@ void step_done(int64_t step) {
   c.phase_ns[kOther] = wall > measured ? wall - measured : 0;
 
   RankStats& st = *c.stats;
-  st.version.fetch_add(1, std::memory_order_relaxed);  // odd: being written
-  std::atomic_thread_fence(std::memory_order_release);  // ... before any of the stores below
-  Totals& t = st.total;
-  if (t.steps == 0) st.start_ns = c.step_start_real_ns;
-  StepRecord& r = st.ring[t.steps % kRingSteps];
-  r.end_ns = realtime_ns();
-  r.samples = c.samples;
-  r.cpu_ns = cpu_ns();
-  std::memcpy(r.phase_ns, c.phase_ns, sizeof r.phase_ns);
-  ++t.steps;
-  t.samples += c.samples;
-  t.wall_ns += wall;
-  t.cpu_ns = r.cpu_ns;
-  for (int p = 0; p < kPhases; ++p) t.phase_ns[p] += c.phase_ns[p];
-  device::collect(t.gpu_ns);
-  t.collectives = c.collectives.load(std::memory_order_relaxed);
-  t.bytes = c.bytes.load(std::memory_order_relaxed);
-  if (t.steps == static_cast<uint64_t>(kWarmupSteps)) st.at_warmup = t;
-  st.zero = c.zero;
-  st.version.fetch_add(1, std::memory_order_release);  // even: consistent
+  status::write_seqlocked(st, [&] {
+    Totals& t = st.total;
+    if (t.steps == 0) st.start_ns = c.step_start_real_ns;
+    StepRecord& r = st.ring[t.steps % kRingSteps];
+    r.end_ns = realtime_ns();
+    r.samples = c.samples;
+    r.cpu_ns = cpu_ns();
+    std::memcpy(r.phase_ns, c.phase_ns, sizeof r.phase_ns);
+    ++t.steps;
+    t.samples += c.samples;
+    t.wall_ns += wall;
+    t.cpu_ns = r.cpu_ns;
+    for (int p = 0; p < kPhases; ++p) t.phase_ns[p] += c.phase_ns[p];
+    device::collect(t.gpu_ns);
+    t.collectives = c.collectives.load(std::memory_order_relaxed);
+    t.bytes = c.bytes.load(std::memory_order_relaxed);
+    if (t.steps == static_cast<uint64_t>(kWarmupSteps)) st.at_warmup = t;
+    st.zero = c.zero;
+  });
   syncs::step_done();  // the host-device syncs of this step, when counted (debug on a GPU)
 
   if (trace::active()) trace::span(trace::kTrainThread, "step", c.step_start_ns, wall, {{"step", step}});

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <vector>
 
+#include "xlaunch/status/seqlock.h"
+
 namespace xlaunch::profile::syncs {
 namespace {
 
@@ -68,11 +70,6 @@ std::string without_arguments(const std::string& symbol) {
 
 bool known(const Frame& f) { return !f.symbol.empty() && f.symbol != "<unknown function>"; }
 
-void copy_text(char* dst, size_t size, const std::string& text) {
-  std::memset(dst, 0, size);
-  std::memcpy(dst, text.data(), std::min(text.size(), size - 1));
-}
-
 thread_local const char* t_runtime_sync = nullptr;
 
 }  // namespace
@@ -121,11 +118,10 @@ void SyncCounter::record(SyncSite& site, const c10::Warning& w, uint64_t step) {
     where = std::string(loc.function ? loc.function : "?") + " (" + (loc.file ? base_name(loc.file) : "?") + ":" +
             std::to_string(loc.line) + ")";
   }
-  stats_->version.fetch_add(1, std::memory_order_relaxed);  // odd: being written
-  std::atomic_thread_fence(std::memory_order_release);
-  site.step = step;
-  copy_text(site.where, sizeof site.where, where);
-  stats_->version.fetch_add(1, std::memory_order_release);  // even: consistent
+  status::write_seqlocked(*stats_, [&] {
+    site.step = step;
+    status::copy_text(site.where, sizeof site.where, where);
+  });
   if (announce_ && &site == &stats_->first_after_warmup)
     std::fprintf(stderr,
                  "xlaunch: host-device sync in step %llu (debug: true counts them per step for the report): %s\n",
@@ -140,11 +136,10 @@ void SyncCounter::note_runtime(const char* what, uint64_t step) {
   std::string text = kinds.text();
   if (!text.empty()) text += "; ";
   text += what;
-  stats_->version.fetch_add(1, std::memory_order_relaxed);  // odd: being written
-  std::atomic_thread_fence(std::memory_order_release);
-  if (kinds.step == 0) kinds.step = step;
-  copy_text(kinds.where, sizeof kinds.where, text);
-  stats_->version.fetch_add(1, std::memory_order_release);  // even: consistent
+  status::write_seqlocked(*stats_, [&] {
+    if (kinds.step == 0) kinds.step = step;
+    status::copy_text(kinds.where, sizeof kinds.where, text);
+  });
 }
 
 void SyncCounter::process(const c10::Warning& w) {
@@ -168,18 +163,17 @@ void SyncCounter::step_done() {
   const uint64_t n = in_step_.exchange(0, std::memory_order_relaxed);
   const uint64_t rn = runtime_in_step_.exchange(0, std::memory_order_relaxed);
   SyncStats& s = *stats_;
-  s.version.fetch_add(1, std::memory_order_relaxed);  // odd: being written
-  std::atomic_thread_fence(std::memory_order_release);
-  s.per_step[s.steps % kRingSteps] = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
-  s.runtime_per_step[s.steps % kRingSteps] = static_cast<uint32_t>(std::min<uint64_t>(rn, UINT32_MAX));
-  ++s.steps;
-  s.syncs += n;
-  s.runtime_syncs += rn;
-  if (s.steps == static_cast<uint64_t>(kWarmupSteps)) {
-    s.syncs_at_warmup = s.syncs;
-    s.runtime_syncs_at_warmup = s.runtime_syncs;
-  }
-  s.version.fetch_add(1, std::memory_order_release);  // even: consistent
+  status::write_seqlocked(s, [&] {
+    s.per_step[s.steps % kRingSteps] = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
+    s.runtime_per_step[s.steps % kRingSteps] = static_cast<uint32_t>(std::min<uint64_t>(rn, UINT32_MAX));
+    ++s.steps;
+    s.syncs += n;
+    s.runtime_syncs += rn;
+    if (s.steps == static_cast<uint64_t>(kWarmupSteps)) {
+      s.syncs_at_warmup = s.syncs;
+      s.runtime_syncs_at_warmup = s.runtime_syncs;
+    }
+  });
 }
 
 namespace {

@@ -10,7 +10,7 @@
 #include <new>
 #include <type_traits>
 
-#include "seqlock_read.h"
+#include "xlaunch/status/seqlock.h"
 #include "xlaunch/status/private_files.h"
 
 namespace xlaunch::status {
@@ -71,11 +71,7 @@ std::optional<profile::RankStats> read_stats_file(const std::string& dir, int ra
 void set_gpu_bus_id(profile::RankStats* stats, const std::string& bus_id) {
   const std::string id = normalize_pci_bus_id(bus_id);
   if (id.empty()) return;
-  stats->version.fetch_add(1, std::memory_order_relaxed);  // odd: being written
-  std::atomic_thread_fence(std::memory_order_release);
-  std::memset(stats->gpu_bus_id, 0, sizeof stats->gpu_bus_id);
-  std::memcpy(stats->gpu_bus_id, id.data(), std::min(id.size(), sizeof stats->gpu_bus_id - 1));
-  stats->version.fetch_add(1, std::memory_order_release);  // even: consistent
+  write_seqlocked(*stats, [&] { copy_text(stats->gpu_bus_id, sizeof stats->gpu_bus_id, id); });
 }
 
 std::string normalize_pci_bus_id(const std::string& id) {

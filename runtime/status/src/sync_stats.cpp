@@ -7,7 +7,7 @@
 #include <new>
 #include <type_traits>
 
-#include "seqlock_read.h"
+#include "xlaunch/status/seqlock.h"
 #include "xlaunch/status/private_files.h"
 
 namespace xlaunch::status {
