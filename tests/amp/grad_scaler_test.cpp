@@ -13,6 +13,7 @@
 #include "skip_scenario.h"
 #include "xlaunch/error.h"
 #include "comm/inprocess_communicator.h"
+#include "usage_error.h"
 
 namespace {
 
@@ -31,27 +32,18 @@ struct Model {
   }
 };
 
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(no UsageError)";
-}
-
 TEST(GradScalerOptions, AreValidatedWithTheirNames) {
   auto make = [](auto edit) {
     GradScalerOptions o;
     edit(o);
     return [o] { GradScaler s(o); };
   };
-  EXPECT_NE(message_of(make([](auto& o) { o.growth_factor = 1.0; })).find("growth_factor=1 must be > 1"), std::string::npos);
-  EXPECT_NE(message_of(make([](auto& o) { o.backoff_factor = 1.0; })).find("backoff_factor=1 must be in (0, 1)"), std::string::npos);
-  EXPECT_NE(message_of(make([](auto& o) { o.backoff_factor = 0.0; })).find("backoff_factor=0"), std::string::npos);
-  EXPECT_NE(message_of(make([](auto& o) { o.growth_interval = 0; })).find("growth_interval=0"), std::string::npos);
-  EXPECT_NE(message_of(make([](auto& o) { o.init_scale = -1; })).find("init_scale=-1"), std::string::npos);
-  EXPECT_EQ(message_of(make([](auto&) {})), "(no UsageError)");
+  EXPECT_NE(xlaunch::test::usage_error_of(make([](auto& o) { o.growth_factor = 1.0; })).find("growth_factor=1 must be > 1"), std::string::npos);
+  EXPECT_NE(xlaunch::test::usage_error_of(make([](auto& o) { o.backoff_factor = 1.0; })).find("backoff_factor=1 must be in (0, 1)"), std::string::npos);
+  EXPECT_NE(xlaunch::test::usage_error_of(make([](auto& o) { o.backoff_factor = 0.0; })).find("backoff_factor=0"), std::string::npos);
+  EXPECT_NE(xlaunch::test::usage_error_of(make([](auto& o) { o.growth_interval = 0; })).find("growth_interval=0"), std::string::npos);
+  EXPECT_NE(xlaunch::test::usage_error_of(make([](auto& o) { o.init_scale = -1; })).find("init_scale=-1"), std::string::npos);
+  EXPECT_EQ(xlaunch::test::usage_error_of(make([](auto&) {})), "(no UsageError)");
   const GradScaler defaults;
   EXPECT_EQ(defaults.get_scale(), 65536.0);
   EXPECT_EQ(defaults.options().growth_interval, 2000);
@@ -74,15 +66,15 @@ TEST(GradScaler, UnscalesOnceAndStepsWithTrueGradients) {
   s.unscale_(m.opt);
   EXPECT_TRUE(s.is_unscaled(m.opt));
   EXPECT_TRUE(m.w.grad().equal(at::tensor(std::vector<float>{1, 2, -4})));
-  EXPECT_NE(message_of([&] { s.unscale_(m.opt); }).find("already called"), std::string::npos);
+  EXPECT_NE(xlaunch::test::usage_error_of([&] { s.unscale_(m.opt); }).find("already called"), std::string::npos);
   EXPECT_TRUE(s.step(m.opt));  // reuses the unscale above: gradients divided once only
   EXPECT_FALSE(s.last_step_skipped());
   EXPECT_TRUE(m.w.detach().equal(at::tensor(std::vector<float>{0.5f, 0.0f, 3.0f})));
-  EXPECT_NE(message_of([&] { s.unscale_(m.opt); }).find("after step()"), std::string::npos);
-  EXPECT_NE(message_of([&] { s.step(m.opt); }).find("already called"), std::string::npos);
+  EXPECT_NE(xlaunch::test::usage_error_of([&] { s.unscale_(m.opt); }).find("after step()"), std::string::npos);
+  EXPECT_NE(xlaunch::test::usage_error_of([&] { s.step(m.opt); }).find("already called"), std::string::npos);
   s.update();
   EXPECT_FALSE(s.is_unscaled(m.opt));
-  EXPECT_NE(message_of([&] { s.update(); }).find("no step()"), std::string::npos);
+  EXPECT_NE(xlaunch::test::usage_error_of([&] { s.update(); }).find("no step()"), std::string::npos);
 }
 
 TEST(GradScaler, SkipsNonFiniteStepsAndBacksOff) {

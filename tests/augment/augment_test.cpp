@@ -22,6 +22,7 @@
 #include "augment/warp.h"
 #include "xlaunch/augment.h"
 #include "xlaunch/error.h"
+#include "usage_error.h"
 
 namespace xlaunch::augment {
 namespace {
@@ -35,15 +36,6 @@ BatchKey key_of(int64_t rows) {
   BatchKey key{5, 1, {}};
   for (int64_t i = 0; i < rows; ++i) key.ids.push_back(100 + i);
   return key;
-}
-
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(no UsageError)";
 }
 
 TEST(SampleSeed, IsThePureChainOfMixSeed) {
@@ -112,14 +104,14 @@ TEST(Registry, ListsTheGeometricTransforms) {
 }
 
 TEST(Registry, MistakesNameTheTransformTheArgumentAndTheAllowedRange) {
-  const std::string unknown = message_of([] { make("RandomRotate90"); });
+  const std::string unknown = xlaunch::test::usage_error_of([] { make("RandomRotate90"); });
   EXPECT_NE(unknown.find("'RandomRotate90'"), std::string::npos) << unknown;
   EXPECT_NE(unknown.find("RandomAffine"), std::string::npos) << unknown;
-  const std::string arg = message_of([] { make("RandomAffine", {{"degrees", {5}}, {"angle", {3}}}); });
+  const std::string arg = xlaunch::test::usage_error_of([] { make("RandomAffine", {{"degrees", {5}}, {"angle", {3}}}); });
   EXPECT_NE(arg.find("RandomAffine: no argument 'angle'"), std::string::npos) << arg;
   EXPECT_NE(arg.find("degrees, translate, scale, shear, p, same_on_batch"), std::string::npos) << arg;
   const auto expect = [](const std::string& name, const Args& args, const std::string& want) {
-    const std::string m = message_of([&] { make(name, args); });
+    const std::string m = xlaunch::test::usage_error_of([&] { make(name, args); });
     EXPECT_NE(m.find(want), std::string::npos) << m;
   };
   expect("RandomAffine", {{"degrees", {-5}}}, "RandomAffine: degrees = (-5) is not allowed: one number v in [0, 360]");
@@ -141,11 +133,11 @@ TEST(Registry, MistakesNameTheTransformTheArgumentAndTheAllowedRange) {
 TEST(Apply, RefusesWhatIsNotABatchOfImages) {
   const auto t = affine();
   const Params p = t->draw(BatchKey{0, 0, {1, 2}}, 0, 8, 8);
-  EXPECT_NE(message_of([&] { t->apply(at::zeros({2, 8, 8}), p); }).find("RandomAffine: the images must be"),
+  EXPECT_NE(xlaunch::test::usage_error_of([&] { t->apply(at::zeros({2, 8, 8}), p); }).find("RandomAffine: the images must be"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { t->apply(at::zeros({3, 1, 8, 8}), p); }).find("values [3, 7]"), std::string::npos);
+  EXPECT_NE(xlaunch::test::usage_error_of([&] { t->apply(at::zeros({3, 1, 8, 8}), p); }).find("values [3, 7]"), std::string::npos);
   Sequential seq({t});
-  EXPECT_NE(message_of([&] { seq(at::zeros({3, 1, 8, 8}), BatchKey{0, 0, {1, 2}}); }).find("B = 2"),
+  EXPECT_NE(xlaunch::test::usage_error_of([&] { seq(at::zeros({3, 1, 8, 8}), BatchKey{0, 0, {1, 2}}); }).find("B = 2"),
             std::string::npos);
 }
 
@@ -416,7 +408,7 @@ class GrayOnly final : public NoDraws {
 
 TEST(Sequential, ARefusalNamesTheBatchsShape) {
   const Sequential seq({affine(), std::make_shared<GrayOnly>()});
-  const std::string message = message_of([&] { seq(at::rand({6, 3, 300, 300}), key_of(6)); });
+  const std::string message = xlaunch::test::usage_error_of([&] { seq(at::rand({6, 3, 300, 300}), key_of(6)); });
   EXPECT_NE(message.find("GrayOnly"), std::string::npos) << message;
   EXPECT_NE(message.find("[6, 3, 300, 300]"), std::string::npos) << message;
 }
@@ -450,7 +442,7 @@ class WrongRowByRow final : public NoDraws {
 
 TEST(Sequential, ATransformWronglyRowByRowIsNamed) {
   const Sequential seq({affine(), std::make_shared<WrongRowByRow>()});
-  const std::string message = message_of([&] { seq(at::rand({4, 3, 16, 16}), key_of(4)); });
+  const std::string message = xlaunch::test::usage_error_of([&] { seq(at::rand({4, 3, 16, 16}), key_of(4)); });
   EXPECT_NE(message.find("WrongRowByRow says row_by_row()"), std::string::npos) << message;
   EXPECT_NE(message.find("make row_by_row() return false"), std::string::npos) << message;
 }

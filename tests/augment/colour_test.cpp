@@ -19,6 +19,7 @@
 #include "augment/colour_kernels.h"
 #include "xlaunch/augment.h"
 #include "xlaunch/error.h"
+#include "usage_error.h"
 
 namespace xlaunch::augment {
 namespace {
@@ -147,34 +148,24 @@ TEST(ColorJitter, NoArgumentsIsTheClampAlone) {
   EXPECT_TRUE(detail::color_jitter_aten(x, p).equal(x.clamp(0, 1)));
 }
 
-template <typename F>
-std::string usage_error_of(F&& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(no UsageError)";
-}
-
 TEST(ColorJitter, RefusesWhatKorniaRefuses) {
-  EXPECT_NE(usage_error_of([] { make("ColorJitter", {{"hue", {0.6}}}); }).find("ColorJitter: hue"), std::string::npos);
-  EXPECT_NE(usage_error_of([] { make("ColorJitter", {{"brightness", {-1}}}); }).find("ColorJitter: brightness"),
+  EXPECT_NE(xlaunch::test::usage_error_of([] { make("ColorJitter", {{"hue", {0.6}}}); }).find("ColorJitter: hue"), std::string::npos);
+  EXPECT_NE(xlaunch::test::usage_error_of([] { make("ColorJitter", {{"brightness", {-1}}}); }).find("ColorJitter: brightness"),
             std::string::npos);
-  EXPECT_NE(usage_error_of([] { make("ColorJitter", {{"contrast", {1.2, 0.8}}}); }).find("ColorJitter: contrast"),
+  EXPECT_NE(xlaunch::test::usage_error_of([] { make("ColorJitter", {{"contrast", {1.2, 0.8}}}); }).find("ColorJitter: contrast"),
             std::string::npos);
-  EXPECT_NE(usage_error_of([] { make("ColorJitter", {{"gamma", {1}}}); }).find("no argument 'gamma'"),
+  EXPECT_NE(xlaunch::test::usage_error_of([] { make("ColorJitter", {{"gamma", {1}}}); }).find("no argument 'gamma'"),
             std::string::npos);
 
   const auto jitter = make("ColorJitter", {{"saturation", {0.4}}});
   const at::Tensor gray = at::rand({2, 1, 4, 4});
   const Params p = jitter->draw(key_of({0, 1}), 0, 4, 4);
-  const std::string message = usage_error_of([&] { jitter->apply(gray, p); });
+  const std::string message = xlaunch::test::usage_error_of([&] { jitter->apply(gray, p); });
   EXPECT_NE(message.find("ColorJitter"), std::string::npos) << message;
   EXPECT_NE(message.find("1 channel"), std::string::npos) << message;
-  EXPECT_NE(usage_error_of([&] { make("ColorJitter", {{"hue", {0.1}}})->apply(gray, p); }).find("1 channel"),
+  EXPECT_NE(xlaunch::test::usage_error_of([&] { make("ColorJitter", {{"hue", {0.1}}})->apply(gray, p); }).find("1 channel"),
             std::string::npos);
-  EXPECT_NE(usage_error_of([&] { jitter->apply(at::rand({2, 2, 4, 4}), p); }).find("ColorJitter"), std::string::npos);
+  EXPECT_NE(xlaunch::test::usage_error_of([&] { jitter->apply(at::rand({2, 2, 4, 4}), p); }).find("ColorJitter"), std::string::npos);
   // Brightness and contrast alone take a gray image (contrast's mean is its own).
   const auto bc = make("ColorJitter", {{"brightness", {0.4}}, {"contrast", {0.4}}});
   const Params q = bc->draw(key_of({0, 1}), 0, 4, 4);
@@ -209,12 +200,12 @@ TEST(Normalize, GatesTheWholeBatchWithOneDraw) {
 TEST(Normalize, RefusesMismatchedStatistics) {
   const at::Tensor x = at::rand({2, 3, 2, 2});
   const auto two = make("Normalize", {{"mean", {0.5, 0.5}}, {"std", {1}}});
-  const std::string message = usage_error_of([&] { two->apply(x, two->draw(key_of({0, 1}), 0, 2, 2)); });
+  const std::string message = xlaunch::test::usage_error_of([&] { two->apply(x, two->draw(key_of({0, 1}), 0, 2, 2)); });
   EXPECT_NE(message.find("Normalize: mean"), std::string::npos) << message;
   EXPECT_NE(message.find("3 channels"), std::string::npos) << message;
-  EXPECT_NE(usage_error_of([] { make("Normalize", {{"mean", {0.5}}, {"std", {0}}}); }).find("std"), std::string::npos);
-  EXPECT_NE(usage_error_of([] { make("Normalize", {{"std", {1}}}); }).find("Normalize: mean"), std::string::npos);
-  EXPECT_NE(usage_error_of([] { make("Normalize", {{"mean", {0}}, {"std", {1}}, {"same_on_batch", {0}}}); })
+  EXPECT_NE(xlaunch::test::usage_error_of([] { make("Normalize", {{"mean", {0.5}}, {"std", {0}}}); }).find("std"), std::string::npos);
+  EXPECT_NE(xlaunch::test::usage_error_of([] { make("Normalize", {{"std", {1}}}); }).find("Normalize: mean"), std::string::npos);
+  EXPECT_NE(xlaunch::test::usage_error_of([] { make("Normalize", {{"mean", {0}}, {"std", {1}}, {"same_on_batch", {0}}}); })
                 .find("same_on_batch"),
             std::string::npos);
 }

@@ -11,6 +11,7 @@
 #include "state/named_checkpoints.h"
 #include "xlaunch/error.h"
 #include "xlaunch/loader.h"
+#include "usage_error.h"
 
 namespace fs = std::filesystem;
 using xlaunch::Loader;
@@ -137,16 +138,6 @@ std::string text_of(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-template <class F>
-std::string usage_error_of(F&& f) {
-  try {
-    f();
-  } catch (const xlaunch::UsageError& e) {
-    return e.what();
-  }
-  return "(no UsageError)";
-}
-
 }  // namespace
 
 TEST(CheckpointSecurity, PlantedLinksAndStaleTemporariesAreNotFollowed) {
@@ -169,7 +160,7 @@ TEST(CheckpointSecurity, ALinkAsTheCheckpointDirectoryIsRefusedForSavingButLoads
   const fs::path real = scratch("f"), link = scratch("f-link");
   xlaunch::checkpoint::write_atomically(real.string(), {{"x.txt", "one"}});
   fs::create_directory_symlink(real, link);
-  const std::string e = usage_error_of([&] { xlaunch::checkpoint::write_atomically(link.string(), {{"x.txt", "2"}}); });
+  const std::string e = xlaunch::test::usage_error_of([&] { xlaunch::checkpoint::write_atomically(link.string(), {{"x.txt", "2"}}); });
   EXPECT_NE(e.find("is a symbolic link"), std::string::npos) << e;
   EXPECT_EQ(xlaunch::checkpoint::read_verified(link.string()).at("x.txt"), "one");
 }
@@ -179,22 +170,22 @@ TEST(CheckpointSecurity, AnotherUsersCheckpointIsRefused) {
   const fs::path dir = scratch("g");
   xlaunch::checkpoint::write_atomically(dir.string(), {{"x.txt", "one"}});
   ASSERT_EQ(chown(dir.c_str(), 65534, 65534), 0);
-  std::string e = usage_error_of([&] { xlaunch::checkpoint::write_atomically(dir.string(), {{"x.txt", "2"}}); });
+  std::string e = xlaunch::test::usage_error_of([&] { xlaunch::checkpoint::write_atomically(dir.string(), {{"x.txt", "2"}}); });
   EXPECT_NE(e.find("belongs to uid 65534"), std::string::npos) << e;
-  e = usage_error_of([&] { xlaunch::checkpoint::read_verified(dir.string()); });
+  e = xlaunch::test::usage_error_of([&] { xlaunch::checkpoint::read_verified(dir.string()); });
   EXPECT_NE(e.find("belongs to uid 65534"), std::string::npos) << e;
   EXPECT_EQ(text_of(dir / "x.txt"), "one");
   // A forged file in our own checkpoint: not read either.
   const fs::path mine = scratch("h");
   xlaunch::checkpoint::write_atomically(mine.string(), {{"x.txt", "one"}});
   ASSERT_EQ(chown((mine / "x.txt").c_str(), 65534, 65534), 0);
-  e = usage_error_of([&] { xlaunch::checkpoint::read_verified(mine.string()); });
+  e = xlaunch::test::usage_error_of([&] { xlaunch::checkpoint::read_verified(mine.string()); });
   EXPECT_NE(e.find("not a regular file of this user's"), std::string::npos) << e;
   // Another user's <dir>.old would be removed by the save: refused.
   const fs::path other = scratch("i");
   fs::create_directories(other.string() + ".old");
   ASSERT_EQ(chown((other.string() + ".old").c_str(), 65534, 65534), 0);
-  e = usage_error_of([&] { xlaunch::checkpoint::write_atomically(other.string(), {{"x.txt", "2"}}); });
+  e = xlaunch::test::usage_error_of([&] { xlaunch::checkpoint::write_atomically(other.string(), {{"x.txt", "2"}}); });
   EXPECT_NE(e.find("belongs to uid 65534"), std::string::npos) << e;
 }
 
@@ -202,7 +193,7 @@ TEST(CheckpointSecurity, AParentEveryoneMayWriteIsRefusedUnlessSticky) {
   const fs::path parent = scratch("open");
   fs::create_directories(parent);
   fs::permissions(parent, fs::perms::all);
-  const std::string e = usage_error_of([&] { xlaunch::checkpoint::write_atomically((parent / "c").string(), {{"x", "1"}}); });
+  const std::string e = xlaunch::test::usage_error_of([&] { xlaunch::checkpoint::write_atomically((parent / "c").string(), {{"x", "1"}}); });
   EXPECT_NE(e.find("not sticky"), std::string::npos) << e;
   fs::permissions(parent, fs::perms::all | fs::perms::sticky_bit);
   xlaunch::checkpoint::write_atomically((parent / "c").string(), {{"x", "1"}});
