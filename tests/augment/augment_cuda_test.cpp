@@ -5,13 +5,12 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/abs.h>
-#include <ATen/ops/arange.h>
-#include <ATen/ops/sin.h>
 #include <ATen/ops/rand.h>
 #include <torch/cuda.h>
 #include <torch/data/datasets/base.h>
 #include <torch/data/example.h>
 
+#include "known_images.h"
 #include "xlaunch/loader.h"
 
 #include "xlaunch/augment.h"
@@ -56,15 +55,6 @@ TEST(AugmentCuda, ColourAndGeometryOnTheGpuEqualTheCpu) {
   EXPECT_LE((gpu.cpu() - cpu).abs().max().item<double>(), 1e-4);
 }
 
-// Sample i: a 3 x 24 x 20 image known from i.
-struct Images : torch::data::datasets::Dataset<Images> {
-  torch::data::Example<> get(size_t index) override {
-    const at::Tensor image = (at::sin(at::arange(3 * 24 * 20, at::kFloat) * 0.37 + static_cast<double>(index)) + 1) * 0.5;
-    return {image.view({3, 24, 20}), at::scalar_tensor(static_cast<int64_t>(index), at::kLong)};
-  }
-  std::optional<size_t> size() const override { return 40; }
-};
-
 // The loader's CUDA path: the batch copied from pinned memory on a side stream, then augmented at
 // hand-over on the training stream with parameters copied non_blocking: the batches must equal a
 // CPU loader's augmented batches.
@@ -75,9 +65,9 @@ TEST(AugmentCuda, LoaderAugmentsOnTheGpuAsOnTheCpu) {
   o.num_workers = 2;
   o.seed = 3;
   o.augment = guide_pipeline();
-  Loader on_cpu(Images(), o);
+  Loader on_cpu(KnownImages(24, 20, 40), o);
   o.device = c10::Device(c10::kCUDA);
-  Loader on_gpu(Images(), o);
+  Loader on_gpu(KnownImages(24, 20, 40), o);
   std::vector<at::Tensor> expected;
   for (auto& b : on_cpu) expected.push_back(b.data.clone());
   size_t k = 0;

@@ -5,29 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
-#include <ATen/ops/sin.h>
 #include <torch/data/datasets/base.h>
 #include <torch/data/example.h>
 
 #include <map>
 
+#include "known_images.h"
 #include "xlaunch/augment.h"
 #include "xlaunch/loader.h"
 
 namespace xlaunch::augment {
 namespace {
-
-// Sample i: a 3 x 12 x 10 image whose values are known from i; target i.
-struct Images : torch::data::datasets::Dataset<Images> {
-  torch::data::Example<> get(size_t index) override {
-    const double i = static_cast<double>(index);
-    const at::Tensor image = (at::sin(at::arange(3 * 12 * 10, at::kFloat) * 0.37 + i) + 1) * 0.5;
-    return {image.view({3, 12, 10}), at::scalar_tensor(static_cast<int64_t>(index), at::kLong)};
-  }
-  std::optional<size_t> size() const override { return 45; }
-};
 
 std::shared_ptr<const Sequential> pipeline() {
   return std::make_shared<Sequential>(std::vector<std::shared_ptr<Transform>>{
@@ -52,7 +41,7 @@ std::vector<int64_t> ids_of(const Batch& b) {
 
 // Two epochs' batches.
 std::vector<Batch> two_epochs(const LoaderOptions& o) {
-  Loader loader(Images(), o);
+  Loader loader(KnownImages(12, 10, 45), o);
   std::vector<Batch> out;
   for (int e = 0; e < 2; ++e) {
     for (auto& b : loader) out.push_back(b);
