@@ -2,9 +2,9 @@
 #include "xlaunch/rl/env.h"
 
 #include <cstdio>
-#include <mutex>
 #include <utility>
 
+#include "name_registry.h"
 #include "rl/classic_control.h"
 #include "xlaunch/error.h"
 
@@ -69,70 +69,24 @@ namespace {
 
 // The one table of environment ids. Built on first use with the classic-control rows, so it exists
 // whenever it is asked for, whatever the order of static initialisation.
-struct Registry {
-  std::mutex mutex;
-  std::vector<std::pair<std::string, EnvFactory>> rows;
-};
-
-Registry& registry() {
-  static Registry r{{},
-                    {{"CartPole-v1", [] { return std::unique_ptr<Env>(new CartPole()); }},
-                     {"Acrobot-v1", [] { return std::unique_ptr<Env>(new Acrobot()); }},
-                     {"MountainCar-v0", [] { return std::unique_ptr<Env>(new MountainCar()); }},
-                     {"Pendulum-v1", [] { return std::unique_ptr<Env>(new Pendulum()); }}}};
+NameRegistry<EnvFactory>& registry() {
+  static NameRegistry<EnvFactory> r(
+      {"register_env: ", "", "id", "an", "environment",
+       "check the id's spelling and version, or register yours with xlaunch::rl::register_env"},
+      {{"CartPole-v1", [] { return std::unique_ptr<Env>(new CartPole()); }},
+       {"Acrobot-v1", [] { return std::unique_ptr<Env>(new Acrobot()); }},
+       {"MountainCar-v0", [] { return std::unique_ptr<Env>(new MountainCar()); }},
+       {"Pendulum-v1", [] { return std::unique_ptr<Env>(new Pendulum()); }}});
   return r;
-}
-
-std::string ids_of(const Registry& r) {
-  std::string out;
-  for (const auto& row : r.rows) out += (out.empty() ? "" : ", ") + row.first;
-  return out;
 }
 
 }  // namespace
 
-void register_env(const std::string& id, EnvFactory factory) {
-  if (id.empty() || !factory) {
-    throw UsageError("register_env: give a non-empty id and a factory (got id '" + id + "'" +
-                     (factory ? "" : " and an empty factory") + ")");
-  }
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  for (const auto& row : r.rows) {
-    if (row.first == id) {
-      throw UsageError("register_env: an environment is already registered as '" + id +
-                       "' (registered: " + ids_of(r) + "); register yours under another id");
-    }
-  }
-  r.rows.emplace_back(id, std::move(factory));
-}
+void register_env(const std::string& id, EnvFactory factory) { registry().add(id, std::move(factory)); }
 
-std::unique_ptr<Env> make_env(const std::string& id) {
-  EnvFactory factory;
-  {
-    Registry& r = registry();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    for (const auto& row : r.rows) {
-      if (row.first == id) factory = row.second;
-    }
-    if (!factory) {
-      throw UsageError("no environment is registered as '" + id + "' (registered: " + ids_of(r) +
-                       "); check the id's spelling and version, or register yours with "
-                       "xlaunch::rl::register_env");
-    }
-  }
-  std::unique_ptr<Env> env = factory();
-  if (!env) throw UsageError("the factory registered as '" + id + "' returned no environment");
-  return env;
-}
+std::unique_ptr<Env> make_env(const std::string& id) { return registry().make(id); }
 
-std::vector<std::string> registered_envs() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  std::vector<std::string> ids;
-  for (const auto& row : r.rows) ids.push_back(row.first);
-  return ids;
-}
+std::vector<std::string> registered_envs() { return registry().names(); }
 
 void throw_state_size(const std::string& env, size_t want, size_t got) {
   throw UsageError(env + "::set_state: the state has " + std::to_string(want) +

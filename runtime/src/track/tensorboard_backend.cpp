@@ -90,6 +90,25 @@ std::string create_event_file_path(const std::string& run_dir) {
   return run_dir + "/" + event_file_name(seconds, host_name(), static_cast<long>(::getpid()), counter++);
 }
 
+// An event at (wall_time, step): every event but the file's first.
+tensorboard::Event event_at(double wall_time, int64_t step) {
+  tensorboard::Event e;
+  e.set_wall_time(wall_time);
+  e.set_step(step);
+  return e;
+}
+
+// A new summary value of `e` that TensorBoard's `plugin` shows, the plugin's `content` in its metadata.
+tensorboard::Summary::Value* plugin_value(tensorboard::Event& e, const std::string& tag, const std::string& plugin,
+                                          const std::string& content) {
+  auto* v = e.mutable_summary()->add_value();
+  v->set_tag(tag);
+  auto* data = v->mutable_metadata()->mutable_plugin_data();
+  data->set_plugin_name(plugin);
+  data->set_content(content);
+  return v;
+}
+
 class TensorBoardBackend : public Backend {
  public:
   explicit TensorBoardBackend(const std::string& run_dir) : out_(create_event_file_path(run_dir)) {}
@@ -104,9 +123,7 @@ class TensorBoardBackend : public Backend {
       e.set_file_version(kFileVersion);
       write(e);
     }
-    tensorboard::Event e;
-    e.set_wall_time(start.wall_time);
-    e.set_step(start.first_step);
+    tensorboard::Event e = event_at(start.wall_time, start.first_step);
     auto* log = e.mutable_session_log();
     log->set_status(tensorboard::SessionLog::START);
     log->set_checkpoint_path(start.resumed_from);
@@ -117,9 +134,7 @@ class TensorBoardBackend : public Backend {
   }
 
   void scalars(int64_t step, double wall_time, const std::vector<Scalar>& values) override {
-    tensorboard::Event e;
-    e.set_wall_time(wall_time);
-    e.set_step(step);
+    tensorboard::Event e = event_at(wall_time, step);
     for (const auto& s : values) {
       auto* v = e.mutable_summary()->add_value();
       v->set_tag(s.tag);
@@ -131,9 +146,7 @@ class TensorBoardBackend : public Backend {
   }
 
   void histogram(int64_t step, double wall_time, const Histogram& h) override {
-    tensorboard::Event e;
-    e.set_wall_time(wall_time);
-    e.set_step(step);
+    tensorboard::Event e = event_at(wall_time, step);
     auto* v = e.mutable_summary()->add_value();
     v->set_tag(h.tag);
     auto* histo = v->mutable_histo();
@@ -153,14 +166,8 @@ class TensorBoardBackend : public Backend {
   void write(const tensorboard::Event& e) { out_.append(e.SerializeAsString()); }
 
   void write_hparams(const RunStart& start) {
-    tensorboard::Event text;
-    text.set_wall_time(start.wall_time);
-    text.set_step(start.first_step);
-    auto* tv = text.mutable_summary()->add_value();
-    tv->set_tag(kTextTag);
-    auto* plugin = tv->mutable_metadata()->mutable_plugin_data();
-    plugin->set_plugin_name("text");
-    plugin->set_content(tensorboard::TextPluginData().SerializeAsString());  // version 0
+    tensorboard::Event text = event_at(start.wall_time, start.first_step);
+    auto* tv = plugin_value(text, kTextTag, "text", tensorboard::TextPluginData().SerializeAsString());  // version 0
     auto* tensor = tv->mutable_tensor();
     tensor->set_dtype(tensorboard::DT_STRING);
     tensor->mutable_tensor_shape();  // no dims: one string
@@ -178,14 +185,8 @@ class TensorBoardBackend : public Backend {
         case HParam::Kind::String: v.set_string_value(value.text()); break;
       }
     }
-    tensorboard::Event session;
-    session.set_wall_time(start.wall_time);
-    session.set_step(start.first_step);
-    auto* sv = session.mutable_summary()->add_value();
-    sv->set_tag(kSessionStartTag);
-    auto* hp_plugin = sv->mutable_metadata()->mutable_plugin_data();
-    hp_plugin->set_plugin_name("hparams");
-    hp_plugin->set_content(data.SerializeAsString());
+    tensorboard::Event session = event_at(start.wall_time, start.first_step);
+    auto* sv = plugin_value(session, kSessionStartTag, "hparams", data.SerializeAsString());
     // The plugin's data is all in the metadata; the value is an empty float tensor, as
     // TensorBoard's own hparams writer leaves it.
     auto* empty = sv->mutable_tensor();

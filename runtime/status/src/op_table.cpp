@@ -1,13 +1,9 @@
 #include "xlaunch/status/op_table.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 
-#include <nlohmann/json.hpp>
-
-#include "xlaunch/status/private_files.h"
+#include "json_file.h"
 
 namespace xlaunch::status {
 namespace {
@@ -98,29 +94,18 @@ std::string format_op_table(const OpTable& t, size_t max_rows) {
 }
 
 bool write_op_table(const std::string& dir, const OpTable& table, std::string* why) {
-  const int dirfd = files::open_private_dir(dir, why);
-  if (dirfd < 0) return false;
   // An operator's name is the library's, not necessarily UTF-8: a stray byte becomes U+FFFD.
-  const std::string text = to_json(table).dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-  const bool ok = files::write_private_file(dirfd, file_name(table.rank), text, why);
-  close(dirfd);
-  return ok;
+  return write_json_file(dir, file_name(table.rank), to_json(table), why, json::error_handler_t::replace);
 }
 
 std::optional<OpTable> read_op_table(const std::string& dir, int rank) {
-  std::string why;
-  const int dirfd = files::open_private_dir(dir, &why);
-  if (dirfd < 0) return std::nullopt;
-  // The spans of a long profile of a large model run to tens of MB; the rows alone are a few KB.
-  const auto text = files::read_private_file(dirfd, file_name(rank), size_t{1} << 30);
-  close(dirfd);
-  if (!text) return std::nullopt;
-  try {
-    OpTable t = from_json(json::parse(*text));
-    if (t.rank == rank) return t;
-  } catch (const json::exception&) {
-  }
-  return std::nullopt;
+  std::optional<OpTable> table;
+  read_json_file(dir, file_name(rank), [&](const json& j) {
+    table = from_json(j);
+    if (table->rank != rank) table.reset();
+    return table.has_value();
+  });
+  return table;
 }
 
 }  // namespace xlaunch::status

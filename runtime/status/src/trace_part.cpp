@@ -1,11 +1,6 @@
 #include "xlaunch/status/trace_part.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
-
-#include "xlaunch/status/private_files.h"
+#include "json_file.h"
 
 namespace xlaunch::status {
 namespace {
@@ -46,28 +41,16 @@ TracePart from_json(const json& j) {  // throws json::exception on a field that 
 }  // namespace
 
 bool write_trace_part(const std::string& dir, const TracePart& part, std::string* why) {
-  const int dirfd = files::open_private_dir(dir, why);
-  if (dirfd < 0) return false;
-  const bool ok = files::write_private_file(dirfd, file_name(part.rank), to_json(part).dump() + "\n", why);
-  close(dirfd);
-  return ok;
+  return write_json_file(dir, file_name(part.rank), to_json(part), why);
 }
 
 std::optional<TracePart> take_trace_part(const std::string& dir, int rank) {
-  std::string why;
-  const int dirfd = files::open_private_dir(dir, &why);
-  if (dirfd < 0) return std::nullopt;
   std::optional<TracePart> part;
-  if (const auto text = files::read_private_file(dirfd, file_name(rank), size_t{1} << 30)) {
-    try {
-      part = from_json(json::parse(*text));
-      if (part->rank == rank) unlinkat(dirfd, file_name(rank).c_str(), 0);
-      else part.reset();
-    } catch (const json::exception&) {
-      part.reset();
-    }
-  }
-  close(dirfd);
+  take_json_file(dir, file_name(rank), [&](const json& j) {
+    part = from_json(j);
+    if (part->rank != rank) part.reset();
+    return part.has_value();
+  });
   return part;
 }
 
