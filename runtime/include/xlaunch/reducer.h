@@ -51,6 +51,8 @@
 // of each bucket move into one flat buffer, padded to a multiple of the world size W, and become
 // views into it; rank r owns shard r of every bucket (ddp/zero_layout.h), which the prepared
 // optimizer steps (ddp/zero_optimizer.h) before gather_params_async() allgathers the updated shards.
+// What differs between the stages is one strategy per stage (ddp/stage_strategy.h, a table of them
+// with a file each in runtime/src/ddp/stages/); the reducer asks it and never tests the stage.
 //  - Stage 1: gradients are allreduced as above (always copied into their bucket: the optimizer
 //    steps views of it); reduced_grad() is a view of the bucket.
 //  - Stage 2: gradients are reduce-scattered, bucket by bucket as they become complete, into a
@@ -85,7 +87,8 @@ class CommHook;       // xlaunch/extend/comm_hook.h
 class Communicator;   // xlaunch/extend/communicator.h
 class ControlWord;
 class Contributors;
-class StagingRing;
+class StageStrategy;  // ddp/stage_strategy.h, with ReducerBucket
+struct ReducerBucket;
 class Work;
 class GradCapture;
 class SharedPool;
@@ -212,31 +215,27 @@ class Reducer {
   void set_launch_observer(std::function<void(size_t bucket)> fn) { on_launch_ = std::move(fn); }
 
  private:
-  struct Bucket;
   void on_grad_ready(size_t param);
   void launch_ready_buckets();
   void install_hooks();
   void reserve_pools();
   // Whether the bucket's communicator can reduce `grad` (of the member at `pos`) where it lies.
-  bool in_place_ok(const Bucket& bucket, size_t pos, const at::Tensor& grad) const;
-  // Makes parameter i's gradient reducible where it is, or moves it into its bucket slot.
+  bool in_place_ok(const ReducerBucket& bucket, size_t pos, const at::Tensor& grad) const;
+  // Makes parameter i's gradient reducible where it is, or moves it into its bucket slot (at a stage
+  // with slots).
   void place_grad(size_t i);
+  // Parameter i is ready outside autograd (unused, or a joined rank's backward): with what it holds,
+  // or, when `zeros`, with zeros.
+  void ready_without_autograd(size_t i, bool zeros);
   // Starts what is left, waits for every bucket, reads the agreements; `unused` for the message.
   void complete_sync(const std::vector<size_t>& unused);
-  // ZeRO: moves the parameters into flat per-bucket buffers (stage >= 1).
-  void flatten_params(Bucket& bucket, const std::vector<size_t>& members);
-  // Stage 2: the bucket's input (its members' gradients, or zeros for those without one), then its
-  // reduce-scatter through the hook; the members' gradients are released.
-  void start_reduce_scatter(Bucket& bucket);
-  // Stage 2: waits for the oldest reduce-scatter holding a region of `ring` and gives it back.
-  void wait_oldest(size_t ring);
-  void make_rings();
 
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;
   ReducerOptions options_;
   std::vector<std::vector<size_t>> plan_;
-  std::vector<Bucket> buckets_;
+  std::vector<ReducerBucket> buckets_;
+  std::unique_ptr<StageStrategy> stage_;  // over params_, plan_ and buckets_
   std::vector<std::pair<size_t, size_t>> slot_of_;  // param -> (bucket, position)
   std::vector<char> ready_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
@@ -258,12 +257,6 @@ class Reducer {
   bool uneven_ = false;
   int world_ = 1;
   int rank_ = 0;
-  // Stage 2: the staging rings, each with its memory and the buckets holding regions of it (oldest
-  // first); the control element and contributors' own buffer, and its allreduce.
-  struct Ring;
-  std::vector<Ring> rings_;
-  at::Tensor tail_;
-  std::shared_ptr<Work> tail_work_;
 };
 
 }  // namespace xlaunch

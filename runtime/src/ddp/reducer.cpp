@@ -1,17 +1,12 @@
 #include "xlaunch/reducer.h"
 
 #include <ATen/core/grad_mode.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
-#include <ATen/ops/zeros.h>
-#include <c10/util/strides.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
-#include <deque>
-#include <map>
 #include <sstream>
 
 #include "profile/step_clock.h"
@@ -24,64 +19,24 @@
 #include "watch/watchdog.h"
 #include "xlaunch/error.h"
 #include "ddp/grad_capture.h"
-#include "ddp/staging_ring.h"
+#include "ddp/stage_strategy.h"
 #include "ddp/zero_layout.h"
 #include "xlaunch/extend/comm_hook.h"
 
 namespace xlaunch {
 
-// index, buffer, views and comm as the hook sees them (GradBucket), and the reducer's bookkeeping.
-struct Reducer::Bucket : GradBucket {
-  std::shared_ptr<Work> work;
-  size_t pending = 0;
-  // The communicator reduces the members' gradients where they lie (shared memory): a gradient in
-  // its pool is not copied into the bucket.
-  bool zero_copy = false;
-  bool alone = false;  // a world of one: its collectives complete at once
-  // ZeRO (reducer.h): parameter elements, each rank's shard of them, the flat parameters.
-  int64_t elements = 0;
-  int64_t shard = 0;
-  at::Tensor params;
-  // Stage 2: this rank's reduced gradients; the reduce-scatter's input while it runs; its staging
-  // ring (-1: reduce-scattered from the member's own gradient).
-  at::Tensor grad_shard;
-  at::Tensor rs_input;
-  int ring = -1;
-};
-
-struct Reducer::Ring {
-  std::shared_ptr<Communicator> comm;
-  at::TensorOptions options;
-  at::Tensor memory;
-  std::unique_ptr<StagingRing> plan;
-  std::deque<size_t> holders;  // buckets whose reduce-scatter reads a region, oldest first
-};
-
 namespace {
-// A tensor over the bucket's memory, shaped `sizes` (a parameter's). It shares the bucket's storage
-// without being an autograd view of it, so optimizers may detach_() or reset gradients freely.
-at::Tensor bucket_alias(const at::Tensor& buffer, int64_t offset, at::IntArrayRef sizes) {
-  at::NoGradGuard no_grad;
-  at::Tensor t = at::empty({0}, buffer.options());
-  t.set_(buffer.storage(), buffer.storage_offset() + offset, sizes, c10::contiguous_strides(sizes));
-  return t;
-}
-
-std::string group_of(const at::Tensor& p) {
-  return std::string(at::toString(p.scalar_type())) + "@" + p.device().str();
-}
-
-// The control word over the last bucket's control element (views.back()).
-std::unique_ptr<ControlWord> make_control(const GradBucket& bucket) {
+// The control word over the first of `tail`, the last bucket's control element and contributors.
+std::unique_ptr<ControlWord> make_control(const at::Tensor& tail, const Communicator& comm) {
   // Ranks that raised their bit are averaged into k/W: in 16 bits 1/W is still a normal number, not
   // rounded to zero, for W <= 2^14.
-  const bool sixteen_bit = bucket.buffer.element_size() == 2;
-  if (sixteen_bit && bucket.comm->size() > (1 << 14))
-    throw UsageError("the gradients of this model are 16-bit (" + group_of(bucket.buffer) + ") and the job has " +
-                     std::to_string(bucket.comm->size()) + " processes: the reducer's agreement across ranks " +
+  const bool sixteen_bit = tail.element_size() == 2;
+  if (sixteen_bit && comm.size() > (1 << 14))
+    throw UsageError("the gradients of this model are 16-bit (" + group_of(tail) + ") and the job has " +
+                     std::to_string(comm.size()) + " processes: the reducer's agreement across ranks " +
                      "needs 1/processes to be a normal 16-bit number (at most 16384 processes); train with " +
                      "float32 parameters (mixed_precision keeps 16-bit compute) or fewer processes");
-  return std::make_unique<ControlWord>(bucket.views.back().narrow(0, 0, 1), /*deferred=*/!bucket.buffer.is_cpu());
+  return std::make_unique<ControlWord>(tail.narrow(0, 0, 1), /*deferred=*/!tail.is_cpu());
 }
 }  // namespace
 
@@ -94,144 +49,48 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
                      "); set ddp.bucket_cap_mb in the config, e.g. 25");
   std::vector<BucketParam> sizes;
   for (const auto& p : params_) sizes.push_back({p.numel() * static_cast<int64_t>(p.element_size()), group_of(p)});
-  if (options_.zero_stage < 0 || options_.zero_stage > 2)
-    throw UsageError("zero_stage " + std::to_string(options_.zero_stage) + " is not built: set ddp.zero_stage to 0 "
-                     "(no sharding), 1 (optimizer state sharded) or 2 (optimizer state and gradients sharded)");
+  stage_ = make_stage_strategy(StageContext{options_, params_, plan_, buckets_});
   BucketCaps caps;
   caps.cap_bytes = static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024);
   caps.first_cap_bytes = std::min(options_.first_bucket_bytes, caps.cap_bytes);
-  caps.alone_from_cap = options_.zero_stage == 2;
+  caps.alone_from_cap = stage_->alone_from_cap();
   plan_ = assign_buckets(sizes, caps);
   hook_ = make_comm_hook(options_);
-  if (options_.zero_stage == 2) {
-    const std::string why = hook_->reduce_scatter_refusal();
-    if (!why.empty())
-      throw UsageError("ddp.comm_hook " + options_.comm_hook + " cannot be used with ddp.zero_stage 2: " + why +
-                       ". Use zero_stage 1 with it, or comm_hook none, fp16 or bf16 with stage 2");
-  }
+  stage_->check_hook(*hook_);
 
   buckets_.resize(plan_.size());
   slot_of_.resize(params_.size());
   ready_.assign(params_.size(), 0);
   for (size_t b = 0; b < plan_.size(); ++b) {
-    Bucket& bucket = buckets_[b];
+    ReducerBucket& bucket = buckets_[b];
     bucket.index = b;
-    const at::Tensor& first = params_[plan_[b].front()];
     const bool last = b + 1 == plan_.size();
-    int64_t total = 0;
-    for (size_t i : plan_[b]) total += params_[i].numel();
-    bucket.comm = comm_for(first.device());
+    for (size_t pos = 0; pos < plan_[b].size(); ++pos) {
+      bucket.elements += params_[plan_[b][pos]].numel();
+      slot_of_[plan_[b][pos]] = {b, pos};
+    }
+    bucket.comm = comm_for(params_[plan_[b].front()].device());
     world_ = bucket.comm->size();
     rank_ = bucket.comm->rank();
-    bucket.elements = total;
-    bucket.shard = zero::shard_elements(total, world_);
-    if (options_.zero_stage >= 1) flatten_params(bucket, plan_[b]);
-    if (options_.zero_stage == 2) {
-      for (size_t pos = 0; pos < plan_[b].size(); ++pos) slot_of_[plan_[b][pos]] = {b, pos};
-      bucket.grad_shard = at::zeros({bucket.shard}, first.options().requires_grad(false));
-      if (last) {
-        // The control element and the contributors, in an allreduce of their own beside the last
-        // bucket's reduce-scatter (which leaves each rank only its shard).
-        tail_ = bucket.comm->allocate(1 + world_, first.options().requires_grad(false));
-        GradBucket tail_bucket;
-        tail_bucket.buffer = tail_;
-        tail_bucket.views = {tail_};
-        tail_bucket.comm = bucket.comm;
-        control_ = make_control(tail_bucket);
-        contributors_ = std::make_unique<Contributors>(tail_.narrow(0, 1, world_), rank_);
-      }
-      bucket.alone = world_ == 1;
-      hook_->add_bucket(bucket);
-      continue;
-    }
-    // The last bucket's tail: the control element, then one contributor element per rank.
-    const int64_t tail = last ? 1 + bucket.comm->size() : 0;
-    bucket.buffer = bucket.comm->allocate(total + tail, first.options().requires_grad(false));
-    int64_t offset = 0;
-    for (size_t pos = 0; pos < plan_[b].size(); ++pos) {
-      const size_t i = plan_[b][pos];
-      bucket.views.push_back(bucket_alias(bucket.buffer, offset, params_[i].sizes()));
-      offset += params_[i].numel();
-      slot_of_[i] = {b, pos};
-    }
+    bucket.shard = zero::shard_elements(bucket.elements, world_);
+    const at::Tensor tail = stage_->add_bucket(bucket, last);
     if (last) {
-      // The tail after every gradient, so the members' offsets are as without it: one entry of
-      // `views` for the hooks, over the control element and the contributors.
-      bucket.views.push_back(bucket_alias(bucket.buffer, total, {tail}));
-      control_ = make_control(bucket);
-      contributors_ = std::make_unique<Contributors>(bucket.views.back().narrow(0, 1, tail - 1), bucket.comm->rank());
-    }
-    // Gradients live in the bucket from the start; an existing gradient is kept.
-    for (size_t pos = 0; pos < plan_[b].size(); ++pos) {
-      at::Tensor& grad = params_[plan_[b][pos]].mutable_grad();
-      if (grad.defined()) bucket.views[pos].copy_(grad);
-      grad = bucket.views[pos];
+      control_ = make_control(tail, *bucket.comm);
+      contributors_ = std::make_unique<Contributors>(tail.narrow(0, 1, world_), rank_);
     }
     // Reduced where the gradients lie: over shared memory the others read them there; in a world
     // of one the average is the gradient itself, so copying it into the bucket would be a pass
     // over every gradient for nothing (3% of a large MLP's step on an H200).
-    SharedMemoryTransport* shm = shared_memory(*bucket.comm);
-    bucket.alone = bucket.comm->size() == 1;
-    // Stage 1's optimizer steps views of the bucket: the gradients must be there.
-    bucket.zero_copy = options_.zero_stage == 0 && hook_->reduces_in_place() &&
-                       (bucket.alone || (shm && shm->holds(bucket.buffer)));
+    bucket.alone = world_ == 1;
+    if (stage_->in_place_allowed() && hook_->reduces_in_place()) {
+      SharedMemoryTransport* shm = shared_memory(*bucket.comm);
+      bucket.zero_copy = bucket.alone || (shm && shm->holds(bucket.buffer));
+    }
     hook_->add_bucket(bucket);
   }
-  if (options_.zero_stage == 2) make_rings();
+  stage_->all_added();
   reserve_pools();
   install_hooks();
-}
-
-void Reducer::flatten_params(Bucket& bucket, const std::vector<size_t>& members) {
-  const at::Tensor& first = params_[members.front()];
-  // Allocated by the communicator: over shared memory the allgather copies the shards where they lie.
-  bucket.params = bucket.comm->allocate(bucket.shard * world_, first.options().requires_grad(false));
-  at::NoGradGuard no_grad;
-  int64_t offset = 0;
-  for (size_t i : members) {
-    at::Tensor view = bucket_alias(bucket.params, offset, params_[i].sizes());
-    view.copy_(params_[i]);
-    // The parameter keeps its identity (the optimizer and the module hold it), now over the flat buffer.
-    params_[i].set_data(view);
-    offset += params_[i].numel();
-  }
-  bucket.params.narrow(0, offset, bucket.params.numel() - offset).zero_();
-}
-
-void Reducer::make_rings() {
-  // A bucket of one parameter whose size divides by W is reduce-scattered from the gradient itself,
-  // except over shared memory, which reduces only its own memory. The others share a ring per
-  // communicator and dtype, holding the largest of them and one more bucket: the next bucket's
-  // gradients are copied while the one before is still being reduced.
-  std::map<std::pair<Communicator*, std::string>, int> index;
-  std::vector<int64_t> largest, total;
-  const int64_t cap_elements = static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024);
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    Bucket& bucket = buckets_[b];
-    const int64_t padded = bucket.shard * world_;
-    const bool direct = plan_[b].size() == 1 && padded == bucket.elements && !shared_memory(*bucket.comm);
-    if (direct || padded == 0) continue;
-    const at::Tensor& first = params_[plan_[b].front()];
-    const auto key = std::make_pair(bucket.comm.get(), group_of(first));
-    auto [it, added] = index.emplace(key, static_cast<int>(rings_.size()));
-    if (added) {
-      rings_.emplace_back();
-      rings_.back().comm = bucket.comm;
-      rings_.back().options = first.options().requires_grad(false);
-      largest.push_back(0);
-      total.push_back(0);
-    }
-    bucket.ring = it->second;
-    largest[it->second] = std::max(largest[it->second], padded);
-    total[it->second] += padded;
-  }
-  for (size_t k = 0; k < rings_.size(); ++k) {
-    Ring& ring = rings_[k];
-    const int64_t elements_per_cap = cap_elements / static_cast<int64_t>(ring.options.dtype().itemsize());
-    const int64_t capacity = std::max(largest[k], std::min(total[k], largest[k] + elements_per_cap));
-    ring.memory = ring.comm->allocate(capacity, ring.options);  // collective: every rank, same order
-    ring.plan = std::make_unique<StagingRing>(capacity);
-  }
 }
 
 void Reducer::reserve_pools() {
@@ -257,7 +116,7 @@ void Reducer::reserve_pools() {
   }
 }
 
-bool Reducer::in_place_ok(const Bucket& bucket, size_t pos, const at::Tensor& grad) const {
+bool Reducer::in_place_ok(const ReducerBucket& bucket, size_t pos, const at::Tensor& grad) const {
   if (grad.is_same(bucket.views[pos])) return true;
   if (!bucket.zero_copy) return false;
   if (bucket.alone) return grad.layout() == at::kStrided;  // nobody else reads it
@@ -326,20 +185,20 @@ void Reducer::on_grad_ready(size_t i) {
                      "acc.backward(loss): call acc.backward(loss) instead of loss.backward(), so its " +
                      "gradient is averaged across ranks");
   if (!sync_) return;  // local accumulation: the gradient stays where autograd put it
-  const auto [b, pos] = slot_of_[i];
-  Bucket& bucket = buckets_[b];
+  ReducerBucket& bucket = buckets_[slot_of_[i].first];
   if (ready_[i])
     throw UsageError("parameter '" + names_[i] + "' received its gradient twice in one backward " +
                      "(backward through the same graph twice, or a reentrant backward); " +
                      "run one backward per step through acc.backward(loss)");
-  if (options_.zero_stage < 2) place_grad(i);  // stage 2 copies the bucket's gradients as it starts
+  place_grad(i);
   ready_[i] = 1;
   if (--bucket.pending == 0) launch_ready_buckets();
 }
 
 void Reducer::place_grad(size_t i) {
+  if (!stage_->slots()) return;  // the stage takes the gradients as their bucket starts
   const auto [b, pos] = slot_of_[i];
-  Bucket& bucket = buckets_[b];
+  ReducerBucket& bucket = buckets_[b];
   at::Tensor& grad = params_[i].mutable_grad();
   if (!in_place_ok(bucket, pos, grad)) {
     // A gradient the communicator cannot reach where it is (autograd made it outside the shared
@@ -351,64 +210,17 @@ void Reducer::place_grad(size_t i) {
 
 void Reducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    Bucket& bucket = buckets_[next_launch_];
+    ReducerBucket& bucket = buckets_[next_launch_];
     const watch::BucketScope logged_as(static_cast<int>(next_launch_));
     if (bucket.zero_copy) {
       for (size_t i : plan_[next_launch_]) bucket.in_place.push_back(params_[i].grad());
       if (bucket.views.size() > plan_[next_launch_].size()) bucket.in_place.push_back(bucket.views.back());
     }
-    if (options_.zero_stage == 2) start_reduce_scatter(bucket);
-    else bucket.work = hook_->start(bucket);
+    bucket.work = stage_->start(bucket, *hook_);
     bucket.in_place.clear();
     if (on_launch_) on_launch_(next_launch_);
     ++next_launch_;
-    if (tail_.defined() && next_launch_ == buckets_.size()) tail_work_ = bucket.comm->allreduce_async(tail_, ReduceOp::Avg);
   }
-}
-
-void Reducer::start_reduce_scatter(Bucket& bucket) {
-  const std::vector<size_t>& members = plan_[bucket.index];
-  const int64_t padded = bucket.shard * world_;
-  at::NoGradGuard no_grad;
-  if (bucket.ring < 0) {
-    // One parameter whose size divides by W: its gradient is the input (a zero one when it has none).
-    const at::Tensor& grad = params_[members.front()].grad();
-    bucket.rs_input = grad.defined() ? grad.contiguous().view({-1}) : at::zeros({padded}, params_[members.front()].options());
-  } else {
-    Ring& ring = rings_[static_cast<size_t>(bucket.ring)];
-    int64_t at;
-    while ((at = ring.plan->take(padded)) < 0) wait_oldest(static_cast<size_t>(bucket.ring));
-    ring.holders.push_back(bucket.index);
-    bucket.rs_input = ring.memory.narrow(0, at, padded);
-    int64_t offset = 0;
-    for (size_t i : members) {
-      at::Tensor slot = bucket.rs_input.narrow(0, offset, params_[i].numel());
-      const at::Tensor& grad = params_[i].grad();
-      if (grad.defined()) slot.view(params_[i].sizes()).copy_(grad);
-      else slot.zero_();
-      offset += params_[i].numel();
-    }
-    bucket.rs_input.narrow(0, offset, padded - offset).zero_();
-  }
-  // The shard is what this rank keeps; the whole gradients go (the input holds what the
-  // reduce-scatter still reads).
-  for (size_t i : members) params_[i].mutable_grad() = at::Tensor();
-  bucket.buffer = bucket.rs_input;
-  bucket.work = hook_->start_reduce_scatter(bucket, bucket.grad_shard);
-}
-
-void Reducer::wait_oldest(size_t ring_index) {
-  Ring& ring = rings_[ring_index];
-  XLAUNCH_ASSERT(!ring.holders.empty(), "a ring bucket larger than its ring");
-  Bucket& oldest = buckets_[ring.holders.front()];
-  ring.holders.pop_front();
-  if (oldest.work) {
-    oldest.work->wait();
-    oldest.work.reset();
-  }
-  oldest.rs_input = at::Tensor();
-  oldest.buffer = at::Tensor();
-  ring.plan->give_back_oldest();
 }
 
 void Reducer::finalize_backward() {
@@ -422,17 +234,7 @@ void Reducer::finalize_backward() {
     for (size_t i = 0; i < params_.size(); ++i) {
       if (ready_[i]) continue;
       unused.push_back(i);
-      // Reduced as zeros: every rank still issues every bucket's collective, in order.
-      const auto [b, pos] = slot_of_[i];
-      at::Tensor& grad = params_[i].mutable_grad();
-      if (options_.zero_stage == 2) {
-        grad = at::Tensor();  // zeros in the staged input
-      } else {
-        buckets_[b].views[pos].zero_();
-        grad = buckets_[b].views[pos];
-      }
-      ready_[i] = 1;
-      --buckets_[b].pending;
+      ready_without_autograd(i, /*zeros=*/true);
     }
   }
   complete_sync(unused);
@@ -448,23 +250,20 @@ void Reducer::join_backward(bool contribute) {
     armed_ = false;
     // No autograd: every parameter is ready with what it holds, or with zeros, and the buckets
     // start in order as in any synced backward.
-    for (size_t i = 0; i < params_.size(); ++i) {
-      const auto [b, pos] = slot_of_[i];
-      at::Tensor& grad = params_[i].mutable_grad();
-      if (contribute && grad.defined()) {
-        if (options_.zero_stage < 2) place_grad(i);
-      } else if (options_.zero_stage == 2) {
-        grad = at::Tensor();  // zeros in the staged input
-      } else {
-        buckets_[b].views[pos].zero_();
-        grad = buckets_[b].views[pos];
-      }
-      ready_[i] = 1;
-      --buckets_[b].pending;
-    }
+    for (size_t i = 0; i < params_.size(); ++i)
+      ready_without_autograd(i, /*zeros=*/!contribute || !params_[i].grad().defined());
   }
   capture_.reset();
   complete_sync(none);
+}
+
+void Reducer::ready_without_autograd(size_t i, bool zeros) {
+  const auto [b, pos] = slot_of_[i];
+  // Reduced as zeros: every rank still issues every bucket's collective, in order.
+  if (zeros) stage_->zero_slot(buckets_[b], pos, params_[i].mutable_grad());
+  else place_grad(i);
+  ready_[i] = 1;
+  --buckets_[b].pending;
 }
 
 void Reducer::complete_sync(const std::vector<size_t>& unused) {
@@ -477,23 +276,10 @@ void Reducer::complete_sync(const std::vector<size_t>& unused) {
     const profile::PhaseScope phase(profile::kCommWait);  // what the overlap with backward did not hide
     hook_->all_started();
     for (auto& bucket : buckets_) {
-      if (bucket.work) bucket.work->wait();  // stage 2: a ring may have waited for it already
+      if (bucket.work) bucket.work->wait();  // the stage may have waited for it already
       bucket.work.reset();
-      if (options_.zero_stage == 2) {
-        // The whole gradients go with the input (which may be a member's own gradient).
-        bucket.rs_input = at::Tensor();
-        bucket.buffer = at::Tensor();
-      }
     }
-    for (auto& ring : rings_)
-      while (!ring.holders.empty()) {
-        ring.holders.pop_front();
-        ring.plan->give_back_oldest();
-      }
-    if (tail_work_) {
-      tail_work_->wait();
-      tail_work_.reset();
-    }
+    stage_->all_waited();
   }
   ++sync_steps_;
   if (control_) control_->read(sync_steps_);
@@ -561,10 +347,8 @@ std::string Reducer::layout() const {
   for (size_t b = 0; b < plan_.size(); ++b) {
     const at::Tensor& first = params_[plan_[b].front()];
     os << "bucket " << b << ": " << plan_[b].size() << " params" << (b + 1 == plan_.size() ? " + control, contributors" : "")
-       << ", " << buckets_[b].elements << " elements, " << group_of(first);
-    if (options_.zero_stage >= 1)
-      os << ", zero stage " << options_.zero_stage << ": " << world_ << " shards of " << buckets_[b].shard;
-    os << "\n";
+       << ", " << buckets_[b].elements << " elements, " << group_of(first) << stage_->describe(buckets_[b])
+       << "\n";
   }
   return os.str();
 }
@@ -574,43 +358,11 @@ int64_t Reducer::bucket_shard(size_t b) const { return buckets_.at(b).shard; }
 const at::Tensor& Reducer::bucket_params(size_t b) const { return buckets_.at(b).params; }
 
 at::Tensor Reducer::reduced_grad(size_t b, int64_t offset, int64_t length) const {
-  const Bucket& bucket = buckets_.at(b);
-  if (options_.zero_stage < 2) return bucket.buffer.narrow(0, offset, length);
-  const int64_t begin = bucket.shard * rank_;
-  XLAUNCH_ASSERT(offset >= begin && offset + length <= begin + bucket.shard, "a range inside this rank's shard");
-  return bucket.grad_shard.narrow(0, offset - begin, length);
+  return stage_->reduced_grad(buckets_.at(b), offset, length);
 }
-
-std::vector<at::Tensor> Reducer::reduced_grads() const {
-  if (options_.zero_stage == 2) return grad_shards();
-  std::vector<at::Tensor> out;
-  for (const auto& p : params_) out.push_back(p.grad());
-  return out;
-}
-
-std::vector<at::Tensor> Reducer::grad_shards() const {
-  std::vector<at::Tensor> out;
-  for (const Bucket& bucket : buckets_) {
-    const int64_t begin = bucket.shard * rank_, end = std::min(bucket.elements, begin + bucket.shard);
-    if (end <= begin) continue;
-    out.push_back(options_.zero_stage == 2 ? bucket.grad_shard.narrow(0, 0, end - begin)
-                                           : bucket.buffer.narrow(0, begin, end - begin));
-  }
-  return out;
-}
-
-std::shared_ptr<Work> Reducer::gather_params_async(size_t b) {
-  Bucket& bucket = buckets_.at(b);
-  XLAUNCH_ASSERT(bucket.params.defined(), "gather_params_async at zero_stage >= 1");
-  if (world_ == 1 || bucket.shard == 0) return completed_work();
-  return bucket.comm->allgather_async(bucket.params.narrow(0, bucket.shard * rank_, bucket.shard), bucket.params);
-}
-
-int64_t Reducer::reduce_scattered_bytes() const {
-  if (options_.zero_stage < 2) return 0;
-  int64_t bytes = 0;
-  for (const Bucket& bucket : buckets_) bytes += bucket.shard * world_ * params_[plan_[bucket.index].front()].element_size();
-  return bytes;
-}
+std::vector<at::Tensor> Reducer::reduced_grads() const { return stage_->reduced_grads(); }
+std::vector<at::Tensor> Reducer::grad_shards() const { return stage_->grad_shards(); }
+std::shared_ptr<Work> Reducer::gather_params_async(size_t b) { return stage_->gather_params(buckets_.at(b)); }
+int64_t Reducer::reduce_scattered_bytes() const { return stage_->reduce_scattered_bytes(); }
 
 }  // namespace xlaunch
