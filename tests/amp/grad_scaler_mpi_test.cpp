@@ -26,8 +26,3 @@ TEST(GradScalerMpi, EveryRankSkipsTheSameSteps) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

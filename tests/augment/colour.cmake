@@ -1,6 +1,6 @@
 # The colour transforms (runtime/src/augment/colour*.cpp).
 # colour_test: arguments, draws, literal answers of each step on both implementations, refusals.
-xlaunch_add_unit_test(colour_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/colour_test.cpp LIBS xlaunch::runtime)
+xlaunch_add_unit_test(colour_test GROUP augment_tests SOURCES ${CMAKE_CURRENT_LIST_DIR}/colour_test.cpp LIBS xlaunch::runtime)
 # colour_kornia_test: Kornia 0.9 (a test peer: scripts/install-deps.sh --test) applies its ColorJitter
 # and Normalize with explicit parameters (colour_kornia.py), and ours must match within 1e-4.
 add_executable(colour_kornia_test ${CMAKE_CURRENT_LIST_DIR}/colour_kornia_test.cpp)

@@ -6,7 +6,7 @@
 set -u
 cases_py=$1
 test_bin=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 python3 "$cases_py" "$work/cases.json" || { echo "FAIL: colour_kornia.py could not record Kornia's outputs"; exit 1; }
 "$test_bin" --cases "$work/cases.json"

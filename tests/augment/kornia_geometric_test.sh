@@ -6,7 +6,7 @@
 set -u
 record_py=$1
 test_bin=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 python3 "$record_py" "$work" || { echo "FAIL: kornia_geometric.py could not record Kornia's augmentations"; exit 1; }
 "$test_bin" --cases "$work"

@@ -7,19 +7,13 @@ set -u
 bin=$1
 shift
 mpirun=("$@")
-work=$(mktemp -d)
-failures=0
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 
 run() {  # run NP LOGNAME ARGS...: one job; its output goes to $work/LOGNAME.log
   local np=$1 log=$2
   shift 2
   "${mpirun[@]}" -np "$np" "$bin" "$@" >"$work/$log.log" 2>&1
-}
-pass() { echo "PASS $1"; }
-fail() {
-  echo "FAIL $1"
-  [ -n "${2:-}" ] && sed 's/^/    /' "$work/$2.log"
-  failures=$((failures + 1))
 }
 same() {  # same NAME FILE: FILE has the straight run's bytes
   if cmp -s "$work/straight_$3.bin" "$2"; then pass "$1"; else fail "$1 (parameters differ from the straight run)"; fi
@@ -112,10 +106,4 @@ run 2 missing --epochs 2 --resume "$work/nothing_here" && fail "a missing checkp
 grep -q "no checkpoint at $work/nothing_here" "$work/missing.log" &&
   pass "a missing checkpoint is refused, naming the path" || fail "a missing checkpoint is refused, naming the path" missing
 
-if [ "$failures" -eq 0 ]; then
-  rm -rf "$work"
-  echo "all checkpoint resume checks passed"
-else
-  echo "$failures failed; files kept in $work"
-  exit 1
-fi
+test_finish

@@ -12,15 +12,8 @@
 set -u
 xlaunch=$1
 bin=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-pass() { echo "PASS $1"; }
-fail() {
-  echo "FAIL $1"
-  [ -n "${2:-}" ] && sed 's/^/    /' "$work/$2.log"
-  failures=$((failures + 1))
-}
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 cat >"$work/config.yaml" <<YAML
 distributed_type: MULTI_CPU
 num_processes: 3
@@ -81,5 +74,4 @@ os.execvp(sys.argv[1], sys.argv[1:])'
 # that hears of it is enough (they agree through the control element). Before, mpirun died of it.
 preempted mpirun_forwards_nothing env OMPI_MCA_ess_base_forward_signals=none
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s); logs in $work"; trap - EXIT; exit 1; }
-echo "all passed"
+test_finish

@@ -14,21 +14,14 @@ set -u
 bin=$1
 shift
 mpirun=("$@")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 export XLAUNCH_MIXED_PRECISION=fp16 XLAUNCH_GRADIENT_ACCUMULATION_STEPS=4
 
 run() {  # run NP LOGNAME ARGS...: one job; its output goes to $work/LOGNAME.log
   local np=$1 log=$2
   shift 2
   "${mpirun[@]}" -np "$np" "$bin" "$@" >"$work/$log.log" 2>&1
-}
-pass() { echo "PASS $1"; }
-fail() {
-  echo "FAIL $1"
-  [ -n "${2:-}" ] && sed 's/^/    /' "$work/$2.log"
-  failures=$((failures + 1))
 }
 complete() {  # the complete named checkpoints of project $1, by step
   for d in "$1"/checkpoints/checkpoint_*; do [ -f "$d/MANIFEST" ] && basename "$d"; done | sort -t_ -k2 -n | tr '\n' ' '
@@ -112,5 +105,4 @@ XLAUNCH_RESUME=latest run 3 extra --project "$work/s3" --epochs 6 --register_ext
 grep -q "holds 1 objects registered for checkpointing (.*Ema), this program has 2 (.*Ema, .*Counter)" "$work/extra.log" &&
   pass "another count of registered objects is refused, naming both" || fail "registered-object mismatch message" extra
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s); logs in $work"; trap - EXIT; exit 1; }
-echo "all passed"
+test_finish

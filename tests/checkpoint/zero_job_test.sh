@@ -9,15 +9,8 @@
 set -u
 xlaunch=$1
 bin=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-pass() { echo "PASS $1"; }
-fail() {
-  echo "FAIL $1"
-  [ -n "${2:-}" ] && sed 's/^/    /' "$work/$2.log"
-  failures=$((failures + 1))
-}
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 config() {  # config NAME NP STAGE: a config file of NP ranks at ZeRO stage STAGE
   printf 'distributed_type: MULTI_CPU\nnum_processes: %s\ntimeout_s: 60\nddp:\n  zero_stage: %s\n' "$2" "$3" \
     >"$work/$1.yaml"
@@ -56,5 +49,4 @@ job s0 resume0 --resume "$work/p0/checkpoints/checkpoint_7" "$bin" --project "$w
   [ -s "$work/resumed0.bin" ] && pass "the stage-2 checkpoint of 3 ranks resumes on 1 process at stage 0, saying so" ||
   fail "resume on 1 process at stage 0" resume0
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s); logs in $work"; trap - EXIT; exit 1; }
-echo "all passed"
+test_finish

@@ -21,17 +21,9 @@ sim=$src/scripts/cluster/sim.sh
 exec 9>/run/xlsim.lock
 flock -w 600 9 || { echo "FAIL another multi-machine test held /run/xlsim.lock for 10 minutes"; exit 1; }
 
-work=$(mktemp -d /tmp/xlaunch_elastic.XXXXXX)
-cleanup() { [ -n "${job:-}" ] && kill "$job" 2>/dev/null; "$sim" down; rm -rf "$work"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-failures=0
-pass() { echo "PASS $1"; }
-fail() {
-  echo "FAIL $1"
-  [ -n "${2:-}" ] && sed 's/^/    /' "$work/$2.log"
-  failures=$((failures + 1))
-}
+test_on_exit() { [ -n "${job:-}" ] && kill "$job" 2>/dev/null; "$sim" down; }
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 
 # 9>&-: the machines' long-lived holders must not inherit the lock, or a test killed before its
 # cleanup would leave the lock held by them for good.
@@ -115,5 +107,4 @@ grep -q "^xlaunch: only 1 machine can take part (sim0), fewer than the 2 that nu
   pass "sim1 and sim2 gone: no attempt, exit 1, '$(grep -o 'only 1 machine[^;]*' "$work/few.log")'" ||
   fail "with one machine left: want the 'fewer than MIN' line and exit 1, got $rc" few
 
-[ "$failures" = 0 ] && echo "all elastic checks passed" || echo "$failures elastic check(s) FAILED"
-[ "$failures" = 0 ]
+test_finish

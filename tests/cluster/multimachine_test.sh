@@ -14,17 +14,9 @@ sim=$src/scripts/cluster/sim.sh
 exec 9>/run/xlsim.lock
 flock -w 600 9 || { echo "FAIL another multi-machine test held /run/xlsim.lock for 10 minutes"; exit 1; }
 
-work=$(mktemp -d /tmp/xlaunch_multimachine.XXXXXX)
-cleanup() { "$sim" down; rm -rf "$work"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-failures=0
-pass() { echo "PASS $1"; }
-fail() {
-  echo "FAIL $1"
-  [ -n "${2:-}" ] && sed 's/^/    /' "$work/$2.log"
-  failures=$((failures + 1))
-}
+test_on_exit() { "$sim" down; }
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 
 "$sim" up 4 || { echo "FAIL sim.sh up 4"; exit 1; }
 # How Open MPI reaches the machines: environment only, nothing xlaunch knows about.
@@ -277,5 +269,4 @@ for _ in $(seq 20); do
 done
 [ -z "$left" ] && pass "no process of the job is left on any machine" || fail "processes left:$left"
 
-[ "$failures" = 0 ] && echo "all multi-machine checks passed" || echo "$failures multi-machine check(s) FAILED"
-[ "$failures" = 0 ]
+test_finish

@@ -17,17 +17,9 @@ sim=$src/scripts/cluster/sim.sh
 exec 9>/run/xlsim.lock
 flock -w 600 9 || { echo "FAIL another multi-machine test held /run/xlsim.lock for 10 minutes"; exit 1; }
 
-work=$(mktemp -d /tmp/xlaunch_zero_cluster.XXXXXX)
-cleanup() { "$sim" down; rm -rf "$work"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-failures=0
-pass() { echo "PASS $1"; }
-fail() {
-  echo "FAIL $1"
-  [ -n "${2:-}" ] && sed 's/^/    /' "$work/$2.log"
-  failures=$((failures + 1))
-}
+test_on_exit() { "$sim" down; }
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 
 # 9>&-: the machines' long-lived holders must not inherit the lock.
 "$sim" up 2 9>&- || { echo "FAIL sim.sh up 2"; exit 1; }
@@ -65,5 +57,4 @@ else
   fail "2x2 hierarchical: want PASSED and bucket_comm=hier on every rank" hier
 fi
 
-[ "$failures" = 0 ] && echo "all ZeRO multi-machine checks passed" || echo "$failures ZeRO multi-machine check(s) FAILED"
-[ "$failures" = 0 ]
+test_finish

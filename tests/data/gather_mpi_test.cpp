@@ -36,9 +36,3 @@ TEST(GatherMpi, GatheredResultsEqualOneProcess) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  testing::InitGoogleTest(&argc, argv);
-  xlaunch::ProcessState::get();  // MPI up before any test
-  return RUN_ALL_TESTS();
-}

@@ -9,8 +9,8 @@ set -u
 bin=$1
 shift
 mpirun=("$@")
-work=$(mktemp -d)
-failures=0
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 
 run() {  # run NP NAME ARGS...: one job; its output goes to $work/NAME.log, its files to $work/NAME.*
   local np=$1 name=$2
@@ -61,10 +61,4 @@ run 4 d4 --n 101 --batch 4 --resume "$work/b"
 check "4 -> 4 ranks: epoch 1 as one job reads it" 101 1 3 "$work/b4" "$work/d4"
 if grep -q "loader 0 was saved" "$work/d4.log"; then echo "FAIL d4: nothing to say on the same layout"; failures=$((failures + 1)); fi
 
-if [ "$failures" -eq 0 ]; then
-  rm -rf "$work"
-  echo "all resume-on-another-world-size checks passed"
-else
-  echo "$failures failed; files kept in $work"
-  exit 1
-fi
+test_finish

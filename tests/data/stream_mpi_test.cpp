@@ -13,7 +13,6 @@
 #include "scratch_dir.h"
 #include "stream_datasets.h"
 #include "xlaunch/accelerator.h"
-#include "xlaunch/process_state.h"
 
 namespace {
 
@@ -125,9 +124,3 @@ TEST(StreamMpi, RanksWhoseStreamsEndApartFailTogether) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  testing::InitGoogleTest(&argc, argv);
-  xlaunch::ProcessState::get();  // MPI up before any test
-  return RUN_ALL_TESTS();
-}

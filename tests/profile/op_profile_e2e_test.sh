@@ -11,12 +11,10 @@
 set -uo pipefail
 XLAUNCH=$1
 JOB=$2
-work=$(mktemp -d /tmp/xlaunch_op_profile_e2e.XXXXXX)
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 export XDG_CONFIG_HOME=$work/config TMPDIR=$work
 unset XLAUNCH_CONFIG_FILE
-failures=0
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 
 mkdir -p "$work/logs" && mkdir -m 700 "$work/trace"
 printf 'num_processes: 2\ndistributed_type: MULTI_CPU\nuse_cpu: true\nlog_dir: %s\n' "$work/logs" > "$work/job.yaml"
@@ -93,5 +91,4 @@ done
 ! grep -q "operators of rank" "$work/off.log" && python3 -c "import json,sys; sys.exit('operators' in json.load(open(sys.argv[1])))" "$work/logs/report.json" \
   && pass "profile_ops off: no table, no report.json key" || fail "profile_ops off"
 
-if [ "$failures" -eq 0 ]; then rm -rf "$work"; echo "op_profile_e2e_test: all passed"; else echo "op_profile_e2e_test: $failures failure(s); files in $work"; fi
-[ "$failures" -eq 0 ]
+test_finish

@@ -9,12 +9,10 @@
 set -uo pipefail
 XLAUNCH=$1
 JOB=$2
-work=$(mktemp -d /tmp/xlaunch_report_test.XXXXXX)
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 export XDG_CONFIG_HOME=$work/config TMPDIR=$work
 unset XLAUNCH_CONFIG_FILE
-failures=0
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 
 # run NAME WORKERS [job args...]: a 2-rank CPU job with its own log_dir; its output in NAME.log.
 # XOPTS: options of xlaunch run; YAML: more lines of its config.
@@ -142,10 +140,4 @@ check zero '[x["zero"] for x in ranks] == [{"stage": 2, "optimizer_state_bytes":
 grep -qx "xlaunch: ZeRO stage 2: optimizer state 0.027 MB per rank; per step 0.027 MB reduce-scattered, 0.027 MB gathered" \
   "$work/zero.log" && pass "ZeRO stage 2: the report's line" || { fail "ZeRO stage 2: the report's line"; cat "$work/zero.log"; }
 
-if [ "$failures" -eq 0 ]; then
-  rm -rf "$work"
-  echo "report_test: all passed"
-else
-  echo "report_test: $failures failed; files kept in $work"
-  exit 1
-fi
+test_finish

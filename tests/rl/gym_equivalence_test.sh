@@ -6,7 +6,7 @@
 set -u
 trace_py=$1
 replay=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 python3 "$trace_py" "$work/trace.json" || { echo "FAIL: gym_trace.py could not record Gymnasium's trajectories"; exit 1; }
 "$replay" --trace "$work/trace.json"

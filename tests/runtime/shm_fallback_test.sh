@@ -4,7 +4,8 @@
 # MPI), or for the gradient pool (fresh gradients are copied into the buckets). Each time rank 0
 # says so, and 2-rank training still equals one process. /dev/shm is shrunk in a private mount
 # namespace, which needs root; elsewhere the test is skipped (exit 77).
-# Usage: shm_fallback_test.sh MPIRUN DDP_MPI_TEST [mpirun flags...]
+# Usage: shm_fallback_test.sh MPIRUN PROGRAM [mpirun flags...], PROGRAM holding ddp_mpi_test.cpp
+# (the MPI test group, tests/CMakeLists.txt).
 set -uo pipefail
 mpirun="$1" bin="$2"
 shift 2

@@ -20,22 +20,22 @@ mpirun="$1" probe="$2" transport="$3"
 shift 3
 flags=("$@")
 want_comm=$([ "$transport" = mpi ] && echo mpi || echo shm)
-out=$(mktemp -d /tmp/xlaunch_zero_memory.XXXXXX)
-trap 'rm -rf "$out"' EXIT
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 status=0
 for stage in 0 1 2; do
   if ! timeout 120 "$mpirun" "${flags[@]}" -np 4 "$probe" --stage "$stage" --cpu_allreduce "$transport" \
-       --hidden 4096 --steps 3 >"$out/$stage.log" 2>&1; then
-    echo "FAIL stage $stage: the probe's job failed"; tail -30 "$out/$stage.log"; exit 1
+       --hidden 4096 --steps 3 >"$work/$stage.log" 2>&1; then
+    echo "FAIL stage $stage: the probe's job failed"; tail -30 "$work/$stage.log"; exit 1
   fi
-  grep '^zero_memory ' "$out/$stage.log" | sort -t= -k2 -n >"$out/$stage.txt"
-  if [ "$(grep -c " world=4 stage=$stage bucket_comm=$want_comm " "$out/$stage.txt")" != 4 ]; then
-    echo "FAIL stage $stage: want 4 ranks reporting bucket_comm=$want_comm"; cat "$out/$stage.log"; exit 1
+  grep '^zero_memory ' "$work/$stage.log" | sort -t= -k2 -n >"$work/$stage.txt"
+  if [ "$(grep -c " world=4 stage=$stage bucket_comm=$want_comm " "$work/$stage.txt")" != 4 ]; then
+    echo "FAIL stage $stage: want 4 ranks reporting bucket_comm=$want_comm"; cat "$work/$stage.log"; exit 1
   fi
 done
-field() { sed -n "s/.* $1=\([0-9:]*\).*/\1/p" "$out/$2.txt" | sed -n "$(($3 + 1))p"; }  # NAME STAGE RANK
+field() { sed -n "s/.* $1=\([0-9:]*\).*/\1/p" "$work/$2.txt" | sed -n "$(($3 + 1))p"; }  # NAME STAGE RANK
 echo "zero memory, cpu_allreduce $transport, 4 ranks, 784-4096-4096-10, AdamW (kB unless said):"
-for stage in 0 1 2; do sed 's/^/  /' "$out/$stage.txt"; done
+for stage in 0 1 2; do sed 's/^/  /' "$work/$stage.txt"; done
 for rank in 0 1 2 3; do
   s0=$(field state_bytes 0 "$rank") h0=$(field vm_hwm_kb 0 "$rank")
   for stage in 1 2; do

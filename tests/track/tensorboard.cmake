@@ -1,8 +1,8 @@
 # The TensorBoard backend: its parts with literal answers (CRC-32C, framing, failed writes, the
 # Events parsed back in C++), then TensorBoard's own reader (a test peer: scripts/install-deps.sh
 # --test) reading a resumed run that tb_write_events writes.
-xlaunch_add_unit_test(tensorboard_test SOURCES tensorboard_test.cpp LIBS xlaunch::runtime)
-xlaunch_use_tensorboard_protos(tensorboard_test)
+xlaunch_add_unit_test(tensorboard_test GROUP track_tests SOURCES tensorboard_test.cpp LIBS xlaunch::runtime)
+xlaunch_use_tensorboard_protos(track_tests)
 add_executable(tb_write_events tb_write_events.cpp)
 target_link_libraries(tb_write_events PRIVATE GTest::gtest)  # the shared precompiled header holds GoogleTest
 _xlaunch_test_pch(tb_write_events xlaunch::runtime)

@@ -15,16 +15,9 @@
 set -u
 xlaunch=$1
 bin=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
+. "$(dirname "$0")/../common/test_lib.sh"
+test_workdir
 here=$(cd "$(dirname "$0")" && pwd)
-pass() { echo "PASS $1"; }
-fail() {
-  echo "FAIL $1"
-  [ -n "${2:-}" ] && sed 's/^/    /' "$work/$2.log"
-  failures=$((failures + 1))
-}
 config() {  # config NAME LOG_WITH: a 2-rank CPU job's config in $work/NAME.yaml
   cat >"$work/$1.yaml" <<YAML
 distributed_type: MULTI_CPU
@@ -69,5 +62,4 @@ else
   fail "the CSV refusal does not name the name and the file" csvmix
 fi
 
-[ "$failures" = 0 ] && echo "all passed" || echo "$failures failed"
-exit "$failures"
+test_finish

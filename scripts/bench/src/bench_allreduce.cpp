@@ -8,20 +8,13 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "comm/mpi_communicator.h"
 #include "xlaunch/process_state.h"
-
-namespace {
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   int64_t max_bytes = 256LL << 20;
@@ -42,19 +35,16 @@ int main(int argc, char** argv) {
     std::vector<double> ours, theirs;
     for (int r = 0; r < rounds; ++r) {
       comm->barrier();
-      auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) comm->allreduce(buf, xlaunch::ReduceOp::Avg);
-      ours.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters);
+      ours.push_back(xlaunch::bench::seconds_per_call(iters, [&](int) { comm->allreduce(buf, xlaunch::ReduceOp::Avg); }));
       comm->barrier();
       // The raw call runs on this thread while the communicator's thread idles.
-      t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i)
+      theirs.push_back(xlaunch::bench::seconds_per_call(iters, [&](int) {
         MPI_Allreduce(MPI_IN_PLACE, buf.data_ptr(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, raw);
-      theirs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters);
+      }));
       comm->barrier();
     }
     if (comm->rank() != 0) continue;
-    for (auto [name, v] : {std::pair<const char*, double>{"xlaunch", median(ours)}, {"mpi", median(theirs)}}) {
+    for (auto [name, v] : {std::pair<const char*, double>{"xlaunch", xlaunch::bench::median(ours)}, {"mpi", xlaunch::bench::median(theirs)}}) {
       const double alg = bytes / v / 1e9;
       std::printf("bench=allreduce system=%s world=%d bytes=%lld time_us=%.1f algbw_gbps=%.3f busbw_gbps=%.3f\n", name,
                   n, static_cast<long long>(bytes), v * 1e6, alg, alg * 2.0 * (n - 1) / n);

@@ -15,7 +15,6 @@
 #include <torch/utils.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "bench_model.h"
+#include "bench_timing.h"
 #include "xlaunch/autocast.h"
 #include "xlaunch/grad_scaler.h"
 
@@ -37,12 +37,6 @@ struct Runner {
   std::unique_ptr<xlaunch::GradScaler> scaler;
   std::vector<double> rates;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 }  // namespace
 
@@ -115,15 +109,12 @@ int main(int argc, char** argv) {
   for (Runner& r : runners) run_steps(r, std::max(3, steps / 4));  // warm-up
   for (int round = 0; round < rounds; ++round)
     for (Runner& r : runners) {
-      const auto t0 = std::chrono::steady_clock::now();
-      run_steps(r, steps);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      r.rates.push_back(steps / s);
+      r.rates.push_back(steps / xlaunch::bench::seconds_of([&] { run_steps(r, steps); }));
     }
 
   std::map<std::string, double> rate;
   for (const Runner& r : runners) {
-    rate[r.precision] = median(r.rates);
+    rate[r.precision] = xlaunch::bench::median(r.rates);
     std::printf("bench=amp device=%s precision=%s hidden=%lld batch=%lld steps_per_s=%.2f\n", device_name.c_str(),
                 r.precision.c_str(), static_cast<long long>(hidden), static_cast<long long>(batch), rate[r.precision]);
   }

@@ -20,12 +20,12 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "xlaunch/grad_scaler.h"
 
 namespace {
@@ -54,11 +54,6 @@ std::vector<std::vector<int64_t>> resnet50_shapes() {
   s.push_back({1000, 2048});
   s.push_back({1000});
   return s;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // One device's measurement and line; returns the correctness check.
@@ -99,16 +94,17 @@ bool bench(c10::Device device, int iters, int rounds) {
   for (int round = -1; round < rounds; ++round)  // round -1 warms up
     for (size_t s = 0; s < systems.size(); ++s) {
       sync();
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) systems[s](i);
-      sync();
-      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double t = xlaunch::bench::seconds_of([&] {
+        for (int i = 0; i < iters; ++i) systems[s](i);
+        sync();
+      });
       if (round >= 0) gbps[s].push_back(2.0 * bytes * iters / t / 1e9);
     }
 
   // Every call ran an even number of times per round: the values must be back where they began.
   bool ok = !found_any;
   for (size_t i = 0; i < grads.size(); ++i) ok = ok && grads[i].equal(originals[i]) && torch_grads[i].equal(originals[i]);
+  using xlaunch::bench::median;
   const double ours = median(gbps[0]), copy = median(gbps[1]), theirs = median(gbps[2]);
   const char* name = cuda ? "cuda" : "cpu";
   std::printf("bench=amp_unscale device=%s bytes=%lld gbps=%.1f copy_gbps=%.1f torch_gbps=%.1f check=%s\n", name,

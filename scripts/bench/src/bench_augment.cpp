@@ -20,7 +20,6 @@
 #include <ATen/ops/rand.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -28,12 +27,13 @@
 
 #include "augment/colour_kernels.h"
 #include "augment/warp.h"
+#include "bench_timing.h"
 #include "xlaunch/augment.h"
 
 namespace {
 
 namespace aug = xlaunch::augment;
-using Clock = std::chrono::steady_clock;
+using xlaunch::bench::Clock;
 
 struct Args {
   int64_t batch = 128;
@@ -107,7 +107,7 @@ double samples_per_s(const aug::Sequential& pipeline, const Args& a) {
   while (n < 2 || elapsed < a.seconds) {
     once();
     ++n;
-    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    elapsed = xlaunch::bench::seconds_since(t0);
   }
   return static_cast<double>(n * a.batch) / elapsed;
 }

@@ -20,13 +20,13 @@
 #include <ATen/ops/randn.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
 
 #include "bench_model.h"
+#include "bench_timing.h"
 #include "xlaunch/accelerator.h"
 
 namespace {
@@ -71,11 +71,11 @@ int vs_plain(xlaunch::Accelerator& acc, int hidden, int batch, int steps, int wa
     for (int i = 0; i < warmup; ++i) step();
     torch::cuda::synchronize();
     acc.wait_for_everyone();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i) step();
-    torch::cuda::synchronize();
-    acc.wait_for_everyone();
-    return steps / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return steps / xlaunch::bench::seconds_of([&] {
+             for (int i = 0; i < steps; ++i) step();
+             torch::cuda::synchronize();
+             acc.wait_for_everyone();
+           });
   };
   double best_plain = 0, best_prepared = 0;
   for (int r = 0; r < rounds; ++r) {
@@ -149,10 +149,10 @@ int main(int argc, char** argv) {
   }
   for (int i = 0; i < warmup; ++i) step();
   acc.wait_for_everyone();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  acc.wait_for_everyone();
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double dt = xlaunch::bench::seconds_of([&] {
+    for (int i = 0; i < steps; ++i) step();
+    acc.wait_for_everyone();
+  });
   if (acc.is_main_process()) {
     const double sps = steps / dt;
     std::printf("xlaunch-%s world=%d steps_per_s=%.2f samples_per_s=%.1f\n", mode.c_str(), acc.num_processes(), sps,

@@ -20,11 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "xlaunch/rl/env_pool.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using xlaunch::bench::Clock;
 using xlaunch::rl::EnvPool;
 using xlaunch::rl::Space;
 
@@ -108,7 +109,7 @@ double run(const Args& a) {
   const int64_t steps0 = pool.env_steps();
   const Clock::time_point t0 = Clock::now();
   for_seconds(a.seconds);
-  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double elapsed = xlaunch::bench::seconds_since(t0);
   return static_cast<double>(pool.env_steps() - steps0) / elapsed;
 }
 

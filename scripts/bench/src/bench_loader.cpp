@@ -32,7 +32,6 @@
 #endif
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -41,9 +40,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "bench_timing.h"
 #include "xlaunch/loader.h"
 
 namespace {
+
+using xlaunch::bench::Clock;
+using xlaunch::bench::seconds_since;
 
 constexpr int kC = 3, kH = 64, kW = 64, kCrop = 56;
 constexpr float kMean[kC] = {0.485f, 0.456f, 0.406f};
@@ -146,15 +149,11 @@ xlaunch::LoaderOptions loader_options(const Args& a) {
   return o;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 int run_host(const Args& a) {
   xlaunch::Loader loader(std::make_shared<AugmentedImages>(a.samples), loader_options(a));
   int64_t n = 0;
   double checksum = 0;
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   for (auto& b : loader) {
     checksum += at::sum(b.data).item<double>();
     n += b.size();
@@ -180,7 +179,7 @@ int run_device(const Args& a) {
     o.pin_memory = pin;
     xlaunch::Loader loader(std::make_shared<AugmentedImages>(a.samples), o);
     int64_t batches = 0;
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     for (auto& b : loader) {
       b.data.sum();  // consumed on the device, on the current stream
       ++batches;
@@ -193,7 +192,7 @@ int run_device(const Args& a) {
   // The same bytes, already collated in one pinned buffer, copied as fast as the link allows.
   const at::Tensor host = at::empty({a.batch, kC, kCrop, kCrop}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
   const int64_t batches = a.samples / a.batch;
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   for (int64_t k = 0; k < batches; ++k) host.to(at::TensorOptions().device(dev), /*non_blocking=*/true).sum();
   c10::cuda::device_synchronize();
   const double plain = batches / seconds_since(t0);
@@ -248,7 +247,7 @@ int run_overlap(const Args& a) {
     double best = 1e30;
     for (int r = 0; r < a.rounds; ++r) {
       c10::cuda::device_synchronize();
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = Clock::now();
       body();
       c10::cuda::device_synchronize();
       best = std::min(best, seconds_since(t0));

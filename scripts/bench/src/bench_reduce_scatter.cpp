@@ -8,29 +8,22 @@
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "comm/mpi_communicator.h"
 
 namespace {
 using xlaunch::ReduceScatterAlgorithm;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Seconds per reduce-scatter of `in` into `out` with `algorithm`, over `iters` calls.
 double time_one(xlaunch::MpiCommunicator& comm, ReduceScatterAlgorithm algorithm, const at::Tensor& in,
                 const at::Tensor& out, int iters) {
   comm.force_reduce_scatter(algorithm);
   comm.barrier();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) comm.reduce_scatter(in, out, xlaunch::ReduceOp::Sum);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+  return xlaunch::bench::seconds_per_call(iters, [&](int) { comm.reduce_scatter(in, out, xlaunch::ReduceOp::Sum); });
 }
 }  // namespace
 
@@ -65,7 +58,7 @@ int main(int argc, char** argv) {
     const bool ring_picked = xlaunch::reduce_scatter_algorithm(chunk, 4, ReduceScatterAlgorithm::Auto) ==
                              ReduceScatterAlgorithm::Ring;
     std::printf("bench=reduce_scatter transport=mpi world=%d bytes=%lld block_gbps=%.3f ring_gbps=%.3f picked=%s\n", w,
-                static_cast<long long>(chunk * w * 4), moved / median(block), moved / median(ring),
+                static_cast<long long>(chunk * w * 4), moved / xlaunch::bench::median(block), moved / xlaunch::bench::median(ring),
                 ring_picked ? "ring" : "block");
     std::fflush(stdout);
   }

@@ -10,13 +10,13 @@
 
 #include <ATen/ops/randn.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "bench_model.h"
+#include "bench_timing.h"
 #include "xlaunch/accelerator.h"
 
 namespace {
@@ -77,10 +77,10 @@ int main(int argc, char** argv) {
   };
   epoch();  // warm-up
   acc.wait_for_everyone();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int e = 1; e < epochs; ++e) epoch();
-  acc.wait_for_everyone();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = xlaunch::bench::seconds_of([&] {
+    for (int e = 1; e < epochs; ++e) epoch();
+    acc.wait_for_everyone();
+  });
   if (acc.is_main_process())
     std::printf("xlaunch-uneven world=%d skew=%.2f steps_per_s=%.2f epochs=%d steps_per_epoch=%lld\n", w, skew,
                 static_cast<double>(longest * (epochs - 1)) / s, epochs - 1, static_cast<long long>(longest));

@@ -14,12 +14,12 @@
 #include <ATen/ops/randn.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "bench_model.h"
+#include "bench_timing.h"
 #include "xlaunch/accelerator.h"
 
 namespace {
@@ -65,10 +65,10 @@ int main(int argc, char** argv) {
   };
   for (int i = 0; i < warmup; ++i) step();
   acc.wait_for_everyone();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  acc.wait_for_everyone();
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double dt = xlaunch::bench::seconds_of([&] {
+    for (int i = 0; i < steps; ++i) step();
+    acc.wait_for_everyone();
+  });
 
   const std::vector<int64_t> state = acc.gather_object(opt.state_bytes());
   const std::vector<int64_t> rss = acc.gather_object(peak_rss_kb());
