@@ -1,4 +1,4 @@
-// cudnn_benchmark and deterministic (runtime/src/backends/algorithms.h): read from the XLAUNCH_*
+// cudnn_benchmark and deterministic (runtime/src/algorithms/algorithms.h): read from the XLAUNCH_*
 // variables, applied by the Accelerator's constructor to LibTorch's context (read back here), and
 // an operation without a deterministic implementation refused with one message that names it and
 // the fix. On the CPU, put_ without accumulate is such an operation (PyTorch 2.11). Every test
@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "backends/algorithms.h"
+#include "algorithms/algorithms.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
 
@@ -143,14 +143,14 @@ TEST_F(AlgorithmSettings, BothOnOrAForeignCublasWorkspaceAreRefused) {
 }
 
 TEST_F(AlgorithmSettings, TheOperationPyTorchRefusesIsNamed) {
-  EXPECT_EQ(xlaunch::backends::refused_operation(
+  EXPECT_EQ(xlaunch::algorithms::refused_operation(
                 "put_ does not have a deterministic implementation, but you set "
                 "'torch.use_deterministic_algorithms(True)'. You can turn off determinism just for this operation"),
             "put_");
-  EXPECT_EQ(xlaunch::backends::refused_operation("in backward:\nindex_add_cuda_ does not have a deterministic "
+  EXPECT_EQ(xlaunch::algorithms::refused_operation("in backward:\nindex_add_cuda_ does not have a deterministic "
                                                  "implementation, but you set ..."),
             "index_add_cuda_");
-  EXPECT_EQ(xlaunch::backends::refused_operation("shape mismatch"), "");
+  EXPECT_EQ(xlaunch::algorithms::refused_operation("shape mismatch"), "");
 }
 
 TEST_F(AlgorithmSettings, ARefusedOperationInForwardOrBackwardGetsOneMessageWithTheFix) {

@@ -19,8 +19,6 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/optim/optimizer.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 #include <c10/util/Type.h>
 
 #include <exception>
@@ -35,6 +33,7 @@
 #include <vector>
 
 #include "xlaunch/accelerator_options.h"
+#include "xlaunch/checkpoint_object.h"
 #include "xlaunch/env_vars.h"
 #include "xlaunch/extend/communicator.h"  // communicator() hands out the transport's interface
 #include "xlaunch/grad_scaler.h"
@@ -42,149 +41,12 @@
 #include "xlaunch/lr_scheduler.h"
 #include "xlaunch/mixed_precision.h"
 #include "xlaunch/object_codec.h"
+#include "xlaunch/prepared.h"
 #include "xlaunch/reducer.h"
 #include "xlaunch/split.h"
 #include "xlaunch/tracking.h"
 
 namespace xlaunch {
-
-
-class Accelerator;
-class ItemWindow;
-
-namespace detail {
-// When `e` is PyTorch's refusal of an operation without a deterministic implementation (deterministic:
-// true), throws UsageError naming the operation, `where`, and the fix; returns otherwise
-// (runtime/src/backends/algorithms.h).
-void explain_refusal(const std::exception_ptr& e, const char* where);
-}  // namespace detail
-class ShardedOptimizer;  // ZeRO stages 1 and 2 (runtime/src/ddp/zero_optimizer.h)
-struct TrackingState;  // the trackers of init_trackers (runtime/src/track/tracking_state.h)  // the accumulation window of backward(loss_sum, num_items) (runtime/src/ddp/accumulation.h)
-
-// While alive: rank 0's buffers have been broadcast (training mode, more than one rank) and
-// autocast is on when mixed precision is. Made by PreparedModel::operator().
-class ForwardScope {
- public:
-  ForwardScope(Accelerator& acc, size_t model_id);
-  ~ForwardScope();
-  ForwardScope(const ForwardScope&) = delete;
-  ForwardScope& operator=(const ForwardScope&) = delete;
-
- private:
-  std::shared_ptr<void> phase_;     // the step clock's "forward" phase (docs/performance.md)
-  std::shared_ptr<void> autocast_;  // the autocast guard, when mixed precision is on
-};
-
-// A prepared model: call it like the module (model(x) runs forward), or reach the module with ->.
-template <typename M>
-class PreparedModel {
- public:
-  PreparedModel(Accelerator* acc, M module, size_t id) : acc_(acc), module_(std::move(module)), id_(id) {}
-
-  template <typename... Args>
-  auto operator()(Args&&... args) {
-    ForwardScope scope(*acc_, id_);
-    try {
-      return module_->forward(std::forward<Args>(args)...);
-    } catch (...) {
-      detail::explain_refusal(std::current_exception(), "the forward of a prepared model");
-      throw;
-    }
-  }
-  auto operator->() { return &*module_; }
-  auto operator->() const { return &*module_; }
-  const M& module() const { return module_; }
-
- private:
-  Accelerator* acc_;
-  M module_;
-  size_t id_;
-};
-
-// A prepared optimizer: steps and zeroes only on sync steps (gradient accumulation), and steps
-// through the gradient scaler under fp16 (a step with non-finite gradients is skipped).
-// With ddp.zero_stage 1 or 2 (docs/memory.md) the optimizer is rebound at prepare to this rank's
-// shard of the prepared models' parameters: inner().param_groups() then hold flat pieces of them,
-// and step() allgathers the updated shards after the inner step.
-class PreparedOptimizer {
- public:
-  PreparedOptimizer(Accelerator* acc, torch::optim::Optimizer* inner, std::shared_ptr<ShardedOptimizer> sharded = {})
-      : acc_(acc), inner_(inner), sharded_(std::move(sharded)) {}
-  void step();
-  // Default set_to_none=true, like LibTorch; the reducer moves the next gradients into its buckets.
-  void zero_grad(bool set_to_none = true);
-  bool step_was_skipped() const { return skipped_; }
-  // Steps that really happened: not accumulation micro-steps, not steps the GradScaler skipped.
-  int64_t steps_taken() const { return steps_; }
-  torch::optim::Optimizer& inner() { return *inner_; }
-  // The bytes of this rank's optimizer state (every tensor of it): 1/W of stage 0's at zero_stage >= 1.
-  int64_t state_bytes() const;
-  // Null at zero_stage 0.
-  ShardedOptimizer* sharded() const { return sharded_.get(); }
-
- private:
-  friend struct CheckpointIO;
-  Accelerator* acc_;
-  torch::optim::Optimizer* inner_;
-  std::shared_ptr<ShardedOptimizer> sharded_;
-  bool skipped_ = false;
-  int64_t steps_ = 0;
-  bool state_reported_ = false;  // ZeRO: state_bytes() went to the report (after the first step)
-};
-
-// A prepared learning-rate scheduler (lr_scheduler.h): advances exactly once per optimizer step
-// that really happened, whatever the number of ranks. Call step() after opt.step() on every
-// micro-step, as with Accelerate: on accumulation micro-steps and steps the GradScaler skipped it
-// does nothing; it never advances more than its optimizer stepped. So count a schedule's
-// warmup and total steps in optimizer steps (batches / gradient_accumulation_steps). A
-// metric-driven one (ReduceLROnPlateau) advances on step(metric), with the metric averaged over
-// the ranks first (one allreduce per call) so every rank sets the same learning rate.
-class PreparedScheduler {
- public:
-  PreparedScheduler(Accelerator* acc, Scheduler* inner, std::unique_ptr<Scheduler> owned, const PreparedOptimizer* opt);
-  void step();
-  void step(double metric);
-  std::vector<double> last_lr() const { return inner_->last_lr(); }
-  Scheduler& inner() { return *inner_; }
-
- private:
-  friend class Accelerator;
-  friend struct CheckpointIO;
-  // Advances once per optimizer step it has not followed yet (before a checkpoint too, so that a
-  // save inside the loop holds the schedule of the step it saves).
-  void catch_up();
-  Accelerator* acc_;
-  Scheduler* inner_;
-  std::unique_ptr<Scheduler> owned_;  // the adapter of a LibTorch scheduler
-  const PreparedOptimizer* opt_;
-  int64_t followed_ = 0;  // opt_'s steps_taken() the schedule has advanced through
-};
-
-// The user's own state in checkpoints (register_for_checkpointing): anything that saves itself
-// to and loads itself from a torch::serialize archive.
-class CheckpointObject {
- public:
-  virtual ~CheckpointObject() = default;
-  virtual void save(torch::serialize::OutputArchive& archive) const = 0;
-  virtual void load(torch::serialize::InputArchive& archive) = 0;
-  // The registered object's type, compared on load ("EMA" in one, "BestMetric" in the other: refused).
-  virtual std::string type_name() const = 0;
-};
-
-namespace detail {
-template <typename T>
-class CheckpointRef final : public CheckpointObject {
- public:
-  CheckpointRef(T* obj, std::string type) : obj_(obj), type_(std::move(type)) {}
-  void save(torch::serialize::OutputArchive& a) const override { obj_->save(a); }
-  void load(torch::serialize::InputArchive& a) override { obj_->load(a); }
-  std::string type_name() const override { return type_; }
-
- private:
-  T* obj_;
-  std::string type_;
-};
-}  // namespace detail
 
 class Accelerator {
  public:
@@ -195,13 +57,13 @@ class Accelerator {
   Accelerator(const Accelerator&) = delete;
   Accelerator& operator=(const Accelerator&) = delete;
 
-  int process_index() const { return rank_; }
-  int num_processes() const { return world_; }
-  int local_process_index() const { return local_rank_; }
-  bool is_main_process() const { return rank_ == 0; }
-  bool is_local_main_process() const { return local_rank_ == 0; }
-  const at::Device& device() const { return device_; }
-  const AcceleratorOptions& options() const { return options_; }
+  int process_index() const;
+  int num_processes() const;
+  int local_process_index() const;
+  bool is_main_process() const { return process_index() == 0; }
+  bool is_local_main_process() const { return local_process_index() == 0; }
+  const at::Device& device() const;
+  const AcceleratorOptions& options() const;
 
   // Prepares a module (a ModuleHolder like torch::nn::Linear or TORCH_MODULE(Net), or a
   // std::shared_ptr<Module>): checks that every rank holds the same parameters (names, shapes,
@@ -298,7 +160,7 @@ class Accelerator {
   };
   NoSyncGuard no_sync() { return NoSyncGuard(*this); }
   // Whether the current micro-step synchronises gradients (and the optimizer steps).
-  bool sync_gradients() const { return sync_gradients_ && !no_sync_; }
+  bool sync_gradients() const;
 
   // Clips the gradients of every prepared model to a total norm (after unscaling under fp16).
   // Call after backward on sync steps: the gradients are then the same on every rank, so the norm
@@ -338,8 +200,8 @@ class Accelerator {
   void expect_uneven_inputs();
 
   // Mixed precision in use, and (fp16 only) the gradient scaler; null otherwise.
-  MixedPrecision mixed_precision() const { return mixed_precision_; }
-  GradScaler* scaler() { return scaler_.get(); }
+  MixedPrecision mixed_precision() const;
+  GradScaler* scaler();
   // Whether the last prepared optimizer step was skipped for non-finite gradients (fp16).
   bool optimizer_step_was_skipped() const;
 
@@ -366,7 +228,7 @@ class Accelerator {
   // first attempt of a job; said on rank 0).
   bool maybe_load_state();
   // Optimizer steps taken through prepared optimizers (saved and restored with the state).
-  int64_t step() const { return step_; }
+  int64_t step() const;
   // Whether this rank has been asked to stop for a preemption (SIGUSR1, which `xlaunch run` sends
   // when the cluster warns it: docs/checkpointing.md). The job stops by itself at the next step
   // boundary, after saving a checkpoint; a loop that spends long outside training steps (a long
@@ -433,7 +295,7 @@ class Accelerator {
   template <typename T>
   std::vector<T> split_between_processes(const std::vector<T>& items, bool apply_padding = false) const {
     std::vector<T> mine;
-    for (int64_t i : split_indices(static_cast<int64_t>(items.size()), rank_, world_, apply_padding))
+    for (int64_t i : split_indices(static_cast<int64_t>(items.size()), process_index(), num_processes(), apply_padding))
       mine.push_back(items[static_cast<size_t>(i)]);
     return mine;
   }
@@ -497,46 +359,16 @@ class Accelerator {
   // shared memory when every rank is on this machine, hierarchical when the ranks span several
   // machines with several ranks on each, else the MPI one. Collective on its first call.
   std::shared_ptr<Communicator> bucket_communicator(const at::Device& device);
-  Reducer& reducer(size_t model_id) { return *models_.at(model_id).reducer; }
+  // The gradient reducer of the model prepared `model_id`-th (0 first).
+  Reducer& reducer(size_t model_id);
 
  private:
-  friend class ForwardScope;
-  friend class PreparedOptimizer;
-  friend class PreparedScheduler;
-  friend struct CheckpointIO;  // save_state / load_state (runtime/src/state/accelerator_state.cpp)
+  friend class ForwardScope;  // a prepared model's forward enters impl_ (runtime/src/accelerator/prepare.cpp)
 
   template <typename T>
   static std::shared_ptr<torch::nn::Module> module_ptr(const torch::nn::ModuleHolder<T>& h) { return h.ptr(); }
   template <typename T>
   static std::shared_ptr<torch::nn::Module> module_ptr(const std::shared_ptr<T>& p) { return p; }
-
-  size_t prepare_module(std::shared_ptr<torch::nn::Module> module);
-  void check_same_everywhere(const std::string& what, const std::string& mine);
-  void broadcast_buffers(size_t model_id);
-  void optimizer_step(PreparedOptimizer& opt, torch::optim::Optimizer& inner, bool& skipped);
-  // clip_grad_norm_ at ddp.zero_stage >= 1: over every rank's shard of every bucket.
-  double clip_sharded(double max_norm, double norm_type);
-  void refuse_items_with_uneven_inputs() const;
-  void run_backward(const at::Tensor& loss, bool by_items);
-  PreparedScheduler& prepare_scheduler(Scheduler* s, std::unique_ptr<Scheduler> owned, PreparedOptimizer* opt);
-  PreparedOptimizer& only_optimizer(const char* what);
-  // The step boundary (docs/checkpointing.md): the first prepared loader's next batch, or the next
-  // backward without one, after an optimizer step. Preemption and every_n_steps act here.
-  void at_step_boundary();
-  void at_epoch_end();
-  void check_uneven_supported();
-  void join_now();
-  [[noreturn]] void stop_for_preemption();
-  void save_named(const char* why);
-  void announce_first_step_after_load();
-  // Tracking's hooks (runtime/src/track/accelerator_tracking.cpp): the utilization at the step
-  // boundary, histograms after an optimizer step, the resumption after load_state.
-  void track_step_boundary();
-  void track_optimizer_step();
-  void track_loaded(const std::string& checkpoint);
-  void drain_trackers();
-  bool preemption_agreed();
-
   template <typename T>
   struct is_module_holder {
     template <typename U>
@@ -545,41 +377,10 @@ class Accelerator {
     static constexpr bool value = decltype(test(std::declval<T*>()))::value;
   };
 
-  struct Model {
-    std::shared_ptr<torch::nn::Module> module;
-    std::unique_ptr<Reducer> reducer;
-  };
+  // What prepare(model) does, for any module type.
+  size_t prepare_module(std::shared_ptr<torch::nn::Module> module);
 
-  AcceleratorOptions options_;
-  int rank_ = 0, world_ = 1, local_rank_ = 0, local_world_ = 1;
-  at::Device device_{at::kCPU};
-  std::shared_ptr<Communicator> cpu_comm_;
-  std::shared_ptr<Communicator> cuda_comm_;
-  std::shared_ptr<Communicator> cpu_bucket_comm_;  // what reduces CPU gradient buckets
-  std::vector<Model> models_;
-  std::vector<std::unique_ptr<PreparedOptimizer>> optimizers_;
-  std::vector<std::unique_ptr<Loader>> loaders_;
-  std::vector<std::unique_ptr<PreparedScheduler>> schedulers_;
-  std::vector<std::unique_ptr<CheckpointObject>> custom_;
-  bool boundary_pending_ = false;  // an optimizer step came since the last step boundary
-  int64_t last_saved_step_ = -1;   // the step of the last named checkpoint this process wrote
-  double load_seconds_ = -1;       // how long the last load_state took, until the next step says so
-  MixedPrecision mixed_precision_ = MixedPrecision::No;
-  std::unique_ptr<GradScaler> scaler_;
-  int64_t micro_step_ = 0;         // micro-steps of the accumulation window done
-  int64_t window_length_ = 1;      // micro-steps of the window in progress (backward(loss) divides by it)
-  std::unique_ptr<ItemWindow> items_;  // the window's kind of backward and items
-  int64_t step_ = 0;
-  bool sync_gradients_ = true;
-  bool no_sync_ = false;
-  // Uneven inputs (join): the reducers read their contributors; gradients accumulated without
-  // sync since the last synced backward; clip_grad_norm_'s arguments in the last synced step.
-  bool uneven_ = false;
-  bool loader_joins_ = false;  // the first prepared loader joins at each epoch's end
-  bool pending_accumulation_ = false;
-  std::vector<double> step_clip_;  // {max_norm, norm_type}, or empty
-  std::unique_ptr<TrackingState> tracking_;  // set by init_trackers when log_with names a tracker
-  std::string loaded_from_;  // the checkpoint the last load_state loaded
+  std::unique_ptr<detail::AcceleratorImpl> impl_;
 };
 
 }  // namespace xlaunch

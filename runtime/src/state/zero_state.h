@@ -1,6 +1,6 @@
 // Optimizer state in checkpoints at ZeRO stages 1 and 2, and resharding it on load
 // (docs/checkpointing.md, "Sharded optimizer state"). Used by save_state / load_state
-// (accelerator_state.cpp); generic over the optimizer's type.
+// (state/run_save.cpp, run_load.cpp); generic over the optimizer's type.
 //
 // Saving: every rank's optimizer save()s its own pieces; rank 0 writes each rank's file and the
 // layout (state/sharded_layout.h) that names what each piece holds.

@@ -1,4 +1,4 @@
-// What init_trackers leaves in the Accelerator (accelerator.h's TrackingState): the tracker on the
+// What init_trackers leaves in the Accelerator (track/run_tracking.h starts it): the tracker on the
 // main process, and on every rank what the next utilization report subtracts from.
 #pragma once
 

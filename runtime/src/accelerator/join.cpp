@@ -13,20 +13,28 @@
 //     gradients (clip_grad_norm_ as this rank's last step had it, the fp16 scaler's agreement, every
 //     prepared optimizer and scheduler), so every replica makes the same update.
 // A step with no contributor means every rank is in here: all leave after that same step.
+#include "accelerator/impl.h"
 #include "watch/preemption.h"
 #include "watch/watchdog.h"
-#include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
 
 namespace xlaunch {
 
-void Accelerator::expect_uneven_inputs() {
+void Accelerator::expect_uneven_inputs() { impl_->expect_uneven_inputs(); }
+
+void Accelerator::join() {
+  if (!impl_->loader_joins_) impl_->join_now();  // else the loader has joined at its epoch's end already
+}
+
+namespace detail {
+
+void AcceleratorImpl::expect_uneven_inputs() {
   uneven_ = true;
   for (auto& m : models_) m.reducer->set_uneven(true);
   check_uneven_supported();
 }
 
-void Accelerator::check_uneven_supported() {
+void AcceleratorImpl::check_uneven_supported() {
   if (!uneven_ || world_ == 1 || options_.gradient_accumulation_steps == 1) return;
   // With sync_with_dataloader every rank closes its window at its own last batch: ranks with
   // different batch counts would sync at different micro-steps, and their buckets not match.
@@ -49,11 +57,7 @@ void Accelerator::check_uneven_supported() {
   }
 }
 
-void Accelerator::join() {
-  if (!loader_joins_) join_now();  // else the loader has joined at its epoch's end already
-}
-
-void Accelerator::join_now() {
+void AcceleratorImpl::join_now() {
   micro_step_ = 0;  // every rank starts the next epoch's accumulation cycle afresh
   if (world_ == 1 || models_.empty()) {
     pending_accumulation_ = false;
@@ -88,4 +92,5 @@ void Accelerator::join_now() {
   watch::set_joined(false);
 }
 
+}  // namespace detail
 }  // namespace xlaunch

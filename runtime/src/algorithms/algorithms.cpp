@@ -1,4 +1,4 @@
-#include "backends/algorithms.h"
+#include "algorithms/algorithms.h"
 
 #include <ATen/Context.h>
 #include <c10/util/Exception.h>
@@ -8,7 +8,7 @@
 
 #include "xlaunch/error.h"
 
-namespace xlaunch::backends {
+namespace xlaunch::algorithms {
 namespace {
 
 constexpr const char* kRefusal = " does not have a deterministic implementation";
@@ -77,4 +77,4 @@ void explain_refusal(const std::exception_ptr& e, const char* where) {
                    kDeterministicDocs + "). (This is " + where_am_i() + ".)");
 }
 
-}  // namespace xlaunch::backends
+}  // namespace xlaunch::algorithms

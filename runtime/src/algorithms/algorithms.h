@@ -15,7 +15,7 @@
 #include <exception>
 #include <string>
 
-namespace xlaunch::backends {
+namespace xlaunch::algorithms {
 
 struct AlgorithmSettings {
   bool cudnn_benchmark = false;  // cuDNN times its algorithms per new input shape, keeps the fastest
@@ -49,4 +49,4 @@ std::string refused_operation(const std::string& message);
 // false, or another operation). Returns otherwise, so that the caller rethrows `e` unchanged.
 void explain_refusal(const std::exception_ptr& e, const char* where);
 
-}  // namespace xlaunch::backends
+}  // namespace xlaunch::algorithms

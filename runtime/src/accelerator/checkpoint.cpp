@@ -1,0 +1,107 @@
+// Checkpoints, as the Accelerator drives them (docs/checkpointing.md): save_state and load_state
+// hand every prepared and registered part to state/ (checkpoint::TrainingRun) and do around it
+// what concerns the rest of the run: the schedulers caught up and the trackers drained before a
+// save, the trackers told of a load, `--resume`. And the model's weights out as safetensors.
+#include <chrono>
+#include <set>
+
+#include "accelerator/impl.h"
+#include "comm/agree.h"
+#include "state/log_main.h"
+#include "state/named_checkpoints.h"
+#include "xlaunch/error.h"
+#include "xlaunch/safetensors.h"
+
+namespace xlaunch {
+
+void Accelerator::save_state(const std::string& dir) { impl_->save_state(dir); }
+
+void Accelerator::load_state(const std::string& dir) { impl_->load_state(dir); }
+
+bool Accelerator::maybe_load_state() {
+  detail::AcceleratorImpl& a = *impl_;
+  const std::string& what = a.options_.resume;
+  if (what.empty()) return false;
+  if (what == "latest") {
+    // Whether there is any, decided on rank 0 (the directory need only be visible there).
+    std::string count;
+    if (a.rank_ == 0) count = std::to_string(checkpoint::list_named(a.options_.project_dir).size());
+    if (a.world_ > 1) count = broadcast_string(*a.cpu_comm_, count);
+    if (count == "0") {
+      log_main(a.rank_, "resume: no checkpoint in " + checkpoint::checkpoints_dir(a.options_.project_dir) +
+                            " yet; starting from the beginning");
+      return false;
+    }
+  }
+  a.load_state(what);
+  return true;
+}
+
+void Accelerator::save_module(const torch::nn::Module& module, const std::string& dir, const std::string& max_shard_size) {
+  const int64_t limit = parse_size(max_shard_size);
+  std::string error;
+  if (impl_->rank_ == 0) {
+    try {
+      // Tied weights (one tensor under two names) are written once, under the first name, as
+      // Accelerate's clean_state_dict_for_safetensors does: safetensors refuses shared memory.
+      std::vector<std::pair<std::string, at::Tensor>> tensors;
+      std::set<const void*> seen;
+      const auto add = [&](const std::string& name, const at::Tensor& t) {
+        if (t.numel() == 0 || seen.insert(t.data_ptr()).second) tensors.emplace_back(name, t.detach());
+      };
+      for (const auto& p : module.named_parameters()) add(p.key(), p.value());
+      for (const auto& b : module.named_buffers()) add(b.key(), b.value());
+      save_safetensors(tensors, dir, limit);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  const Agreement outcome = agree_on_error(*impl_->cpu_comm_, error);
+  if (outcome.failed()) throw Error("save_model(" + dir + ") failed on rank 0: " + outcome.message);
+}
+
+namespace detail {
+
+checkpoint::TrainingRun AcceleratorImpl::training_run() {
+  checkpoint::TrainingRun run;
+  run.comm = cpu_comm_.get();
+  run.rank = rank_;
+  run.world = world_;
+  run.device = device_;
+  run.ddp = options_.ddp;
+  run.mixed_precision = options_.mixed_precision;
+  for (const Model& m : models_) run.models.push_back({m.module.get(), m.reducer.get()});
+  for (const auto& o : optimizers_) run.optimizers.push_back({o->inner_, o->sharded_.get(), &o->steps_});
+  for (const auto& s : schedulers_) run.schedulers.push_back({s->inner_, &s->followed_});
+  for (const auto& c : custom_) run.custom.push_back(c.get());
+  run.loaders = &loaders_;
+  run.scaler = scaler_.get();
+  run.items = items_.get();
+  run.step = &step_;
+  run.micro_step = &micro_step_;
+  return run;
+}
+
+void AcceleratorImpl::save_state(const std::string& dir) {
+  if (micro_step_ % options_.gradient_accumulation_steps != 0)
+    log_main(rank_, "save_state: called in the middle of gradient accumulation (micro-step " +
+                    std::to_string(micro_step_) + ", a sync every " + std::to_string(options_.gradient_accumulation_steps) +
+                    "); the gradients accumulated so far are not saved. Save after an optimizer step for an exact resume");
+  // A save inside the loop holds the schedule of the step it saves (PreparedScheduler).
+  for (auto& s : schedulers_) s->catch_up();
+  // The logs reach the step saved before the checkpoint does (docs/tracking.md).
+  drain_trackers();
+  checkpoint::save_run(dir, training_run());
+}
+
+void AcceleratorImpl::load_state(const std::string& dir) {
+  const auto t0 = std::chrono::steady_clock::now();
+  checkpoint::TrainingRun run = training_run();
+  const std::string loaded = checkpoint::load_run(dir, options_.project_dir, run);
+  boundary_pending_ = false;
+  track_loaded(loaded);
+  load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace detail
+}  // namespace xlaunch

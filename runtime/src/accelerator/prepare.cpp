@@ -1,0 +1,176 @@
+// Accelerator::prepare of a model, an optimizer and a loader: the ranks agree on what they hold
+// before the first collective of their own (STYLE.md 5), rank 0's weights reach every rank, and
+// each model gets its gradient reducer. And what a prepared model's forward does first
+// (ForwardScope). Schedulers: schedulers.cpp.
+#include <ATen/ops/cat.h>
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "accelerator/impl.h"
+#include "comm/agree.h"
+#include "comm/flat.h"
+#include "ddp/zero_optimizer.h"
+#include "nn/prepare_sync_batchnorm.h"
+#include "profile/step_clock.h"
+#include "watch/watchdog.h"
+#include "xlaunch/autocast.h"
+#include "xlaunch/error.h"
+#include "xlaunch/process_state.h"
+
+namespace xlaunch {
+namespace {
+
+std::string describe_params(const torch::nn::Module& m) {
+  std::ostringstream os;
+  for (const auto& item : m.named_parameters()) {
+    os << "parameter '" << item.key() << "' shape " << item.value().sizes() << " "
+       << at::toString(item.value().scalar_type()) << (item.value().requires_grad() ? "" : " frozen") << "\n";
+  }
+  for (const auto& item : m.named_buffers())
+    os << "buffer '" << item.key() << "' shape " << item.value().sizes() << " "
+       << at::toString(item.value().scalar_type()) << "\n";
+  return os.str();
+}
+
+// Flattens same-dtype tensors into one buffer per dtype, broadcasts it from `root`, and copies back.
+void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root = 0) {
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
+  for (auto& [dtype, group] : by_dtype) {
+    std::vector<at::Tensor> flat;
+    for (const auto& t : group) flat.push_back(t.detach().reshape({-1}));
+    at::Tensor buffer = at::cat(flat);
+    comm.broadcast(buffer, root);
+    unflatten_into(buffer, group);
+  }
+}
+
+// A dataset already sharded per rank, with even batches: every rank must run the same number of
+// batches, or the ranks' collectives would not match. Collective; every rank reaches the same verdict.
+void check_shards_even(Communicator& comm, const Loader& loader) {
+  if (!loader.options().already_sharded || !loader.options().even_batches || comm.size() == 1) return;
+  const std::vector<std::string> counts = comm.allgather_strings(std::to_string(loader.num_batches()));
+  if (std::all_of(counts.begin(), counts.end(), [&](const std::string& c) { return c == counts.front(); })) return;
+  std::string each;
+  for (size_t r = 0; r < counts.size(); ++r) each += (r ? ", rank " : "rank ") + std::to_string(r) + ": " + counts[r];
+  throw UsageError("acc.prepare(loader): the loader's dataset is already_sharded and the ranks' shards make "
+                   "different numbers of batches (" + each + "), but even_batches is true, so the ranks would wait "
+                   "for each other's missing steps. Set even_batches false (loader.even_batches: false in the "
+                   "config, or LoaderOptions::even_batches) so that ranks whose data ends first join the others, "
+                   "or give every rank the same number of batches");
+}
+
+}  // namespace
+
+size_t Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
+  return impl_->prepare_module(std::move(module));
+}
+
+PreparedOptimizer& Accelerator::prepare(torch::optim::Optimizer& optimizer) {
+  detail::AcceleratorImpl& a = *impl_;
+  std::shared_ptr<ShardedOptimizer> sharded;
+  if (a.options_.ddp.zero_stage >= 1) {
+    std::vector<ShardedOptimizer::Model> models;
+    for (size_t i = 0; i < a.models_.size(); ++i) models.push_back({a.models_[i].reducer.get(), i});
+    sharded = std::make_shared<ShardedOptimizer>(optimizer, std::move(models));
+  }
+  a.optimizers_.push_back(std::make_unique<PreparedOptimizer>(&a, &optimizer, std::move(sharded)));
+  return *a.optimizers_.back();
+}
+
+Loader& Accelerator::prepare(const Loader& loader) { return impl_->prepare_loader(loader); }
+
+ForwardScope::ForwardScope(Accelerator& acc, size_t model_id)
+    : phase_(std::make_shared<profile::PhaseScope>(profile::kForward)) {
+  watch::mark_alive();
+  detail::AcceleratorImpl& a = *acc.impl_;
+  a.broadcast_buffers(model_id);
+  if (a.mixed_precision_ != MixedPrecision::No)
+    autocast_ = std::make_shared<AutocastGuard>(a.device_.type(), a.mixed_precision_);
+}
+
+ForwardScope::~ForwardScope() = default;
+
+namespace detail {
+
+void AcceleratorImpl::check_same_everywhere(const std::string& what, const std::string& mine) {
+  const Agreement agreed = agree_on_rank0(*cpu_comm_, mine);
+  if (!agreed.failed()) return;
+  throw UsageError("acc.prepare: the ranks do not hold the same " + what + ", so their collectives would not match. "
+                   "First difference: " + agreed.message + ". (This is " + where_am_i() + ".) Build the same model "
+                   "with the same settings on every rank (same constructor arguments, same XLAUNCH_* environment).");
+}
+
+size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module) {
+  if (!module) throw UsageError("acc.prepare: the model is null");
+  prepare_sync_batchnorm(*module, options_.sync_batchnorm, rank_, [this] { return communicator(device_); });
+  module->to(device_);
+  std::vector<at::Tensor> params, state;
+  std::vector<std::string> names;
+  for (const auto& item : module->named_parameters()) {
+    state.push_back(item.value());
+    if (!item.value().requires_grad()) continue;
+    params.push_back(item.value());
+    names.push_back(item.key());
+  }
+  for (const auto& item : module->named_buffers()) state.push_back(item.value());
+  if (params.empty()) throw UsageError("acc.prepare: the model has no trainable parameters");
+  // Agree on the model and the settings before building the buckets, whose allocation may itself
+  // be collective (shared memory).
+  std::ostringstream settings;
+  settings << "mixed_precision " << options_.mixed_precision << "\ngradient_accumulation_steps "
+           << options_.gradient_accumulation_steps << "\nsync_with_dataloader " << options_.sync_with_dataloader
+           << "\nfind_unused_parameters "
+           << options_.ddp.find_unused_parameters << "\nbroadcast_buffers " << options_.broadcast_buffers
+           << "\nsync_batchnorm " << options_.sync_batchnorm
+           << "\nbucket_cap_mb " << options_.ddp.bucket_cap_mb << "\nfirst_bucket_bytes "
+           << options_.ddp.first_bucket_bytes << "\ncpu_allreduce " << options_.cpu_allreduce << "\ncomm_hook "
+           << options_.ddp.comm_hook << "\npowersgd_rank " << options_.ddp.powersgd_rank << "\npowersgd_start_step "
+           << options_.ddp.powersgd_start_step << "\nzero_stage " << options_.ddp.zero_stage << "\n";
+  check_same_everywhere("model", describe_params(*module));
+  check_same_everywhere("settings", settings.str());
+  auto reducer = std::make_unique<Reducer>(
+      params, names, [this](const at::Device& d) { return bucket_communicator(d); }, options_.ddp);
+  check_same_everywhere("gradient buckets", reducer->layout());
+  broadcast_coalesced(*communicator(device_), state);
+  reducer->set_uneven(uneven_);
+  models_.push_back({std::move(module), std::move(reducer)});
+  check_uneven_supported();
+  return models_.size() - 1;
+}
+
+void AcceleratorImpl::broadcast_buffers(size_t model_id) {
+  auto& module = *models_.at(model_id).module;
+  if (world_ == 1 || !options_.broadcast_buffers || !module.is_training()) return;
+  std::vector<at::Tensor> buffers;
+  for (const auto& b : module.buffers()) buffers.push_back(b);
+  // Rank 0's, or with uneven inputs the lowest rank still training (a joined rank's buffers stop
+  // changing): the same choice on every rank, from the last synced backward's contributors.
+  if (!buffers.empty())
+    broadcast_coalesced(*communicator(device_), buffers, models_.at(model_id).reducer->first_contributor());
+}
+
+Loader& AcceleratorImpl::prepare_loader(const Loader& loader) {
+  loaders_.push_back(std::make_unique<Loader>(loader.with_place(rank_, world_, device_)));
+  check_shards_even(*cpu_comm_, *loaders_.back());
+  // Ranks whose streams end at different batches fail together instead of hanging (loader.h).
+  if (loaders_.back()->is_stream() && world_ > 1) loaders_.back()->set_stream_agreement(cpu_comm_);
+  if (loaders_.size() == 1) {  // the training loader: its batches mark the step boundary
+    loaders_.back()->set_next_batch_callback([this] {
+      watch::mark_alive();
+      at_step_boundary();
+    });
+    loaders_.back()->set_epoch_end_callback([this](int64_t) { at_epoch_end(); });
+    // Ranks may run out of batches at different steps: they join at the epoch's end (join()).
+    if (!loader.options().even_batches || loader.options().already_sharded) {
+      loader_joins_ = true;
+      expect_uneven_inputs();
+    }
+  }
+  return *loaders_.back();
+}
+
+}  // namespace detail
+}  // namespace xlaunch

@@ -1,0 +1,206 @@
+// load_run (state/training_run.h): rank 0 reads and verifies, every rank validates the same bytes
+// and then restores its own part. Everything is validated before anything is changed: a refused
+// checkpoint leaves the run as it was.
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "comm/agree.h"
+#include "ddp/accumulation.h"
+#include "state/loader_state.h"
+#include "state/log_main.h"
+#include "state/named_checkpoints.h"
+#include "state/torch_state.h"
+#include "state/training_run_parts.h"
+#include "watch/watchdog.h"
+#include "xlaunch/checkpoint_object.h"
+#include "xlaunch/env_vars.h"
+#include "xlaunch/error.h"
+#include "xlaunch/grad_scaler.h"
+#include "xlaunch/loader.h"
+#include "xlaunch/lr_scheduler.h"
+
+namespace xlaunch::checkpoint {
+namespace {
+
+using Named = NamedTensors;
+
+Files broadcast_files(Communicator& comm, const Files& mine) {
+  if (comm.size() == 1) return mine;
+  const int64_t count = std::stoll(broadcast_string(comm, std::to_string(mine.size())));
+  Files out;
+  auto it = mine.begin();
+  for (int64_t i = 0; i < count; ++i) {
+    std::string path = broadcast_string(comm, comm.rank() == 0 ? it->first : "");
+    out[path] = broadcast_string(comm, comm.rank() == 0 ? it->second : "");
+    if (comm.rank() == 0) ++it;
+  }
+  return out;
+}
+
+// The XLAUNCH_* settings that differ from those the checkpoint was saved with ("" when none).
+// Per-launch values (run id, restarts, log dir, config file name) are expected to change.
+std::string changed_settings(const Files& files) {
+  const auto it = files.find("config/env.txt");
+  if (it == files.end()) return "";
+  std::map<std::string, std::string> saved;
+  std::istringstream in(it->second);
+  for (std::string line; std::getline(in, line);)
+    if (const auto eq = line.find('='); eq != std::string::npos) saved[line.substr(0, eq)] = line.substr(eq + 1);
+  std::string out;
+  for (const env::Var* v : env::kAll) {
+    // Per run, not settings: every run has its own (the status directory is made per run).
+    if (v == &env::kRunId || v == &env::kRestartCount || v == &env::kLogDir || v == &env::kConfigFile ||
+        v == &env::kResume || v == &env::kStatusDir) continue;
+    const auto s = saved.find(v->name);
+    if (s != saved.end() && s->second != env::raw(*v))
+      out += std::string(out.empty() ? "" : ", ") + v->name + " was '" + s->second + "', now '" + env::raw(*v) + "'";
+  }
+  return out;
+}
+
+void check_count(const KeyValues& state, const char* what, size_t mine) {
+  const int64_t saved = get_int(state, what);
+  if (saved != static_cast<int64_t>(mine))
+    throw UsageError("load_state: the checkpoint holds " + std::to_string(saved) + " " + what + ", this program prepared " +
+                     std::to_string(mine) + ". Prepare the same models, optimizers and loaders, in the same order, "
+                     "before calling load_state");
+}
+
+void restore_scaler(TrainingRun& run, const KeyValues& state) {
+  const bool saved = get_int(state, "scaler") != 0;
+  if (saved && run.scaler) {
+    GradScalerState s;
+    s.scale = std::stod(state.at("scaler.scale"));
+    s.growth_factor = std::stod(state.at("scaler.growth_factor"));
+    s.backoff_factor = std::stod(state.at("scaler.backoff_factor"));
+    s.growth_interval = get_int(state, "scaler.growth_interval");
+    s.growth_tracker = get_int(state, "scaler.growth_tracker");
+    run.scaler->load_state_dict(s);
+  } else if (saved) {
+    log_main(run.rank, "load_state: the checkpoint has a GradScaler state (it was saved under fp16); this run has no "
+                    "scaler (mixed_precision " + run.mixed_precision + "), so it is ignored");
+  } else if (run.scaler) {
+    log_main(run.rank, "load_state: the checkpoint has no GradScaler state (it was not saved under fp16); the scaler "
+                    "starts afresh");
+  }
+}
+
+void restore(TrainingRun& run, const Files& files, const std::string& checkpoint) {
+  const auto state_it = files.find("rank0/trainer_state.txt");
+  if (state_it == files.end()) throw UsageError("load_state: the checkpoint has no rank0/trainer_state.txt");
+  const KeyValues state = parse_key_values(state_it->second);
+  if (get_int(state, "format_version") != checkpoint::kFormatVersion)
+    throw UsageError("load_state: checkpoint format " + state.at("format_version") + ", this xlaunch reads " +
+                     std::to_string(checkpoint::kFormatVersion));
+  check_count(state, "models", run.models.size());
+  check_count(state, "optimizers", run.optimizers.size());
+  check_count(state, "loaders", run.loaders->size());
+  checkpoint::check_loader_positions(*run.loaders, run.world, state);
+  std::vector<Named> saved_models;
+  for (size_t i = 0; i < run.models.size(); ++i) {
+    saved_models.push_back(unpickle(files, "rank0/model_" + std::to_string(i) + ".pt"));
+    check_same_model(i, model_state(*run.models[i].module), saved_models.back());
+  }
+  // First among the checks whose outcome may differ by rank (each re-slices its own pieces).
+  auto saved_optimizers = optimizer_archives(run, files, state, checkpoint);
+  check_registered(run, files);
+  std::vector<std::unique_ptr<torch::serialize::InputArchive>> saved_schedulers, saved_custom;
+  for (size_t i = 0; i < run.schedulers.size(); ++i)
+    saved_schedulers.push_back(archive_of(files, "rank0/scheduler_" + std::to_string(i) + ".pt", run.device));
+  for (size_t i = 0; i < run.custom.size(); ++i)
+    saved_custom.push_back(archive_of(files, "rank0/custom_" + std::to_string(i) + ".pt", run.device));
+  const int64_t saved_world = get_int(state, "world_size");
+  const std::vector<Named> hook_states = hook_states_to_restore(run, files, saved_world);
+  const std::string rng_path = "rng/rank_" + std::to_string(run.rank) + ".pt";
+  const bool have_rng = files.count(rng_path) > 0;
+  const Named rng = have_rng ? unpickle(files, rng_path) : Named{};
+
+  {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < run.models.size(); ++i) {
+      std::map<std::string, at::Tensor> by_name(saved_models[i].begin(), saved_models[i].end());
+      for (auto& [name, t] : model_state(*run.models[i].module)) t.detach().copy_(by_name.at(name));
+    }
+  }
+  for (size_t i = 0; i < run.optimizers.size(); ++i) {
+    try {
+      run.optimizers[i].inner->load(*saved_optimizers[i]);
+    } catch (const c10::Error& e) {
+      throw UsageError("load_state: optimizer " + std::to_string(i) + " does not match the checkpoint's (build the "
+                       "same optimizer type over the same parameters): " + e.what_without_backtrace());
+    }
+  }
+  for (size_t i = 0; i < run.optimizers.size(); ++i) {
+    const std::string key = "optimizer." + std::to_string(i) + ".steps";
+    *run.optimizers[i].steps = state.count(key) ? get_int(state, key) : 0;
+  }
+  // After the optimizers: a scheduler's load sets their learning rates.
+  for (size_t i = 0; i < run.schedulers.size(); ++i) {
+    const TrainingRun::SchedulerPart& s = run.schedulers[i];
+    s.inner->load(*saved_schedulers[i]);
+    *s.followed = get_int(state, "scheduler." + std::to_string(i) + ".followed");
+  }
+  for (size_t i = 0; i < run.custom.size(); ++i) {
+    try {
+      run.custom[i]->load(*saved_custom[i]);
+    } catch (const c10::Error& e) {
+      throw UsageError("load_state: registered object " + std::to_string(i) + " (" + run.custom[i]->type_name() +
+                       ") could not load its saved state: " + e.what_without_backtrace());
+    }
+  }
+  for (size_t i = 0; i < run.models.size(); ++i)
+    if (!hook_states[i].empty()) run.models[i].reducer->load_hook_state(hook_states[i]);
+  *run.step = get_int(state, "step");
+  watch::set_step(*run.step);
+  *run.micro_step = get_int(state, "micro_step");
+  if (state.count("accumulation.items_reference"))  // older checkpoints lack it: the first window divides by 1
+    run.items->set_reference(std::stod(state.at("accumulation.items_reference")));
+  restore_scaler(run, state);
+  checkpoint::restore_loader_positions(*run.loaders, run.world, saved_world, state,
+                                       [&](const std::string& line) { log_main(run.rank, line); });
+  if (have_rng) restore_rng(rng, run.device);
+  if (saved_world != run.world)
+    log_main(run.rank, "load_state: the checkpoint was saved by " + std::to_string(saved_world) + " processes, this job has " +
+                    std::to_string(run.world) + ". Restored: models, optimizers, GradScaler, step counters" +
+                    (run.world > saved_world ? "; ranks " + std::to_string(saved_world) + ".." + std::to_string(run.world - 1) +
+                                                " keep their own RNG state (none was saved for them)"
+                                          : "") +
+                    ". The resume is not bitwise exact (another world size reduces in another order)");
+}
+
+}  // namespace
+
+std::string load_run(const std::string& dir, const std::string& project_dir, TrainingRun& run) {
+  Files files;
+  std::string error;
+  bool fell_back = false;
+  std::string chosen = dir;
+  if (run.rank == 0) {
+    try {
+      if (dir == "latest") {
+        files = checkpoint::read_latest(project_dir, &chosen, [](const std::string& path, const std::string& why) {
+          std::cerr << "[xlaunch] warning: load_state(\"latest\"): skipping " << path << ", which is torn: " << why
+                    << std::endl;
+        });
+      } else {
+        files = checkpoint::read_verified(dir, &fell_back);
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  const Agreement outcome = agree_on_error(*run.comm, error);
+  if (outcome.failed()) throw UsageError(outcome.message);
+  if (dir == "latest") log_main(run.rank, "load_state: loading " + chosen + ", the newest complete checkpoint");
+  if (fell_back)
+    log_main(run.rank, "load_state: " + dir + " is missing; loading " + dir + ".old, the previous checkpoint that an "
+                    "interrupted save_state left in place");
+  files = broadcast_files(*run.comm, files);
+  restore(run, files, fell_back ? chosen + ".old" : chosen);
+  if (const std::string changed = changed_settings(files); !changed.empty())
+    log_main(run.rank, "load_state: this run's settings differ from those the checkpoint was saved with: " + changed);
+  return dir == "latest" ? chosen : dir;
+}
+
+}  // namespace xlaunch::checkpoint
