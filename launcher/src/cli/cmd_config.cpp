@@ -177,7 +177,7 @@ int write_default(const ConfigOptions& o) {
   const std::string path = target_path(!o.default_config_file.empty() ? o.default_config_file : o.config_file);
   if (file_exists(path) && !o.force)
     throw LaunchError(path + " already exists; pass --force to replace it, or --config_file to write elsewhere");
-  const int gpus = o.overrides.cpu ? 0 : static_cast<int>(detect_gpus().gpus.size());
+  const int gpus = o.overrides.cpu() ? 0 : static_cast<int>(detect_gpus().gpus.size());
   LaunchConfig c = machine_defaults(gpus, physical_cpu_cores());
   apply_overrides(c, o.overrides, gpus);
   config::validate(c, gpus, "command line");

@@ -385,7 +385,7 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const std::st
 int run_job(const RunOptions& o, const Invocation& inv) {
   if (inv.command.empty())
     throw LaunchError("no training binary given: usage: xlaunch run [options] train_bin [args...]");
-  const int gpu_count = o.overrides.cpu ? 0 : static_cast<int>(detect_gpus().gpus.size());
+  const int gpu_count = o.overrides.cpu() ? 0 : static_cast<int>(detect_gpus().gpus.size());
   const EffectiveConfig e = effective_config(o, gpu_count);
   const config::LaunchConfig& c = e.config;
   print_config_line(e.in_use, e.from_cli);
