@@ -130,10 +130,12 @@ std::vector<std::string> apply_environment(LaunchConfig& c, const EnvMap& user_e
     if (!s.var) continue;
     const auto it = user_env.find(s.var->name);
     if (it == user_env.end()) continue;
-    // XLAUNCH_USE_CPU=1 and booleans spelled 0/1 read as the file's true/false.
-    read_setting(c, s.key, s.type == "bool" ? std::string(env::parse_bool(*s.var, it->second) ? "true" : "false")
-                                            : it->second,
-                 it->first);
+    std::string text = it->second;
+    if (s.type == "bool") {  // the variables' 0 and 1 (and the file's spellings)
+      if (text == "1") text = "true";
+      if (text == "0" || text.empty()) text = "false";
+    }
+    read_setting(c, s.key, text, it->first);
     set.push_back(s.key);
   }
   return set;

@@ -39,6 +39,8 @@
 // Header-only, free of torch and MPI: config/, the launcher and the runtime all include it.
 #pragma once
 
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -57,6 +59,23 @@ inline constexpr const char* kMixedPrecisions[] = {"no", "fp16", "bf16"};
 // The signal a scheduler sends `xlaunch run` before it ends the job (Slurm's --signal, Kubernetes'
 // SIGTERM before SIGKILL).
 inline constexpr const char* kPreemptSignals[] = {"SIGTERM", "SIGUSR1"};
+
+// A row's default, as the file and the variable spell it, in the type of a field that holds it. A
+// list's default is empty (gpu_ids' "all", log_with's none).
+inline void parse_default(const char* s, int& v) { v = std::atoi(s); }
+inline void parse_default(const char* s, int64_t& v) { v = std::atoll(s); }
+inline void parse_default(const char* s, bool& v) { v = s[0] == '1'; }
+inline void parse_default(const char* s, double& v) { v = std::strtod(s, nullptr); }
+inline void parse_default(const char* s, std::string& v) { v = s; }
+inline void parse_default(const char*, std::vector<std::string>& v) { v = {}; }
+inline void parse_default(const char*, std::vector<int>& v) { v = {}; }
+
+template <class T>
+T default_of(const char* s) {
+  T v{};
+  parse_default(s, v);
+  return v;
+}
 
 }  // namespace xlaunch::settings
 

@@ -7,8 +7,6 @@
 // settings live in the mpi, ddp and loader sections.
 #pragma once
 
-#include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -30,13 +28,8 @@ const char* to_string(DistributedType t);
 using xlaunch::to_string;
 
 namespace detail {
-// A row's default, as the file spells it, in the field's type.
-inline void parse_default(const char* s, int& v) { v = std::atoi(s); }
-inline void parse_default(const char* s, bool& v) { v = s[0] == '1'; }
-inline void parse_default(const char* s, double& v) { v = std::strtod(s, nullptr); }
-inline void parse_default(const char* s, std::string& v) { v = s; }
-inline void parse_default(const char*, std::vector<int>& v) { v = {}; }          // "all"
-inline void parse_default(const char*, std::vector<std::string>& v) { v = {}; }  // "": none
+// A row's default in the field's type: the table's readings, and the enums'.
+using settings::parse_default;
 inline void parse_default(const char* s, MixedPrecision& v) { v = parse_mixed_precision(s); }
 inline void parse_default(const char*, DistributedType& v) { v = DistributedType::No; }  // "NO"
 template <class T>
