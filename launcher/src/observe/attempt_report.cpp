@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "observe/op_table.h"
+#include "observe/op_table_print.h"
 #include "observe/report.h"
 #include "observe/timeline.h"
 #include "xlaunch/status/private_files.h"

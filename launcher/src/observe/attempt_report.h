@@ -1,5 +1,5 @@
 // The utilization report of each attempt of `xlaunch run` (report.h), the operator tables
-// (op_table.h; printed with report: false too) and the timeline (timeline.h): the AttemptObserver
+// (op_table_print.h; printed with report: false too) and the timeline (timeline.h): the AttemptObserver
 // that samples the GPUs and runs the --monitor line while the attempt runs, and reports when it ends.
 #pragma once
 
@@ -8,7 +8,7 @@
 
 #include "launch/attempts.h"
 #include "observe/monitor.h"
-#include "observe/nvml.h"
+#include "observe/gpu_sampler.h"
 
 namespace xlaunch::launcher {
 
