@@ -59,6 +59,19 @@ inline constexpr const Var* kAll[] = {
 #undef XLAUNCH_ENV_ROW
 #undef XLAUNCH_ENV_POINTER
 
+// The config key a setting's variable carries, for messages ("ddp.zero_stage" for kZeroStage), so
+// a message names the key as the table spells it; "" for a per-launch variable.
+inline const char* key_of(const Var& v) {
+#define XLAUNCH_ENV_KEY(constant, name, type, S, key) \
+  if (&v == &constant) return #S #key;
+#define XLAUNCH_ENV_ROW(S, key, ctype, env, dflt, cli, check, runtime, meaning) \
+  XLAUNCH_WHEN_ENV(env, XLAUNCH_ENV_KEY, S, key)
+  XLAUNCH_SETTINGS(XLAUNCH_ENV_ROW)
+#undef XLAUNCH_ENV_ROW
+#undef XLAUNCH_ENV_KEY
+  return "";
+}
+
 // Read by the launcher from its own environment, never exported to the ranks (so not in kAll).
 // clang-format off
 inline constexpr Var kNvmlLibrary            {"XLAUNCH_NVML_LIBRARY", Type::String, "libnvidia-ml.so.1", "the NVML library `xlaunch run` samples the GPUs with (the report, --monitor), and a GPU rank reads its SM use with (xlaunch/gpu_sm, inherited, not exported); empty: the default"};

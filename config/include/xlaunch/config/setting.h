@@ -34,11 +34,11 @@ const std::vector<Setting>& settings_table();
 // The row of a key ("ddp.zero_stage"); nullptr for none.
 const Setting* find_setting(const std::string& key);
 
-// The row a variable carries (env::kGradAccumSteps: gradient_accumulation_steps). Requires that it
+// The row a variable carries (env::kZeroStage: ddp.zero_stage). Requires that it
 // carries one.
 const Setting& setting_of(const env::Var& var);
 
-// "gradient_accumulation_steps (now 4)": how a message names a key and the value c holds.
+// "ddp.zero_stage (now 2)": how a message names a key and the value c holds.
 std::string key_and_value(const LaunchConfig& c, const env::Var& var);
 
 // Reads `text` as the file reads the key's value (types and spellings; ranges and relations are
