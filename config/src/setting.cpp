@@ -35,7 +35,6 @@ const char* type_name(const double*) { return "number"; }
 const char* type_name(const std::string*) { return "string"; }
 const char* type_name(const std::vector<std::string>*) { return "list"; }
 const char* type_name(const std::vector<int>*) { return "list of ints"; }
-const char* type_name(const MixedPrecision*) { return "string"; }
 const char* type_name(const DistributedType*) { return "string"; }
 
 const env::Var* var_or_null() { return nullptr; }
@@ -47,10 +46,11 @@ struct Cli {
 Cli cli_of() { return {}; }
 Cli cli_of(const char* names, const char* help) { return {names, help}; }
 
+// A ONE_OF row's type, as the docs name it: its values, "`none`, `fp16`".
 template <class Names>
-std::string one_of(const Names& names) {
+std::string values_of(const Names& names) {
   std::string s;
-  for (const auto& n : names) s += std::string(s.empty() ? "one of " : ", ") + n;
+  for (const auto& n : names) s += (s.empty() ? "`" : ", `") + std::string(n) + "`";
   return s;
 }
 
@@ -58,12 +58,16 @@ std::string one_of(const Names& names) {
 #define XLAUNCH_SETTING_CLI(names, help, unused) names, help
 #define XLAUNCH_SETTING_ALLOWED_RANGE(condition, allowed, hint, unused) allowed
 #define XLAUNCH_SETTING_ALLOWED_ANY(condition, allowed, hint, unused) ""
-#define XLAUNCH_SETTING_ALLOWED_ONE_OF(names, allowed, hint, unused) one_of(names)
+#define XLAUNCH_SETTING_ALLOWED_ONE_OF(names, allowed, hint, unused) "one of these"
+#define XLAUNCH_SETTING_TYPE_RANGE(condition, allowed, hint, type) type_name(static_cast<const type*>(nullptr))
+#define XLAUNCH_SETTING_TYPE_ANY XLAUNCH_SETTING_TYPE_RANGE
+#define XLAUNCH_SETTING_TYPE_BY_HAND XLAUNCH_SETTING_TYPE_RANGE
+#define XLAUNCH_SETTING_TYPE_ONE_OF(names, allowed, hint, type) values_of(names)
 #define XLAUNCH_SETTING_ALLOWED_BY_HAND(condition, allowed, hint, unused) allowed
 #define XLAUNCH_SETTING_ROW(S, name, type, env, dflt, cli, check, runtime, meaning)                                \
   {                                                                                                                \
     const Cli c = cli_of(XLAUNCH_WHEN_CLI(cli, XLAUNCH_SETTING_CLI, 0));                                           \
-    rows.push_back(Setting{#S #name, type_name(static_cast<const type*>(nullptr)),                                 \
+    rows.push_back(Setting{#S #name, XLAUNCH_BY_CHECK(check, XLAUNCH_SETTING_TYPE_, type),                         \
                            var_or_null(XLAUNCH_WHEN_ENV(env, XLAUNCH_SETTING_VAR, 0)), c.names, c.help, dflt,     \
                            XLAUNCH_BY_CHECK(check, XLAUNCH_SETTING_ALLOWED_, 0), meaning,                          \
                            [](const LaunchConfig& from) { return text_of(from.S name); },                          \
@@ -84,6 +88,10 @@ std::vector<Setting> build_table() {
 }
 
 #undef XLAUNCH_SETTING_ROW
+#undef XLAUNCH_SETTING_TYPE_ONE_OF
+#undef XLAUNCH_SETTING_TYPE_BY_HAND
+#undef XLAUNCH_SETTING_TYPE_ANY
+#undef XLAUNCH_SETTING_TYPE_RANGE
 #undef XLAUNCH_SETTING_ALLOWED_BY_HAND
 #undef XLAUNCH_SETTING_ALLOWED_ONE_OF
 #undef XLAUNCH_SETTING_ALLOWED_ANY
@@ -98,7 +106,20 @@ std::string cell(const std::string& s) {
   return out;
 }
 
-std::string code(const std::string& s) { return s.empty() ? "—" : "`" + s + "`"; }
+std::string code(const std::string& s) { return "`" + s + "`"; }
+
+// "`-n`, `--num_processes`" from CLI11's "-n,--num_processes"; "—" for none.
+std::string option_cell(const std::string& names) {
+  if (names.empty()) return "—";
+  std::string out;
+  size_t i = 0;
+  while (i <= names.size()) {
+    const size_t j = std::min(names.find(',', i), names.size());
+    out += (out.empty() ? "" : ", ") + code(names.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -145,11 +166,10 @@ std::string settings_markdown() {
   std::string out =
       "| key | type | default | allowed | option | variable | meaning |\n"
       "|---|---|---|---|---|---|---|\n";
-  for (const Setting& s : settings_table()) {
-    std::string option = s.cli.substr(s.cli.rfind(',') == std::string::npos ? 0 : s.cli.rfind(',') + 1);
-    out += "| `" + s.key + "` | " + s.type + " | " + code(s.default_value) + " | " + cell(s.allowed) + " | " +
-           code(option) + " | " + code(s.var ? s.var->name : "") + " | " + cell(s.meaning) + " |\n";
-  }
+  for (const Setting& s : settings_table())
+    out += "| `" + s.key + "` | " + s.type + " | " + (s.default_value.empty() ? "(empty)" : code(s.default_value)) +
+           " | " + (s.allowed.empty() ? "any" : cell(s.allowed)) + " | " + option_cell(s.cli) + " | " +
+           (s.var ? code(s.var->name) : "—") + " | " + cell(s.meaning) + " |\n";
   return out;
 }
 

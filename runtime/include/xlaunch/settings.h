@@ -98,7 +98,7 @@ T default_of(const char* s) {
                           "lost (with --max_restarts)"),                                                             \
     BY_HAND("an integer >= 1, or MIN:MAX"), LAUNCHER, "machines the job runs on: N, or MIN:MAX for an elastic job")   \
   X(S, machine_rank, int, NO_ENV, "0", CLI("--machine_rank", "Rank of this machine, 0 to num_machines - 1"),          \
-    ANY, LAUNCHER, "rank of this machine, 0 to num_machines - 1 (checked against it by validate())")                 \
+    ANY, LAUNCHER, "rank of this machine, 0 to num_machines - 1")                 \
   X(S, main_process_ip, std::string, NO_ENV, "", CLI("--main_process_ip", "Address of the machine of rank 0"), ANY,  \
     LAUNCHER, "address of the machine of rank 0; empty: this machine")                                              \
   X(S, main_process_port, int, NO_ENV, "0",                                                                          \

@@ -15,7 +15,8 @@ namespace xlaunch::config {
 
 struct Setting {
   std::string key;            // dotted: "ddp.bucket_cap_mb"
-  std::string type;           // the field's, as the docs name it: "int", "bool", "number", "string", "list", ...
+  std::string type;           // as the docs name it: "int", "bool", "number", "string", "list"... or the values
+                              // of a ONE_OF row ("`no`, `fp16`, `bf16`")
   const env::Var* var;        // the variable that carries it to the ranks; nullptr: the launcher's own
   std::string cli;            // `xlaunch run`'s option, as CLI11 spells it ("-n,--num_processes"); "": none
   std::string cli_help;
