@@ -32,8 +32,9 @@
 //            config/src/schema.cpp and validate() themselves (spellings such as "auto" or MIN:MAX).
 //   runtime  ACC(type, field): AcceleratorOptions::field, declared and read by from_env() from the
 //            row; ACC_AT(path): an AcceleratorOptions member that another header declares
-//            (ddp.bucket_cap_mb: ReducerOptions); READ_BY(what): read by another part of the
-//            runtime (the loader, the watchdog, the profiler); LAUNCHER: not read by the ranks.
+//            (ddp.bucket_cap_mb: ReducerOptions); LOADER(field): LoaderOptions::field, read by its
+//            from_env(); READ_BY(what): read by another part of the runtime (the watchdog, the
+//            profiler), or by hand; LAUNCHER: not read by the ranks.
 //   meaning  one line; also the variable's meaning in messages about a malformed value.
 //
 // Header-only, free of torch and MPI: config/, the launcher and the runtime all include it.
@@ -168,13 +169,12 @@ T default_of(const char* s) {
     BY_HAND("'auto' or an integer from 0 to 1024"), READ_BY(LoaderOptions::from_env),                                \
     "loader worker threads per rank: a count, or 'auto'")                                                            \
   X(S, pin_memory, bool, ENV(kPinMemory, "XLAUNCH_PIN_MEMORY", Bool), "1", NO_CLI, ANY,                              \
-    READ_BY(LoaderOptions::from_env), "1: collate into pinned host memory and copy to the GPU asynchronously")       \
-  X(S, even_batches, bool, ENV(kEvenBatches, "XLAUNCH_EVEN_BATCHES", Bool), "1", NO_CLI, ANY,                        \
-    READ_BY(LoaderOptions::from_env),                                                                                \
+    LOADER(pin_memory), "1: collate into pinned host memory and copy to the GPU asynchronously")       \
+  X(S, even_batches, bool, ENV(kEvenBatches, "XLAUNCH_EVEN_BATCHES", Bool), "1", NO_CLI, ANY, LOADER(even_batches),  \
     "1: pad every rank's shard to the same number of batches; 0: read each sample once, and ranks whose data ends "  \
     "first join the others' gradient averaging")                                                                     \
   X(S, prefetch_factor, int, ENV(kPrefetchFactor, "XLAUNCH_PREFETCH_FACTOR", Int), "2", NO_CLI,                      \
-    RANGE(v >= 1, "an integer >= 1", ""), READ_BY(LoaderOptions::from_env), "batches in flight per loader worker")
+    RANGE(v >= 1, "an integer >= 1", ""), LOADER(prefetch_factor), "batches in flight per loader worker")
 
 #define XLAUNCH_SETTINGS_OBSERVE(X, S)                                                                                \
   X(S, log_dir, std::string, ENV(kLogDir, "XLAUNCH_LOG_DIR", String), "", CLI("--log_dir", "Directory for per-rank logs"),\
@@ -297,7 +297,8 @@ T default_of(const char* s) {
 // args...) for ENV(...) and nothing for NO_ENV; XLAUNCH_WHEN_CLI(cli, M, args...) is M(names, help,
 // args...) for CLI(...); XLAUNCH_WHEN_ACC(runtime, M, args...) is M(type, field, args...) for ACC;
 // XLAUNCH_WHEN_ACCELERATOR(runtime, M, args...) is M(path, args...) for ACC and ACC_AT, the member
-// of AcceleratorOptions that from_env() sets. Each needs at least one of args.
+// of AcceleratorOptions that from_env() sets; XLAUNCH_WHEN_LOADER(runtime, M, args...) is
+// M(field, args...) for LOADER. Each needs at least one of args.
 // Each family has its own steps, so that one may be used inside another's M.
 #define XLAUNCH_SETTINGS_APPLY_ENV(M, ...) M(__VA_ARGS__)
 #define XLAUNCH_SETTINGS_ENV_0(...)
@@ -323,6 +324,7 @@ T default_of(const char* s) {
 #define XLAUNCH_SETTINGS_ACC_(M, has, a, b, ...) XLAUNCH_SETTINGS_ACC_##has(M, a, b, __VA_ARGS__)
 #define XLAUNCH_SETTINGS_SPLIT_ACC(type, field) 1, type, field
 #define XLAUNCH_SETTINGS_SPLIT_ACC_AT(path) 0, _, _
+#define XLAUNCH_SETTINGS_SPLIT_LOADER(field) 0, _, _
 #define XLAUNCH_SETTINGS_SPLIT_READ_BY(what) 0, _, _
 #define XLAUNCH_SETTINGS_SPLIT_LAUNCHER 0, _, _
 #define XLAUNCH_WHEN_ACC(runtime, M, ...) \
@@ -334,10 +336,23 @@ T default_of(const char* s) {
 #define XLAUNCH_SETTINGS_AT_(M, has, a, ...) XLAUNCH_SETTINGS_AT_##has(M, a, __VA_ARGS__)
 #define XLAUNCH_SETTINGS_AT_ACC(type, field) 1, field
 #define XLAUNCH_SETTINGS_AT_ACC_AT(path) 1, path
+#define XLAUNCH_SETTINGS_AT_LOADER(field) 0, _
 #define XLAUNCH_SETTINGS_AT_READ_BY(what) 0, _
 #define XLAUNCH_SETTINGS_AT_LAUNCHER 0, _
 #define XLAUNCH_WHEN_ACCELERATOR(runtime, M, ...) \
   XLAUNCH_SETTINGS_APPLY_AT(XLAUNCH_SETTINGS_AT_, M, XLAUNCH_SETTINGS_AT_##runtime, __VA_ARGS__)
+
+#define XLAUNCH_SETTINGS_APPLY_LOADER(M, ...) M(__VA_ARGS__)
+#define XLAUNCH_SETTINGS_LOADER_0(...)
+#define XLAUNCH_SETTINGS_LOADER_1(M, ...) M(__VA_ARGS__)
+#define XLAUNCH_SETTINGS_LOADER_(M, has, a, ...) XLAUNCH_SETTINGS_LOADER_##has(M, a, __VA_ARGS__)
+#define XLAUNCH_SETTINGS_IN_LOADER_ACC(type, field) 0, _
+#define XLAUNCH_SETTINGS_IN_LOADER_ACC_AT(path) 0, _
+#define XLAUNCH_SETTINGS_IN_LOADER_LOADER(field) 1, field
+#define XLAUNCH_SETTINGS_IN_LOADER_READ_BY(what) 0, _
+#define XLAUNCH_SETTINGS_IN_LOADER_LAUNCHER 0, _
+#define XLAUNCH_WHEN_LOADER(runtime, M, ...) \
+  XLAUNCH_SETTINGS_APPLY_LOADER(XLAUNCH_SETTINGS_LOADER_, M, XLAUNCH_SETTINGS_IN_LOADER_##runtime, __VA_ARGS__)
 
 // XLAUNCH_BY_CHECK(check, P, args...) is P##RANGE(condition, allowed, hint, args...) for RANGE,
 // P##ANY(_, "", "", args...), P##ONE_OF(names, "", hint, args...) or P##BY_HAND(_, allowed, "",
