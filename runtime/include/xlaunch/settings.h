@@ -5,20 +5,25 @@
 //   - `xlaunch run`'s options that set them (launcher/src/cli/overrides.cpp),
 //   - the launch plan's exports (launcher/src/launch/launch_plan.cpp),
 //   - the variables' declarations (env_vars.h) and AcceleratorOptions' fields and from_env(),
-//   - `xlaunch env`'s listing and the key table of docs/config-reference.md
-//     (`xlaunch __settings_table` prints it; tests/config/settings_doc_test.cpp compares).
+//   - LoaderOptions::from_env()'s reads, `xlaunch env`'s listing, and the key table of
+//     docs/config-reference.md (`xlaunch env --settings_table` prints it;
+//     tests/config/settings_doc_test.cpp compares).
+// tests/config/settings_row_test.cpp compiles in a test-only row and finds it in each of these.
 //
 // Precedence, one rule wherever a value is decided: command line > the XLAUNCH_* variable in the
 // environment `xlaunch run` starts in > config file > the default here. `xlaunch run` names the
-// keys each of the first two set; a program started by hand reads only the variables.
+// keys each of the first two set; a program started by hand reads only the variables. The
+// per-launch variables (env_vars.h: XLAUNCH_RUN_ID...) are `xlaunch run`'s; one set in its
+// environment is named in a warning.
 //
 // Adding a setting: one row below (a hook's own settings: a row in its section of comm_hooks.h).
 // Its LaunchConfig field, option, variable and AcceleratorOptions field follow; only what the
 // setting does has to be written where it is used.
 //
-// A row: XLAUNCH_SETTING(S, name, type, env, default, cli, check, runtime, meaning)
+// A row: X(S, name, type, env, default, cli, check, runtime, meaning), for a macro X given to
+// XLAUNCH_SETTINGS(X) (or to one section's macro with its prefix).
 //   S        the section prefix the row is expanded with ("ddp." for ddp.bucket_cap_mb; empty at the
-//            top level): the key is S##name, the field LaunchConfig::S name.
+//            top level): the key is #S #name, the field LaunchConfig::S name.
 //   name     the key's last part and the LaunchConfig field's name.
 //   type     the LaunchConfig field's C++ type.
 //   env      ENV(kConstant, "XLAUNCH_NAME", Bool|Int|Float|String): the variable (env::kConstant);
