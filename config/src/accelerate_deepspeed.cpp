@@ -11,6 +11,7 @@
 
 #include "schema.h"
 #include "xlaunch/config/config_error.h"
+#include "xlaunch/config/setting.h"
 
 namespace xlaunch::config::detail {
 namespace {
@@ -69,10 +70,17 @@ void offload_device(const Entry& e) {
   if (!e.node.IsNull() && !(e.node.IsScalar() && is_none(e.text()))) e.fail("none", kOffload);
 }
 
+// DeepSpeed spells its accumulation key as xlaunch's settings table does.
+const std::string& accumulation_key() { return setting_of(env::kGradAccumSteps).key; }
+
 // The keys of the section that, beside deepspeed_config_file, Accelerate refuses too: they belong in
 // the JSON file.
-constexpr const char* kInJsonFile[] = {"zero_stage", "offload_optimizer_device", "offload_param_device",
-                                       "gradient_accumulation_steps", "gradient_clipping", "zero3_save_16bit_model"};
+bool in_json_file(const std::string& leaf) {
+  for (const char* k : {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_clipping",
+                        "zero3_save_16bit_model"})
+    if (leaf == k) return true;
+  return leaf == accumulation_key();
+}
 
 }  // namespace
 
@@ -101,10 +109,10 @@ DeepSpeedSettings read_deepspeed_section(const YAML::Node& section, const std::s
       refuse(file, "deepspeed_config", line_of(it->first), "a key that is " + describe(it->first), "plain key names", "");
     const std::string leaf = it->first.Scalar();
     const Entry e{"deepspeed_config." + leaf, line_of(it->first), it->second, file};
-    if (from_json && std::find(std::begin(kInJsonFile), std::end(kInJsonFile), leaf) != std::end(kInJsonFile))
+    if (from_json && in_json_file(leaf))
       e.fail("nothing beside deepspeed_config_file",
              "with a DeepSpeed JSON file its settings come from the file, as Accelerate requires: set it there "
-             "(zero_optimization, gradient_accumulation_steps, gradient_clipping) and remove it here");
+             "(zero_optimization, " + accumulation_key() + ", gradient_clipping) and remove it here");
     if (leaf == "deepspeed_config_file") {
       if (!e.node.IsNull() && !e.node.IsScalar()) e.fail("a path to a DeepSpeed JSON file");
     } else if (leaf == "zero_stage") {
@@ -125,8 +133,8 @@ DeepSpeedSettings read_deepspeed_section(const YAML::Node& section, const std::s
         s.notes.push_back("deepspeed_config.zero3_save_16bit_model ignored: it is for ZeRO stage 3; xlaunch's "
                           "checkpoints hold the full model, and `xlaunch merge-weights CHECKPOINT OUT` writes it as "
                           "safetensors");
-    } else if (leaf == "gradient_accumulation_steps") {
-      s.gradient_accumulation_steps = static_cast<int>(e.integer(1, 1 << 20));
+    } else if (leaf == accumulation_key()) {
+      s.accumulation_steps = static_cast<int>(e.integer(1, 1 << 20));
     } else if (leaf == "gradient_clipping") {
       if (!e.node.IsNull())
         s.notes.push_back("deepspeed_config.gradient_clipping " + e.text() +
@@ -217,11 +225,11 @@ DeepSpeedSettings read_deepspeed_json(const std::string& text, const std::string
           ctx.fail(std::string("zero_optimization.") + legacy, v[legacy], "false", kOffload);
       json_offload(ctx, v, "offload_optimizer");
       json_offload(ctx, v, "offload_param");
-    } else if (key == "gradient_accumulation_steps") {
+    } else if (key == accumulation_key()) {
       if (is_auto(v)) continue;
       if (!v.is_number_integer() || v.get<long>() < 1 || v.get<long>() > (1 << 20))
         ctx.fail(key, v, "\"auto\" or an integer from 1 to 1048576");
-      s.gradient_accumulation_steps = v.get<int>();
+      s.accumulation_steps = v.get<int>();
     } else if (key == "gradient_clipping") {
       if (is_auto(v) || v.is_null()) continue;
       const std::string value = v.is_number() ? show(v.get<double>()) : v.dump();
@@ -254,16 +262,16 @@ DeepSpeedSettings read_deepspeed_json(const std::string& text, const std::string
 
 namespace {
 
-// Takes `value` for `key` unless the file also set the key itself to something else.
-template <class T>
-void take(LoadedConfig& out, T& field, const T& value, const std::string& key, const std::string& shown,
-          const std::string& from, int line) {
-  const auto own = out.lines.find(key);
-  if (own != out.lines.end() && field != value)
-    refuse(out.file, key, own->second, "'" + shown + "' here, and " + from, "the same value in both",
+// Takes `value` (as the file spells it) for the setting unless the file also set its key itself to
+// something else.
+void take(LoadedConfig& out, const Setting& setting, const std::string& value, const std::string& from, int line) {
+  const auto own = out.lines.find(setting.key);
+  const std::string shown = setting.text(out.config);
+  if (own != out.lines.end() && shown != value)
+    refuse(out.file, setting.key, own->second, "'" + shown + "' here, and " + from, "the same value in both",
            "remove one of the two, or make them agree");
-  field = value;
-  if (own == out.lines.end()) out.lines[key] = line;
+  read_setting(out.config, setting.key, value, out.file);
+  if (own == out.lines.end()) out.lines[setting.key] = line;
 }
 
 }  // namespace
@@ -278,26 +286,23 @@ void apply_deepspeed(const YAML::Node& root, LoadedConfig& out) {
   LaunchConfig& c = out.config;
   if (c.use_cpu) c.distributed_type = DistributedType::MultiCpu;
 
-  take(out, c.ddp.zero_stage, s.zero_stage, "ddp.zero_stage", std::to_string(c.ddp.zero_stage), s.stage_source,
+  take(out, setting_of(env::kZeroStage), std::to_string(s.zero_stage), s.stage_source,
        s.stage_line ? s.stage_line : section_line);
-  if (s.gradient_accumulation_steps)
-    take(out, c.gradient_accumulation_steps, *s.gradient_accumulation_steps, "gradient_accumulation_steps",
-         std::to_string(c.gradient_accumulation_steps),
-         "DeepSpeed's gradient_accumulation_steps " + std::to_string(*s.gradient_accumulation_steps), section_line);
+  const std::string accumulation = accumulation_key();
+  if (s.accumulation_steps)
+    take(out, setting_of(env::kGradAccumSteps), std::to_string(*s.accumulation_steps),
+         "DeepSpeed's " + accumulation + " " + std::to_string(*s.accumulation_steps), section_line);
   if (!s.hostfile.empty())
-    take(out, c.mpi.hostfile, s.hostfile, "mpi.hostfile", c.mpi.hostfile, "deepspeed_hostfile " + s.hostfile,
+    take(out, *find_setting("mpi.hostfile"), s.hostfile, "deepspeed_hostfile " + s.hostfile, section_line);
+  if (s.mixed_precision)
+    take(out, setting_of(env::kMixedPrecision), *s.mixed_precision, "DeepSpeed's " + *s.mixed_precision + " enabled",
          section_line);
-  if (s.mixed_precision) {
-    const MixedPrecision m = *s.mixed_precision == "fp16" ? MixedPrecision::Fp16 : MixedPrecision::Bf16;
-    take(out, c.mixed_precision, m, "mixed_precision", to_string(c.mixed_precision),
-         "DeepSpeed's " + *s.mixed_precision + " enabled", section_line);
-  }
 
   out.notes.push_back("accelerate config: " + s.stage_source + " (no offload) runs as xlaunch ddp.zero_stage " +
                       std::to_string(s.zero_stage) + " (docs/memory.md)");
-  if (s.gradient_accumulation_steps)
-    out.notes.push_back("accelerate config: DeepSpeed's gradient_accumulation_steps " +
-                        std::to_string(*s.gradient_accumulation_steps) + " taken as gradient_accumulation_steps");
+  if (s.accumulation_steps)
+    out.notes.push_back("accelerate config: DeepSpeed's " + accumulation + " " + std::to_string(*s.accumulation_steps) +
+                        " taken as " + accumulation);
   if (!s.hostfile.empty())
     out.notes.push_back("accelerate config: deepspeed_hostfile taken as mpi.hostfile (the same 'host slots=N' lines)");
   out.notes.insert(out.notes.end(), s.notes.begin(), s.notes.end());

@@ -12,12 +12,15 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <system_error>
+#include <type_traits>
 
 #include "accelerate_deepspeed.h"
 #include "accelerate_keys.h"
 #include "schema.h"
 #include "xlaunch/config/config_error.h"
+#include "xlaunch/config/setting.h"
 
 namespace xlaunch::config {
 
@@ -31,15 +34,6 @@ const char* to_string(DistributedType t) {
     case DistributedType::No: return "NO";
     case DistributedType::MultiCpu: return "MULTI_CPU";
     case DistributedType::MultiGpu: return "MULTI_GPU";
-  }
-  return "?";
-}
-
-const char* to_string(MixedPrecision m) {
-  switch (m) {
-    case MixedPrecision::No: return "no";
-    case MixedPrecision::Fp16: return "fp16";
-    case MixedPrecision::Bf16: return "bf16";
   }
   return "?";
 }
@@ -170,9 +164,9 @@ void read_map(const YAML::Node& map, const std::string& section, LoadedConfig& o
   }
 }
 
-std::string join_names(const std::vector<std::string>& v) {
+std::string join_names(const std::vector<std::string>& v, const char* sep = ",") {
   std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
   return s;
 }
 
@@ -193,59 +187,50 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
     throw ConfigError({file, key, l == lines.end() ? 0 : l->second, found, allowed, hint});
   };
   auto q = [](auto v) { return "'" + show(static_cast<double>(v)) + "'"; };
-  check(c.config_version >= 1 && c.config_version <= kConfigVersion, "config_version", q(c.config_version),
-        "1 to " + std::to_string(kConfigVersion), "a newer xlaunch wrote this file; upgrade xlaunch");
-  check(c.num_processes >= 1, "num_processes", q(c.num_processes), "an integer >= 1");
+  // Stage 3 has its own message, before the row's range.
+  check(c.ddp.zero_stage != 3, "ddp.zero_stage", "'3'", "0, 1 or 2",
+        "stage 3 would also shard the parameters themselves, gathering each layer's before its forward and "
+        "backward; it is not built. Use 1 (optimizer state) or 2 (optimizer state and gradients): docs/memory.md");
+  // Each row's own check (xlaunch/settings.h): RANGE's condition on the value v, ONE_OF's names.
+  // (An enum, such as mixed_precision's, holds nothing else.)
+  auto one_of = [&](const auto& v, const auto& names, const std::string& key, const std::string& hint) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>) {
+      const std::vector<std::string> choices(std::begin(names), std::end(names));
+      check(std::find(choices.begin(), choices.end(), v) != choices.end(), key, "'" + v + "'",
+            "one of " + join_names(choices, ", "), hint);
+    }
+  };
+#define XLAUNCH_VALIDATE_RANGE(condition, allowed, hint, S, name) \
+  {                                                                \
+    const auto& v = c.S name;                                      \
+    check(condition, #S #name, q(v), allowed, hint);               \
+  }
+#define XLAUNCH_VALIDATE_ANY(...)
+#define XLAUNCH_VALIDATE_ONE_OF(names, allowed, hint, S, name) one_of(c.S name, names, #S #name, hint);
+#define XLAUNCH_VALIDATE_BY_HAND(...)
+#define XLAUNCH_VALIDATE_ROW(S, name, type, env, dflt, cli, check, runtime, meaning) \
+  XLAUNCH_BY_CHECK(check, XLAUNCH_VALIDATE_, S, name)
+  XLAUNCH_SETTINGS(XLAUNCH_VALIDATE_ROW)
+#undef XLAUNCH_VALIDATE_ROW
+#undef XLAUNCH_VALIDATE_BY_HAND
+#undef XLAUNCH_VALIDATE_ONE_OF
+#undef XLAUNCH_VALIDATE_ANY
+#undef XLAUNCH_VALIDATE_RANGE
+
+  // The BY_HAND rows' checks.
   const std::string machines = "'" + machines_string(c) + "'";
   check(c.num_machines >= 1, "num_machines", machines, "an integer >= 1, or MIN:MAX");
   check(c.min_machines >= 0 && c.min_machines <= c.num_machines, "num_machines", machines,
         "MIN:MAX with 1 <= MIN <= MAX");
-  check(c.max_machine_failures >= 1, "max_machine_failures", q(c.max_machine_failures), "an integer >= 1",
-        "the failed attempts a machine may be at fault in before an elastic job keeps it out");
   check(c.machine_rank >= 0 && c.machine_rank < c.num_machines, "machine_rank", q(c.machine_rank),
         "0 to num_machines - 1 = " + std::to_string(c.num_machines - 1));
-  check(c.main_process_port >= 0 && c.main_process_port <= 65535, "main_process_port", q(c.main_process_port),
-        "1 to 65535, or 0 to pick a free port");
-  check(c.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", q(c.gradient_accumulation_steps),
-        "an integer >= 1");
-  check(c.ddp.bucket_cap_mb > 0, "ddp.bucket_cap_mb", q(c.ddp.bucket_cap_mb), "a number > 0");
-  check(c.ddp.powersgd_rank >= 1 && c.ddp.powersgd_rank <= 1024, "ddp.powersgd_rank", q(c.ddp.powersgd_rank),
-        "an integer from 1 to 1024", "1 to 4 is usual: the rank of the approximation of each weight matrix");
-  check(c.ddp.powersgd_start_step >= 0, "ddp.powersgd_start_step", q(c.ddp.powersgd_start_step), "an integer >= 0",
-        "0 compresses from the first step; PyTorch's default is 1000");
-  check(c.ddp.zero_stage != 3, "ddp.zero_stage", "'3'", "0, 1 or 2",
-        "stage 3 would also shard the parameters themselves, gathering each layer's before its forward and "
-        "backward; it is not built. Use 1 (optimizer state) or 2 (optimizer state and gradients): docs/memory.md");
-  check(c.ddp.zero_stage >= 0 && c.ddp.zero_stage <= 2, "ddp.zero_stage", q(c.ddp.zero_stage), "0, 1 or 2",
-        "0: nothing sharded; 1: optimizer state; 2: optimizer state and gradients (docs/memory.md)");
-  check(c.loader.prefetch_factor >= 1, "loader.prefetch_factor", q(c.loader.prefetch_factor), "an integer >= 1");
   check(c.loader.num_workers >= 0 || c.loader.num_workers == LoaderSection::kAutoWorkers, "loader.num_workers",
         q(c.loader.num_workers), "'auto' or an integer >= 0");
-  check(c.num_cpu_threads_per_process >= 0, "num_cpu_threads_per_process", q(c.num_cpu_threads_per_process),
-        "an integer >= 1, or 0 to let the runtime decide");
-  check(c.max_restarts >= 0, "max_restarts", q(c.max_restarts), "an integer >= 0");
-  check(c.timeout_s >= 0, "timeout_s", q(c.timeout_s), "an integer >= 0 (seconds; 0 turns the watchdog off)",
-        "a few minutes is usual: the longest a healthy collective may go without progress");
-  check(c.trace_steps >= 1 && c.trace_steps <= 100000, "trace_steps", q(c.trace_steps), "an integer from 1 to 100000");
-  check(c.profile_ops >= 0 && c.profile_ops <= 1000, "profile_ops", q(c.profile_ops),
-        "an integer from 0 to 1000 (optimizer steps profiled after the warm-up; 0: none)",
-        "the profiler keeps every event of every profiled step in memory until the last: a few steps (5-20) "
-        "make the table");
+
+  // Relations between keys.
   check(!(c.deterministic && c.cudnn_benchmark), "cudnn_benchmark", "true with deterministic: true",
         "false when deterministic is true",
         "cuDNN's autotuner picks algorithms by timing them, so results change from run to run; drop one of the two");
-  check(c.checkpoint.total_limit >= 0, "checkpoint.total_limit", q(c.checkpoint.total_limit),
-        "an integer >= 0 (0 keeps every checkpoint)");
-  check(c.checkpoint.every_n_steps >= 0, "checkpoint.every_n_steps", q(c.checkpoint.every_n_steps),
-        "an integer >= 0 (0: only when the program saves)");
-  check(std::find(std::begin(kPreemptSignals), std::end(kPreemptSignals), c.preempt_signal) !=
-            std::end(kPreemptSignals),
-        "preempt_signal", "'" + c.preempt_signal + "'", "SIGTERM or SIGUSR1",
-        "the signal your scheduler sends before it ends a job (Slurm: --signal=B:USR1@180)");
-  check(c.preempt_timeout_s >= 1, "preempt_timeout_s", q(c.preempt_timeout_s), "an integer >= 1 (seconds)",
-        "the ranks need this long to reach their next optimizer step and save a checkpoint");
-
-  // Relations between keys.
   check(!(c.ddp.comm_hook == "powersgd" && c.ddp.zero_stage == 2), "ddp.comm_hook", "'powersgd' with ddp.zero_stage 2",
         "none, fp16 or bf16 with ddp.zero_stage 2",
         "PowerSGD approximates whole weight matrices and allreduces the low-rank factors; stage 2 reduce-scatters "
@@ -334,6 +319,12 @@ LoadedConfig parse_config(const std::string& text, const std::string& file, std:
     if (!out.lines.count(f.key)) out.defaulted.push_back(f.key);
   validate(out.config, gpu_count, file, out.lines);
   return out;
+}
+
+void read_setting(LaunchConfig& c, const std::string& key, const std::string& text, const std::string& source) {
+  const auto f = std::find_if(fields().begin(), fields().end(), [&](const detail::Field& x) { return x.key == key; });
+  if (f == fields().end()) throw std::logic_error("read_setting: no key " + key + " in the schema");
+  f->read(YAML::Node(text), c, FieldCtx{source, key, 0});
 }
 
 LoadedConfig load_config(const std::string& path, std::optional<int> gpu_count) {

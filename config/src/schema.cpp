@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <map>
 #include <set>
 
 #include "xlaunch/comm_hooks.h"
@@ -148,6 +149,7 @@ void emit(YAML::Emitter& out, const std::string& s) {
 void emit(YAML::Emitter& out, int v) { out << v; }
 void emit(YAML::Emitter& out, double v) { out << v; }
 void emit(YAML::Emitter& out, bool v) { out << v; }
+void emit(YAML::Emitter& out, MixedPrecision v) { emit(out, std::string(to_string(v))); }
 
 Field make(const std::string& key, std::function<void(const YAML::Node&, LaunchConfig&, const FieldCtx&)> read,
            std::function<void(YAML::Emitter&, const LaunchConfig&)> write) {
@@ -172,11 +174,6 @@ Field typed(const std::string& key, Get<T> get, Reader reader) {
       });
 }
 
-Field int_field(const std::string& key, Get<int> get) { return typed<int>(key, get, read_int); }
-Field bool_field(const std::string& key, Get<bool> get) { return typed<bool>(key, get, read_bool); }
-Field string_field(const std::string& key, Get<std::string> get) {
-  return typed<std::string>(key, get, read_string);
-}
 Field list_field(const std::string& key, Get<std::vector<std::string>> get, const char* seps) {
   return make(
       key, [get, seps](const YAML::Node& n, LaunchConfig& c, const FieldCtx& ctx) { get(c) = read_list(n, ctx, seps); },
@@ -186,21 +183,43 @@ Field list_field(const std::string& key, Get<std::vector<std::string>> get, cons
       });
 }
 
-const std::vector<std::string> kBindTo = {"none", "hwthread", "core", "l2cache", "l3cache", "socket", "numa", "board"};
+// The reading of ANY and RANGE rows, by the field's type (ranges are validate()'s).
+void read_value(const YAML::Node& n, const FieldCtx& ctx, int& v) { v = read_int(n, ctx); }
+void read_value(const YAML::Node& n, const FieldCtx& ctx, bool& v) { v = read_bool(n, ctx); }
+void read_value(const YAML::Node& n, const FieldCtx& ctx, double& v) { v = read_double(n, ctx); }
+void read_value(const YAML::Node& n, const FieldCtx& ctx, std::string& v) { v = read_string(n, ctx); }
+
+template <class T>
+Field typed_field(const std::string& key, Get<T> get) {
+  return typed<T>(key, get, [](const YAML::Node& n, const FieldCtx& ctx) {
+    T v{};
+    read_value(n, ctx, v);
+    return v;
+  });
+}
+
+// A ONE_OF row: one of `names`, kept as the spelling or as the enum it names.
+void from_choice(const std::string& s, std::string& v) { v = s; }
+void from_choice(const std::string& s, MixedPrecision& v) { v = parse_mixed_precision(s); }
+
+template <class T, class Names>
+Field choice_field(const std::string& key, Get<T> get, const Names& names, const std::string& hint) {
+  const std::vector<std::string> choices(std::begin(names), std::end(names));
+  return typed<T>(key, get, [choices, hint](const YAML::Node& n, const FieldCtx& ctx) {
+    T v{};
+    from_choice(read_choice(n, ctx, choices, hint), v);
+    return v;
+  });
+}
+
 const std::vector<std::string> kMapBy = {"slot", "hwthread", "core", "l2cache", "l3cache", "socket",
                                          "numa", "board",   "node", "ppr",      "seq",    "dist"};
 
-std::vector<Field> build_fields() {
-  std::vector<Field> f;
-  f.push_back(int_field("config_version", [](LaunchConfig& c) -> int& { return c.config_version; }));
-  f.push_back(typed<std::string>("compute_environment",
-                                 [](LaunchConfig& c) -> std::string& { return c.compute_environment; },
-                                 [](const YAML::Node& n, const FieldCtx& ctx) {
-                                   return read_choice(n, ctx, {"LOCAL_MACHINE"},
-                                                      "xlaunch runs on machines you start it on; cloud "
-                                                      "environments such as AMAZON_SAGEMAKER are Accelerate-only");
-                                 }));
-  f.push_back(make(
+// The BY_HAND rows: spellings no type says alone.
+std::map<std::string, Field> hand_fields() {
+  std::map<std::string, Field> f;
+  auto add = [&](Field field) { f.emplace(field.key, std::move(field)); };
+  add(make(
       "distributed_type",
       [](const YAML::Node& n, LaunchConfig& c, const FieldCtx& ctx) {
         // DEEPSPEED is an Accelerate file's: it runs as MULTI_GPU (MULTI_CPU with use_cpu) at the ZeRO
@@ -212,8 +231,7 @@ std::vector<Field> build_fields() {
                                                 : DistributedType::MultiGpu;
       },
       [](YAML::Emitter& out, const LaunchConfig& c) { emit(out, std::string(to_string(c.distributed_type))); }));
-  f.push_back(int_field("num_processes", [](LaunchConfig& c) -> int& { return c.num_processes; }));
-  f.push_back(make(
+  add(make(
       "num_machines",
       [](const YAML::Node& n, LaunchConfig& c, const FieldCtx& ctx) {
         if (!n.IsScalar() || !parse_machines(n.Scalar(), &c.min_machines, &c.num_machines))
@@ -223,32 +241,11 @@ std::vector<Field> build_fields() {
         if (c.min_machines > 0) out << machines_string(c);
         else out << c.num_machines;
       }));
-  f.push_back(int_field("machine_rank", [](LaunchConfig& c) -> int& { return c.machine_rank; }));
-  f.push_back(string_field("main_process_ip", [](LaunchConfig& c) -> std::string& { return c.main_process_ip; }));
-  f.push_back(int_field("main_process_port", [](LaunchConfig& c) -> int& { return c.main_process_port; }));
-  f.push_back(make(
+  add(make(
       "gpu_ids", [](const YAML::Node& n, LaunchConfig& c, const FieldCtx& ctx) { c.gpu_ids = read_gpu_ids(n, ctx); },
       [](YAML::Emitter& out, const LaunchConfig& c) { out << gpu_ids_string(c.gpu_ids); }));
-  f.push_back(make(
-      "mixed_precision",
-      [](const YAML::Node& n, LaunchConfig& c, const FieldCtx& ctx) {
-        const std::string s = read_choice(n, ctx, {"no", "fp16", "bf16"}, "fp8 is Accelerate-only");
-        c.mixed_precision = s == "no" ? MixedPrecision::No : s == "fp16" ? MixedPrecision::Fp16 : MixedPrecision::Bf16;
-      },
-      [](YAML::Emitter& out, const LaunchConfig& c) { emit(out, std::string(to_string(c.mixed_precision))); }));
-  f.push_back(int_field("gradient_accumulation_steps",
-                        [](LaunchConfig& c) -> int& { return c.gradient_accumulation_steps; }));
-  f.push_back(bool_field("use_cpu", [](LaunchConfig& c) -> bool& { return c.use_cpu; }));
-  f.push_back(bool_field("debug", [](LaunchConfig& c) -> bool& { return c.debug; }));
-  f.push_back(bool_field("sync_batchnorm", [](LaunchConfig& c) -> bool& { return c.sync_batchnorm; }));
-  f.push_back(int_field("num_cpu_threads_per_process",
-                        [](LaunchConfig& c) -> int& { return c.num_cpu_threads_per_process; }));
-
-  f.push_back(string_field("mpi.hostfile", [](LaunchConfig& c) -> std::string& { return c.mpi.hostfile; }));
-  f.push_back(list_field("mpi.hosts", [](LaunchConfig& c) -> std::vector<std::string>& { return c.mpi.hosts; }, ", "));
-  f.push_back(typed<std::string>("mpi.bind_to", [](LaunchConfig& c) -> std::string& { return c.mpi.bind_to; },
-                                 [](const YAML::Node& n, const FieldCtx& ctx) { return read_choice(n, ctx, kBindTo); }));
-  f.push_back(typed<std::string>(
+  add(list_field("mpi.hosts", [](LaunchConfig& c) -> std::vector<std::string>& { return c.mpi.hosts; }, ", "));
+  add(typed<std::string>(
       "mpi.map_by", [](LaunchConfig& c) -> std::string& { return c.mpi.map_by; },
       [](const YAML::Node& n, const FieldCtx& ctx) {
         const std::string s = read_string(n, ctx);
@@ -257,23 +254,8 @@ std::vector<Field> build_fields() {
           fail(ctx, describe(n), "empty, or an Open MPI --map-by value starting with one of " + join(kMapBy, ", "));
         return s;
       }));
-  f.push_back(list_field("mpi.extra_args",
-                         [](LaunchConfig& c) -> std::vector<std::string>& { return c.mpi.extra_args; }, " "));
-
-  f.push_back(typed<double>("ddp.bucket_cap_mb", [](LaunchConfig& c) -> double& { return c.ddp.bucket_cap_mb; },
-                            read_double));
-  f.push_back(bool_field("ddp.find_unused_parameters",
-                         [](LaunchConfig& c) -> bool& { return c.ddp.find_unused_parameters; }));
-  f.push_back(bool_field("ddp.broadcast_buffers", [](LaunchConfig& c) -> bool& { return c.ddp.broadcast_buffers; }));
-  f.push_back(typed<std::string>("ddp.comm_hook", [](LaunchConfig& c) -> std::string& { return c.ddp.comm_hook; },
-                                 [](const YAML::Node& n, const FieldCtx& ctx) {
-                                   return read_choice(n, ctx, comm_hook_names());
-                                 }));
-  f.push_back(int_field("ddp.powersgd_rank", [](LaunchConfig& c) -> int& { return c.ddp.powersgd_rank; }));
-  f.push_back(int_field("ddp.powersgd_start_step", [](LaunchConfig& c) -> int& { return c.ddp.powersgd_start_step; }));
-  f.push_back(int_field("ddp.zero_stage", [](LaunchConfig& c) -> int& { return c.ddp.zero_stage; }));
-
-  f.push_back(make(
+  add(list_field("mpi.extra_args", [](LaunchConfig& c) -> std::vector<std::string>& { return c.mpi.extra_args; }, " "));
+  add(make(
       "loader.num_workers",
       [](const YAML::Node& n, LaunchConfig& c, const FieldCtx& ctx) {
         if (n.IsScalar() && n.Scalar() == "auto") {
@@ -289,42 +271,37 @@ std::vector<Field> build_fields() {
         if (c.loader.num_workers == LoaderSection::kAutoWorkers) out << "auto";
         else out << c.loader.num_workers;
       }));
-  f.push_back(bool_field("loader.pin_memory", [](LaunchConfig& c) -> bool& { return c.loader.pin_memory; }));
-  f.push_back(bool_field("loader.even_batches", [](LaunchConfig& c) -> bool& { return c.loader.even_batches; }));
-  f.push_back(int_field("loader.prefetch_factor", [](LaunchConfig& c) -> int& { return c.loader.prefetch_factor; }));
-
-  f.push_back(string_field("log_dir", [](LaunchConfig& c) -> std::string& { return c.log_dir; }));
-  f.push_back(int_field("max_restarts", [](LaunchConfig& c) -> int& { return c.max_restarts; }));
-  f.push_back(int_field("max_machine_failures", [](LaunchConfig& c) -> int& { return c.max_machine_failures; }));
-  f.push_back(int_field("timeout_s", [](LaunchConfig& c) -> int& { return c.timeout_s; }));
-  f.push_back(bool_field("report", [](LaunchConfig& c) -> bool& { return c.report; }));
-  f.push_back(string_field("trace_dir", [](LaunchConfig& c) -> std::string& { return c.trace_dir; }));
-  f.push_back(int_field("trace_steps", [](LaunchConfig& c) -> int& { return c.trace_steps; }));
-  f.push_back(int_field("profile_ops", [](LaunchConfig& c) -> int& { return c.profile_ops; }));
-  f.push_back(bool_field("record_shapes", [](LaunchConfig& c) -> bool& { return c.record_shapes; }));
-  f.push_back(bool_field("cudnn_benchmark", [](LaunchConfig& c) -> bool& { return c.cudnn_benchmark; }));
-  f.push_back(bool_field("deterministic", [](LaunchConfig& c) -> bool& { return c.deterministic; }));
-
-  f.push_back(make(
+  add(make(
       "log_with",
       [](const YAML::Node& n, LaunchConfig& c, const FieldCtx& ctx) { c.log_with = read_log_with(n, ctx); },
       [](YAML::Emitter& out, const LaunchConfig& c) { out << YAML::Flow << c.log_with; }));
-  f.push_back(int_field("report_interval", [](LaunchConfig& c) -> int& { return c.report_interval; }));
-  f.push_back(int_field("log_histograms_every_n_steps",
-                        [](LaunchConfig& c) -> int& { return c.log_histograms_every_n_steps; }));
-  f.push_back(string_field("project_dir", [](LaunchConfig& c) -> std::string& { return c.project_dir; }));
-  f.push_back(int_field("checkpoint.total_limit", [](LaunchConfig& c) -> int& { return c.checkpoint.total_limit; }));
-  f.push_back(int_field("checkpoint.every_n_steps", [](LaunchConfig& c) -> int& { return c.checkpoint.every_n_steps; }));
-  f.push_back(bool_field("checkpoint.every_epoch", [](LaunchConfig& c) -> bool& { return c.checkpoint.every_epoch; }));
-  f.push_back(typed<std::string>(
-      "preempt_signal", [](LaunchConfig& c) -> std::string& { return c.preempt_signal; },
-      [](const YAML::Node& n, const FieldCtx& ctx) {
-        return read_choice(n, ctx, {std::begin(kPreemptSignals), std::end(kPreemptSignals)},
-                           "the signal your scheduler sends before it ends a job (Slurm: --signal=B:USR1@180)");
-      }));
-  f.push_back(int_field("preempt_timeout_s", [](LaunchConfig& c) -> int& { return c.preempt_timeout_s; }));
   return f;
 }
+
+// One Field per row of the settings table, in its order.
+#define XLAUNCH_SCHEMA_GET(S, name, type) [](LaunchConfig& c) -> type& { return c.S name; }
+#define XLAUNCH_SCHEMA_RANGE(condition, allowed, hint, S, name, type) \
+  f.push_back(typed_field<type>(#S #name, XLAUNCH_SCHEMA_GET(S, name, type)));
+#define XLAUNCH_SCHEMA_ANY XLAUNCH_SCHEMA_RANGE
+#define XLAUNCH_SCHEMA_ONE_OF(names, allowed, hint, S, name, type) \
+  f.push_back(choice_field<type>(#S #name, XLAUNCH_SCHEMA_GET(S, name, type), names, hint));
+#define XLAUNCH_SCHEMA_BY_HAND(unused, allowed, hint, S, name, type) f.push_back(hand.at(#S #name));
+#define XLAUNCH_SCHEMA_ROW(S, name, type, env, dflt, cli, check, runtime, meaning) \
+  XLAUNCH_BY_CHECK(check, XLAUNCH_SCHEMA_, S, name, type)
+
+std::vector<Field> build_fields() {
+  const std::map<std::string, Field> hand = hand_fields();
+  std::vector<Field> f;
+  XLAUNCH_SETTINGS(XLAUNCH_SCHEMA_ROW)
+  return f;
+}
+
+#undef XLAUNCH_SCHEMA_ROW
+#undef XLAUNCH_SCHEMA_BY_HAND
+#undef XLAUNCH_SCHEMA_ONE_OF
+#undef XLAUNCH_SCHEMA_ANY
+#undef XLAUNCH_SCHEMA_RANGE
+#undef XLAUNCH_SCHEMA_GET
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 
 #include "xlaunch/accelerator.h"
 #include "xlaunch/autocast.h"
+#include "xlaunch/env_vars.h"
 #include "xlaunch/grad_scaler.h"
 #include "xlaunch/process_state.h"
 #include "xlaunch/sampler.h"
@@ -186,8 +187,9 @@ std::string check_ddp(Accelerator& acc, bool faulty) {
   }
   const int rank = acc.process_index();
   acc.backward(torch::mse_loss(model(xs[rank]).to(at::kFloat), ys[rank]));
-  // What backward did to the loss besides averaging: accumulation's division, fp16's scale.
-  double factor = 1.0 / acc.options().gradient_accumulation_steps;
+  // What backward did to the loss besides averaging: accumulation's division (by the window the
+  // launch asked for, which the Accelerator took from the same variable), fp16's scale.
+  double factor = 1.0 / static_cast<double>(xlaunch::env::get_int(xlaunch::env::kGradAccumSteps));
   if (acc.scaler()) factor *= acc.scaler()->get_scale();
   const bool exact = acc.mixed_precision() == xlaunch::MixedPrecision::No;
   const auto mine = model->named_parameters();

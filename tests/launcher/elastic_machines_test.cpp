@@ -8,7 +8,7 @@
 #include <chrono>
 #include <fstream>
 
-#include "cli/elastic.h"
+#include "launch/elastic.h"
 #include "cli/overrides.h"
 #include "launch/launch_plan.h"
 #include "scratch_dir.h"
@@ -115,14 +115,14 @@ TEST(ElasticAttempt, RanksMapToMachinesInOrder) {
 TEST(ElasticOverrides, NumMachinesTakesMinMaxAndRefusesOtherText) {
   LaunchConfig c;
   Overrides o;
-  o.num_machines = "2:4";
-  o.max_machine_failures = 3;
+  o.texts["num_machines"] = "2:4";
+  o.ints["max_machine_failures"] = 3;
   const auto set = apply_overrides(c, o, 0);
   EXPECT_EQ(c.min_machines, 2);
   EXPECT_EQ(c.num_machines, 4);
   EXPECT_EQ(c.max_machine_failures, 3);
   EXPECT_EQ(set, (Hosts{"num_machines", "max_machine_failures", "distributed_type"}));
-  o.num_machines = "4:2";
+  o.texts["num_machines"] = "4:2";
   LaunchConfig d;
   try {
     apply_overrides(d, o, 0);

@@ -11,7 +11,7 @@
 
 #include "launch/job_outcome.h"
 #include "xlaunch/status/rank_status.h"
-#include "xlaunch/status/verdict.h"
+#include "xlaunch/status/verdict_file.h"
 #include "scratch_dir.h"
 
 using namespace xlaunch::launcher;

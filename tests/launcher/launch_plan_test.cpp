@@ -5,7 +5,10 @@
 #include <map>
 #include <set>
 
+#include "cli/overrides.h"
 #include "launch/launch_plan.h"
+#include "xlaunch/config/config_error.h"
+#include "xlaunch/config/setting.h"
 #include "xlaunch/env_vars.h"
 
 using namespace xlaunch::launcher;
@@ -202,4 +205,36 @@ TEST(AttemptResume, TheFirstAttemptTakesTheOptionRestartsTheNewestCheckpoint) {
 
 TEST(ShellJoin, QuotesOnlyWhatNeedsIt) {
   EXPECT_EQ(shell_join({"mpirun", "-np", "2", "a b", "it's", "", "x=1,2"}), "mpirun -np 2 'a b' 'it'\\''s' '' x=1,2");
+}
+
+// Precedence (xlaunch/settings.h): command line > the user's XLAUNCH_* variables > file > default.
+// The launch exports the result, so a variable the user set reaches the ranks unless the command
+// line says otherwise.
+TEST(Precedence, TheUsersVariableBeatsTheFileAndTheCommandLineBeatsBoth) {
+  LaunchConfig file = cpu(2);
+  file.gradient_accumulation_steps = 3;  // as if from the file; ddp.zero_stage left at its default
+  const xlaunch::config::EnvMap user = {{"XLAUNCH_ZERO_STAGE", "2"}, {"XLAUNCH_GRADIENT_ACCUMULATION_STEPS", "8"},
+                                        {"XLAUNCH_PIN_MEMORY", "0"}, {"HOME", "/root"}};
+  LaunchConfig c = file;
+  EXPECT_EQ(xlaunch::config::apply_environment(c, user),
+            (std::vector<std::string>{"gradient_accumulation_steps", "ddp.zero_stage", "loader.pin_memory"}));
+  Overrides cli;
+  cli.ints["gradient_accumulation_steps"] = 4;
+  EXPECT_EQ(apply_overrides(c, cli, 0), (std::vector<std::string>{"gradient_accumulation_steps"}));
+  std::map<std::string, std::string> env;
+  for (const auto& [name, value] : make_launch_plan(c, machine(false, 2), "/bin/train", {}).env) env[name] = value;
+  EXPECT_EQ(env["XLAUNCH_ZERO_STAGE"], "2");
+  EXPECT_EQ(env["XLAUNCH_GRADIENT_ACCUMULATION_STEPS"], "4");
+  EXPECT_EQ(env["XLAUNCH_PIN_MEMORY"], "0");
+  EXPECT_EQ(env["XLAUNCH_BUCKET_CAP_MB"], "25");  // neither set it: the default
+
+  // A value the key refuses names the variable.
+  LaunchConfig d;
+  try {
+    xlaunch::config::apply_environment(d, {{"XLAUNCH_ZERO_STAGE", "two"}});
+    ADD_FAILURE() << "XLAUNCH_ZERO_STAGE=two accepted";
+  } catch (const xlaunch::config::ConfigError& e) {
+    EXPECT_EQ(e.info().file, "XLAUNCH_ZERO_STAGE");
+    EXPECT_EQ(e.info().key, "ddp.zero_stage");
+  }
 }

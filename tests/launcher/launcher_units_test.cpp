@@ -87,8 +87,8 @@ TEST(Overrides, CommandLineBeatsTheFileAndSettlesTheType) {
   LaunchConfig c;  // as if from a file: NO, 1 process
   c.mixed_precision = xlaunch::config::MixedPrecision::Fp16;
   Overrides o;
-  o.num_processes = 2;
-  o.mixed_precision = "bf16";
+  o.ints["num_processes"] = 2;
+  o.texts["mixed_precision"] = "bf16";
   auto set = apply_overrides(c, o, /*gpu_count=*/0);
   EXPECT_EQ(c.num_processes, 2);
   EXPECT_EQ(c.mixed_precision, xlaunch::config::MixedPrecision::Bf16);
@@ -103,7 +103,7 @@ TEST(Overrides, CommandLineBeatsTheFileAndSettlesTheType) {
   f.distributed_type = DistributedType::MultiGpu;
   f.num_processes = 2;
   Overrides cpu;
-  cpu.cpu = true;
+  cpu.flags["use_cpu"] = true;
   EXPECT_EQ(apply_overrides(f, cpu, 2), (std::vector<std::string>{"use_cpu", "distributed_type"}));
   EXPECT_EQ(f.distributed_type, DistributedType::MultiCpu);
   EXPECT_TRUE(f.use_cpu);
@@ -115,8 +115,8 @@ TEST(Overrides, CommandLineBeatsTheFileAndSettlesTheType) {
   LaunchConfig tuned;
   tuned.cudnn_benchmark = true;
   Overrides det;
-  det.deterministic = true;
-  det.profile_ops = 3;
+  det.flags["deterministic"] = true;
+  det.ints["profile_ops"] = 3;
   EXPECT_EQ(apply_overrides(tuned, det, 0), (std::vector<std::string>{"profile_ops", "deterministic"}));
   EXPECT_TRUE(tuned.deterministic);
   EXPECT_FALSE(tuned.cudnn_benchmark);

@@ -12,7 +12,7 @@
 #include "xlaunch/status/status_dir.h"
 #include "xlaunch/status/step_stats.h"
 #include "xlaunch/status/trace_part.h"
-#include "xlaunch/status/verdict.h"
+#include "xlaunch/status/verdict_file.h"
 #include "scratch_dir.h"
 
 namespace status = xlaunch::status;

@@ -12,7 +12,7 @@
 
 #include "xlaunch/status/private_files.h"
 #include "xlaunch/status/rank_status.h"
-#include "xlaunch/status/verdict.h"
+#include "xlaunch/status/verdict_file.h"
 #include "scratch_dir.h"
 
 using namespace xlaunch::status;

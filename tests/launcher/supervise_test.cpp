@@ -24,7 +24,7 @@
 #include "scratch_dir.h"
 #include "xlaunch/status/private_files.h"
 #include "xlaunch/status/rank_status.h"
-#include "xlaunch/status/verdict.h"
+#include "xlaunch/status/verdict_file.h"
 
 using namespace xlaunch::launcher;
 using xlaunch::config::LaunchConfig;

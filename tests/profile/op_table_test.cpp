@@ -1,5 +1,5 @@
 // The operator table's file (xlaunch/status/op_table.h) and what `xlaunch run` makes of it
-// (launcher/src/observe/op_table.h): written and read back whole, refused when it is another
+// (launcher/src/observe/op_table_print.h): written and read back whole, refused when it is another
 // rank's or broken, printed with its columns, in report.json, and as timeline events.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "observe/op_table.h"
+#include "observe/op_table_print.h"
 #include "scratch_dir.h"
 #include "xlaunch/status/op_table.h"
 

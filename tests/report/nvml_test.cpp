@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "launch/machine.h"
-#include "observe/nvml.h"
+#include "observe/gpu_sampler.h"
 #include "observe/report.h"
 #include "scratch_dir.h"
 #include "xlaunch/status/step_stats.h"

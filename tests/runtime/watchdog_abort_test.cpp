@@ -16,7 +16,7 @@
 
 #include "scratch_dir.h"
 #include "watch/watchdog.h"
-#include "xlaunch/status/verdict.h"
+#include "xlaunch/status/verdict_file.h"
 
 #if XLAUNCH_HAVE_NCCL
 #include <ATen/ops/_assert_async.h>

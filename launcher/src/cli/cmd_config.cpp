@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "cli/config_in_use.h"
 #include "cli/overrides.h"
@@ -14,6 +15,7 @@
 #include "launch/machine.h"
 #include "xlaunch/config/config_error.h"
 #include "xlaunch/config/config_io.h"
+#include "xlaunch/config/setting.h"
 
 namespace xlaunch::launcher {
 namespace {
@@ -124,8 +126,9 @@ void ask_questions(Prompter& p, LaunchConfig& c, const LaunchConfig& proposed, i
   if (c.distributed_type == DistributedType::No && gpus > 0)
     c.use_cpu = p.yes_no("Train on the CPU only, although this machine has a GPU?", proposed.use_cpu);
   c.mixed_precision = ask_mixed_precision(p, proposed.mixed_precision, cpu_job(c, gpus) ? std::optional(cpu) : std::nullopt);
-  c.gradient_accumulation_steps =
-      p.integer("How many gradient accumulation steps?", proposed.gradient_accumulation_steps, 1, 1 << 20);
+  const config::Setting& accumulation = config::setting_of(env::kGradAccumSteps);
+  const int steps = p.integer("How many gradient accumulation steps?", std::stoi(accumulation.text(proposed)), 1, 1 << 20);
+  config::read_setting(c, accumulation.key, std::to_string(steps), "answer");
   c.debug = p.yes_no("Turn on debug checks (slower)?", proposed.debug);
   // Not asked: an Accelerate DeepSpeed config's stage (accelerate_deepspeed.h) carries over as it is.
   c.ddp.zero_stage = proposed.ddp.zero_stage;
@@ -177,7 +180,7 @@ int write_default(const ConfigOptions& o) {
   const std::string path = target_path(!o.default_config_file.empty() ? o.default_config_file : o.config_file);
   if (file_exists(path) && !o.force)
     throw LaunchError(path + " already exists; pass --force to replace it, or --config_file to write elsewhere");
-  const int gpus = o.overrides.cpu ? 0 : static_cast<int>(detect_gpus().gpus.size());
+  const int gpus = o.overrides.cpu() ? 0 : static_cast<int>(detect_gpus().gpus.size());
   LaunchConfig c = machine_defaults(gpus, physical_cpu_cores());
   apply_overrides(c, o.overrides, gpus);
   config::validate(c, gpus, "command line");

@@ -1,6 +1,9 @@
-// `xlaunch env`: everything worth pasting into a bug report, one `name: value` line each, then
-// the config file in use and its contents. Never fails for a missing library: it says so.
+// `xlaunch env`: everything worth pasting into a bug report, one `name: value` line each, the
+// settings the environment sets (XLAUNCH_* variables, which `xlaunch run` takes over the file),
+// then the config file in use and its contents. Never fails for a missing library: it says so.
+// `xlaunch env --settings_table` prints the settings table as docs/config-reference.md holds it.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -12,6 +15,7 @@
 #include "launch/machine.h"
 #include "launch/programs.h"
 #include "xlaunch/config/config_error.h"
+#include "xlaunch/config/setting.h"
 
 namespace xlaunch::launcher {
 namespace {
@@ -53,6 +57,16 @@ void print_config(const std::string& cli_value) {
   std::cout << "---\n";
 }
 
+// The rows of the settings table whose variable is set here: `xlaunch run` takes them over the file.
+void print_environment_settings() {
+  std::string set;
+  for (const config::Setting& s : config::settings_table())
+    if (s.var)
+      if (const char* v = std::getenv(s.var->name))
+        set += std::string("  ") + s.var->name + "=" + v + " (" + s.key + ")\n";
+  std::cout << "settings from the environment:" << (set.empty() ? " none\n" : "\n" + set);
+}
+
 int env(const std::string& config_file) {
   std::string mpi;
   try {
@@ -74,6 +88,7 @@ int env(const std::string& config_file) {
     std::cout << "  GPU " << i << ": " << g.gpus[i].name << ", " << format_bytes(g.gpus[i].memory_bytes) << "\n";
   std::cout << "CPU cores: " << physical_cpu_cores() << " physical, " << usable_cpus() << " usable hardware threads\n"
             << "memory: " << format_bytes(total_memory_bytes()) << "\n";
+  print_environment_settings();
   print_config(config_file);
   return 0;
 }
@@ -82,8 +97,14 @@ int env(const std::string& config_file) {
 
 Runner setup_env(CLI::App* cmd) {
   auto config_file = std::make_shared<std::string>();
+  auto table = std::make_shared<bool>(false);
   cmd->add_option("--config_file", *config_file, "Config file to show (default: as `xlaunch run` finds it)");
-  return [config_file](const Invocation&) { return env(*config_file); };
+  cmd->add_flag("--settings_table", *table, "Print every setting (key, option, variable, default...) as Markdown");
+  return [config_file, table](const Invocation&) {
+    if (!*table) return env(*config_file);
+    std::cout << config::settings_markdown();
+    return 0;
+  };
 }
 
 }  // namespace xlaunch::launcher

@@ -2,15 +2,17 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iomanip>
+#include <sstream>
+#include <type_traits>
 
 #include "xlaunch/config/config_error.h"
-#include "xlaunch/config/config_io.h"
+#include "xlaunch/config/setting.h"
 
 namespace xlaunch::launcher {
 
 using config::DistributedType;
 using config::LaunchConfig;
-using config::MixedPrecision;
 
 namespace {
 
@@ -135,74 +137,74 @@ const CLI::App& chosen_subcommand(const CLI::App& app, const std::vector<std::st
   return *current;
 }
 
-// A key's value as the config file reads it, so both accept and refuse the same values. `context`:
-// other keys the check of this one needs (set to harmless values).
-config::LaunchConfig parse_as_file(const std::string& key, const std::string& value, const std::string& context = "") {
-  std::string quoted = "'";
-  for (char ch : value) quoted += ch == '\'' ? std::string("''") : std::string(1, ch);
-  try {
-    return config::parse_config(key + ": " + quoted + "'\n" + context, "command line").config;
-  } catch (const config::ConfigError& e) {
-    config::ConfigErrorInfo info = e.info();
-    info.line = 0;
-    throw config::ConfigError(info);
+// How a row's option reads its value: CLI11 checks an int or a number itself (as before the
+// file's reading does); an enum's option is one of its spellings.
+struct OptionKind {
+  bool by_hand = false;              // spelled in ways the field's type does not say (MIN:MAX, "all")
+  std::vector<std::string> choices;  // ONE_OF's names
+};
+
+template <class Names>
+OptionKind one_of(const Names& names) {
+  return {false, std::vector<std::string>(std::begin(names), std::end(names))};
+}
+
+template <class T>
+void add_setting_option(CLI::App* app, Overrides& o, const std::string& key, const std::string& names,
+                        const std::string& help, const OptionKind& kind) {
+  if constexpr (std::is_same_v<T, bool>) {
+    app->add_flag(names, o.flags[key], help);
+  } else if constexpr (std::is_same_v<T, int>) {
+    if (kind.by_hand) app->add_option(names, o.texts[key], help);
+    else app->add_option(names, o.ints[key], help);
+  } else if constexpr (std::is_same_v<T, double>) {
+    app->add_option(names, o.numbers[key], help);
+  } else {
+    CLI::Option* opt = app->add_option(names, o.texts[key], help);
+    if (!std::is_same_v<T, std::string> && !kind.choices.empty()) opt->check(CLI::IsMember(kind.choices));
   }
 }
 
-std::vector<int> parse_gpu_ids(const std::string& value) { return parse_as_file("gpu_ids", value).gpu_ids; }
-// (project_dir is checked against the merged config afterwards.)
-std::vector<std::string> parse_log_with(const std::string& value) {
-  return parse_as_file("log_with", value, "project_dir: x\n").log_with;
+// The option's value as the file would spell it; nullopt when it was not given.
+std::optional<std::string> given_text(const Overrides& o, const std::string& key) {
+  if (auto it = o.flags.find(key); it != o.flags.end()) return it->second ? std::optional<std::string>("true") : std::nullopt;
+  if (auto it = o.ints.find(key); it != o.ints.end() && it->second) return std::to_string(*it->second);
+  if (auto it = o.numbers.find(key); it != o.numbers.end() && it->second) {
+    std::ostringstream s;
+    s << std::setprecision(17) << *it->second;
+    return s.str();
+  }
+  if (auto it = o.texts.find(key); it != o.texts.end()) return it->second;
+  return std::nullopt;
 }
 
 }  // namespace
 
-void add_override_options(CLI::App* app, Overrides& o) {
-  app->add_option("-n,--num_processes", o.num_processes, "Processes in total, over all machines");
-  app->add_option("--num_machines", o.num_machines,
-                  "Machines the job runs on: N, or MIN:MAX to continue on at least MIN when machines are lost "
-                  "(with --max_restarts)");
-  app->add_option("--machine_rank", o.machine_rank, "Rank of this machine, 0 to num_machines - 1");
-  app->add_option("--main_process_ip", o.main_process_ip, "Address of the machine of rank 0");
-  app->add_option("--main_process_port", o.main_process_port, "Port on the main machine; 0 picks a free one");
-  app->add_option("--gpu_ids", o.gpu_ids, "GPUs of this machine: 'all', or ids such as 0,1");
-  app->add_option("--mixed_precision", o.mixed_precision, "no, fp16 or bf16")
-      ->check(CLI::IsMember({"no", "fp16", "bf16"}));
-  app->add_option("--gradient_accumulation_steps", o.gradient_accumulation_steps,
-                  "Micro-steps per optimizer step");
-  app->add_option("--num_cpu_threads_per_process", o.num_cpu_threads_per_process,
-                  "Intra-op threads of each rank (OMP_NUM_THREADS); 0: cores / ranks of the machine");
-  app->add_option("--max_restarts", o.max_restarts, "Restart a failed job up to this many times");
-  app->add_option("--max_machine_failures", o.max_machine_failures,
-                  "Elastic jobs: keep out a machine at fault in this many failed attempts");
-  app->add_option("--hostfile,--mpirun_hostfile", o.hostfile, "Open MPI hostfile listing the machines");
-  app->add_option("--log_dir", o.log_dir, "Directory for per-rank logs");
-  app->add_option("--trace", o.trace_dir, "Write a timeline of every rank (DIR/trace.json) and DIR/report.html");
-  app->add_option("--profile_ops", o.profile_ops,
-                  "Profile N optimizer steps after the warm-up operator by operator: the report's operator table");
-  app->add_flag("--record_shapes", o.record_shapes, "The operator profile records input shapes");
-  app->add_flag("--cudnn_benchmark", o.cudnn_benchmark, "cuDNN autotunes its algorithms for each new input shape");
-  app->add_flag("--deterministic", o.deterministic,
-                "Deterministic algorithms only (cuDNN's too); operations without one fail, naming themselves");
-  app->add_option("--project_dir", o.project_dir,
-                  "Project directory: named checkpoints go to DIR/checkpoints, --resume continues from them");
-  app->add_option("--log_with", o.log_with,
-                  "Trackers acc.log writes to, in project_dir: tensorboard, jsonl, csv, all, or a comma list");
-  app->add_option("--report_interval", o.report_interval,
-                  "With a tracker on: log the ranks' utilization every N optimizer steps");
-  app->add_option("--checkpoint_total_limit", o.checkpoint_total_limit,
-                  "Named checkpoints kept in project_dir (the newest); 0: all");
-  app->add_option("--checkpoint_every_n_steps", o.checkpoint_every_n_steps,
-                  "Save a named checkpoint every N optimizer steps; 0: never");
-  app->add_flag("--checkpoint_every_epoch", o.checkpoint_every_epoch, "Save a named checkpoint after every epoch");
-  app->add_option("--preempt_signal", o.preempt_signal,
-                  "The signal that means the job is being preempted: SIGTERM (default) or SIGUSR1");
-  app->add_option("--preempt_timeout_s", o.preempt_timeout_s,
-                  "Seconds the ranks have to checkpoint and stop after a preemption before the job is ended");
-  app->add_flag("--multi_gpu", o.multi_gpu, "One process per GPU (distributed_type MULTI_GPU)");
-  app->add_flag("--cpu,--use_cpu", o.cpu, "Train on CPUs even where GPUs exist");
-  app->add_flag("--debug", o.debug, "Extra consistency checks and verbose runtime logging");
+bool Overrides::cpu() const {
+  const auto it = flags.find(config::setting_of(env::kUseCpu).key);
+  return it != flags.end() && it->second;
 }
+
+#define XLAUNCH_OPTION_KIND_RANGE(condition, allowed, hint, unused) OptionKind{}
+#define XLAUNCH_OPTION_KIND_ANY XLAUNCH_OPTION_KIND_RANGE
+#define XLAUNCH_OPTION_KIND_ONE_OF(names, allowed, hint, unused) one_of(names)
+#define XLAUNCH_OPTION_KIND_BY_HAND(condition, allowed, hint, unused) OptionKind{true, {}}
+#define XLAUNCH_OPTION(names, help, S, name, type, check) \
+  add_setting_option<type>(app, o, #S #name, names, help, XLAUNCH_BY_CHECK(check, XLAUNCH_OPTION_KIND_, 0));
+#define XLAUNCH_OPTION_ROW(S, name, type, env, dflt, cli, check, runtime, meaning) \
+  XLAUNCH_WHEN_CLI(cli, XLAUNCH_OPTION, S, name, type, check)
+
+void add_override_options(CLI::App* app, Overrides& o) {
+  XLAUNCH_SETTINGS(XLAUNCH_OPTION_ROW)
+  app->add_flag("--multi_gpu", o.multi_gpu, "One process per GPU (distributed_type MULTI_GPU)");
+}
+
+#undef XLAUNCH_OPTION_ROW
+#undef XLAUNCH_OPTION
+#undef XLAUNCH_OPTION_KIND_BY_HAND
+#undef XLAUNCH_OPTION_KIND_ONE_OF
+#undef XLAUNCH_OPTION_KIND_ANY
+#undef XLAUNCH_OPTION_KIND_RANGE
 
 void add_ignored_accelerate_options(CLI::App* app, Overrides& o) {
   const std::string group = "Accelerate options that mean nothing here (ignored, with a warning)";
@@ -244,67 +246,18 @@ bool refuse_accelerate_option(const CLI::App& app, const CLI::ParseError& e, con
 
 std::vector<std::string> apply_overrides(LaunchConfig& c, const Overrides& o, int gpu_count) {
   std::vector<std::string> set;
-  auto take = [&](const auto& opt, auto& field, const char* key) {
-    if (!opt) return;
-    field = *opt;
-    set.push_back(key);
-  };
-  take(o.num_processes, c.num_processes, "num_processes");
-  if (o.num_machines) {
-    if (!config::parse_machines(*o.num_machines, &c.min_machines, &c.num_machines))
-      throw config::ConfigError({"command line", "num_machines", 0, "'" + *o.num_machines + "'",
-                                 "an integer >= 1, or MIN:MAX for an elastic job (e.g. 2:4, MIN <= MAX)"});
-    set.push_back("num_machines");
+  for (const config::Setting& s : config::settings_table()) {
+    const std::optional<std::string> text = given_text(o, s.key);
+    if (!text) continue;
+    config::read_setting(c, s.key, *text, "command line");
+    set.push_back(s.key);
   }
-  take(o.machine_rank, c.machine_rank, "machine_rank");
-  take(o.main_process_ip, c.main_process_ip, "main_process_ip");
-  take(o.main_process_port, c.main_process_port, "main_process_port");
-  take(o.gradient_accumulation_steps, c.gradient_accumulation_steps, "gradient_accumulation_steps");
-  take(o.num_cpu_threads_per_process, c.num_cpu_threads_per_process, "num_cpu_threads_per_process");
-  take(o.max_restarts, c.max_restarts, "max_restarts");
-  take(o.max_machine_failures, c.max_machine_failures, "max_machine_failures");
-  take(o.hostfile, c.mpi.hostfile, "mpi.hostfile");
-  take(o.log_dir, c.log_dir, "log_dir");
-  take(o.trace_dir, c.trace_dir, "trace_dir");
-  take(o.profile_ops, c.profile_ops, "profile_ops");
-  auto set_flag = [&](bool given, bool& field, const char* key) {
-    if (!given) return;
-    field = true;
-    set.push_back(key);
-  };
-  set_flag(o.record_shapes, c.record_shapes, "record_shapes");
-  set_flag(o.cudnn_benchmark, c.cudnn_benchmark, "cudnn_benchmark");
-  set_flag(o.deterministic, c.deterministic, "deterministic");
-  if (o.deterministic && !o.cudnn_benchmark) c.cudnn_benchmark = false;  // the command line's choice wins
-  take(o.project_dir, c.project_dir, "project_dir");
-  take(o.report_interval, c.report_interval, "report_interval");
-  if (o.log_with) {
-    c.log_with = parse_log_with(*o.log_with);
-    set.push_back("log_with");
-  }
-  take(o.checkpoint_total_limit, c.checkpoint.total_limit, "checkpoint.total_limit");
-  take(o.checkpoint_every_n_steps, c.checkpoint.every_n_steps, "checkpoint.every_n_steps");
-  take(o.preempt_signal, c.preempt_signal, "preempt_signal");
-  take(o.preempt_timeout_s, c.preempt_timeout_s, "preempt_timeout_s");
-  if (o.checkpoint_every_epoch) {
-    c.checkpoint.every_epoch = true;
-    set.push_back("checkpoint.every_epoch");
-  }
-  if (o.gpu_ids) {
-    c.gpu_ids = parse_gpu_ids(*o.gpu_ids);
-    set.push_back("gpu_ids");
-  }
-  if (o.debug) {
-    c.debug = true;
-    set.push_back("debug");
-  }
-  if (o.mixed_precision) {
-    const std::string& m = *o.mixed_precision;
-    c.mixed_precision = m == "fp16" ? MixedPrecision::Fp16 : m == "bf16" ? MixedPrecision::Bf16 : MixedPrecision::No;
-    set.push_back("mixed_precision");
-  }
+  // --deterministic without --cudnn_benchmark: the command line's choice wins over the file's.
+  const auto given = [&](const std::string& key) { return std::find(set.begin(), set.end(), key) != set.end(); };
+  if (given(config::setting_of(env::kDeterministic).key) && !given(config::setting_of(env::kCudnnBenchmark).key))
+    c.cudnn_benchmark = false;
   if (o.multi_gpu) {
-    if (o.cpu)
+    if (o.cpu())
       throw config::ConfigError({"command line", "distributed_type", 0, "--multi_gpu with --cpu",
                                  "one of them", "--multi_gpu trains on GPUs, --cpu on CPUs"});
     c.distributed_type = DistributedType::MultiGpu;
@@ -314,9 +267,7 @@ std::vector<std::string> apply_overrides(LaunchConfig& c, const Overrides& o, in
       set.push_back("use_cpu");
     }
   }
-  if (o.cpu) {
-    c.use_cpu = true;
-    set.push_back("use_cpu");
+  if (o.cpu()) {
     if (c.distributed_type == DistributedType::MultiGpu) {
       c.distributed_type = DistributedType::MultiCpu;
       set.push_back("distributed_type");

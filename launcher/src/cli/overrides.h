@@ -1,10 +1,11 @@
 // The config settings that command-line options can override, shared by `xlaunch run` and
 // `xlaunch config default`, and how `xlaunch run` treats the options of `accelerate launch`.
-// Precedence: command line > config file > built-in defaults.
+// Precedence: command line > XLAUNCH_* variables > config file > built-in defaults (settings.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,23 +15,23 @@
 namespace xlaunch::launcher {
 
 struct Overrides {
-  std::optional<int> num_processes, machine_rank, main_process_port, gradient_accumulation_steps,
-      num_cpu_threads_per_process, max_restarts, max_machine_failures, checkpoint_total_limit,
-      checkpoint_every_n_steps, preempt_timeout_s, report_interval, profile_ops;
-  std::optional<std::string> num_machines, main_process_ip, mixed_precision, hostfile, log_dir, gpu_ids, trace_dir,
-      project_dir, preempt_signal, log_with;
-  bool cpu = false, multi_gpu = false, debug = false, checkpoint_every_epoch = false, record_shapes = false,
-       cudnn_benchmark = false, deterministic = false;
+  // The values of the settings table's options (xlaunch/settings.h), by key, as CLI11 reads them:
+  // an int, a number, a flag (a bool row: given means true), or text the file's reading takes.
+  std::map<std::string, std::optional<int>> ints;
+  std::map<std::string, std::optional<double>> numbers;
+  std::map<std::string, std::optional<std::string>> texts;
+  std::map<std::string, bool> flags;
+  bool multi_gpu = false;
   std::vector<std::string> ignored;  // Accelerate options given that mean nothing here, by name
+
+  // --cpu (or --use_cpu) given.
+  bool cpu() const;
 };
 
-// Adds the options that set config keys, spelled as `accelerate launch` spells them: -n/
-// --num_processes, --num_machines (N, or MIN:MAX as torchrun's --nnodes), --machine_rank, --main_process_ip, --main_process_port,
-// --gpu_ids, --mixed_precision, --gradient_accumulation_steps, --num_cpu_threads_per_process,
-// --max_restarts, --debug, --multi_gpu, --cpu/--use_cpu, --hostfile/--mpirun_hostfile, --log_dir;
-// and --trace DIR (trace_dir), --max_machine_failures, --project_dir, --log_with, --report_interval, --checkpoint_total_limit,
-// --checkpoint_every_n_steps, --checkpoint_every_epoch (checkpoint.*), --preempt_signal,
-// --preempt_timeout_s, --profile_ops N, --record_shapes, --cudnn_benchmark, --deterministic.
+// Adds an option for each row of the settings table that has one, spelled as `accelerate launch`
+// spells it where Accelerate has it (-n/--num_processes, --gpu_ids, --mixed_precision, --cpu/
+// --use_cpu, --mpirun_hostfile...), with the row's help; and --multi_gpu (distributed_type
+// MULTI_GPU).
 void add_override_options(CLI::App* app, Overrides& o);
 
 // Adds the `accelerate launch` options that xlaunch accepts and ignores with a warning (--quiet,
@@ -50,10 +51,11 @@ std::string accelerate_option_refusal(const CLI::App& app, const std::vector<std
 // true when there is one (the caller exits with 2); false leaves the error to CLI11.
 bool refuse_accelerate_option(const CLI::App& app, const CLI::ParseError& e, const std::vector<std::string>& words);
 
-// Applies the options given to c and returns the keys they set. Then settles distributed_type:
+// Applies the options given to c, read as the file reads the key, and returns the keys they set,
+// in the table's order. Then settles distributed_type:
 // --multi_gpu makes it MULTI_GPU; --cpu turns MULTI_GPU into MULTI_CPU; several processes with NO
 // become MULTI_CPU (no GPU, or --cpu) or MULTI_GPU. Throws ConfigError for --multi_gpu with --cpu
-// and for a malformed --gpu_ids or --num_machines. Ranges are left to config::validate().
+// and for a value the key's reading refuses (--gpu_ids 0,x). Ranges are left to config::validate().
 std::vector<std::string> apply_overrides(config::LaunchConfig& c, const Overrides& o, int gpu_count);
 
 // What `xlaunch config` proposes on a machine with these GPUs and cores: one process per GPU

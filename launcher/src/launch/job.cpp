@@ -15,7 +15,7 @@
 
 #include "xlaunch/preemption.h"
 #include "xlaunch/status/rank_status.h"
-#include "xlaunch/status/verdict.h"
+#include "xlaunch/status/verdict_file.h"
 
 namespace xlaunch::launcher {
 

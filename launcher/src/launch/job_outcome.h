@@ -2,7 +2,7 @@
 //
 // Every rank runs as `xlaunch __rank --status_dir D -- bin args` (rank_wrapper.h), which records
 // the training process's exit code or signal in D (xlaunch/status/rank_status.h); a rank whose
-// watchdog gave up leaves the verdict there (xlaunch/status/verdict.h). After mpirun returns, the
+// watchdog gave up leaves the verdict there (xlaunch/status/verdict_file.h). After mpirun returns, the
 // launcher reads D and summarize_job() names the rank that failed first: mpirun then kills the
 // others, so later failures are consequences, not causes.
 #pragma once
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "xlaunch/status/rank_status.h"
-#include "xlaunch/status/verdict.h"
+#include "xlaunch/status/verdict_file.h"
 
 namespace xlaunch::launcher {
 

@@ -1,8 +1,9 @@
 #include "launch/launch_plan.h"
 
-#include <sstream>
+#include <map>
 #include <stdexcept>
 
+#include "xlaunch/config/setting.h"
 #include "xlaunch/env_vars.h"
 
 namespace xlaunch::launcher {
@@ -11,63 +12,24 @@ using config::LaunchConfig;
 
 namespace {
 
-std::string flag(bool b) { return b ? "1" : "0"; }
-
-std::string number(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
+// The per-launch variables: what `xlaunch run` decides for each attempt, not a setting.
+std::string per_launch_value(const env::Var& v, const Environment& e) {
+  if (&v == &env::kResume) return e.resume;
+  if (&v == &env::kRunId) return e.run_id;
+  if (&v == &env::kRestartCount) return std::to_string(e.restart_count);
+  if (&v == &env::kStatusDir) return e.status_dir;
+  if (&v == &env::kConfigFile) return e.config_file;
+  throw std::logic_error(std::string("launch plan: no value for ") + v.name +
+                         " (declared in env_vars.h, neither a setting nor per launch)");
 }
 
-// The value of one contract variable. A variable added to env_vars.h without a case here is a
-// broken invariant, caught by the launch plan tests.
-std::string value_of(const env::Var& v, const LaunchConfig& c, const Environment& e) {
-  const std::string name = v.name;
-  if (name == env::kUseCpu.name) return flag(config::runs_on_cpu(c));
-  if (name == env::kGpuIds.name) return config::gpu_ids_string(c.gpu_ids);
-  if (name == env::kMixedPrecision.name) return config::to_string(c.mixed_precision);
-  if (name == env::kGradAccumSteps.name) return std::to_string(c.gradient_accumulation_steps);
-  if (name == env::kBucketCapMb.name) return number(c.ddp.bucket_cap_mb);
-  if (name == env::kFindUnusedParameters.name) return flag(c.ddp.find_unused_parameters);
-  if (name == env::kCommHook.name) return c.ddp.comm_hook;
-  if (name == env::kPowerSgdRank.name) return std::to_string(c.ddp.powersgd_rank);
-  if (name == env::kPowerSgdStartStep.name) return std::to_string(c.ddp.powersgd_start_step);
-  if (name == env::kZeroStage.name) return std::to_string(c.ddp.zero_stage);
-  if (name == env::kBroadcastBuffers.name) return flag(c.ddp.broadcast_buffers);
-  if (name == env::kSyncBatchnorm.name) return flag(c.sync_batchnorm);
-  if (name == env::kNumWorkers.name)
-    return c.loader.num_workers == config::LoaderSection::kAutoWorkers ? "auto" : std::to_string(c.loader.num_workers);
-  if (name == env::kPinMemory.name) return flag(c.loader.pin_memory);
-  if (name == env::kEvenBatches.name) return flag(c.loader.even_batches);
-  if (name == env::kPrefetchFactor.name) return std::to_string(c.loader.prefetch_factor);
-  if (name == env::kNumCpuThreads.name) return std::to_string(c.num_cpu_threads_per_process);
-  if (name == env::kDebug.name) return flag(c.debug);
-  if (name == env::kTimeoutS.name) return std::to_string(c.timeout_s);
-  if (name == env::kReport.name) return flag(c.report);
-  if (name == env::kTraceDir.name) return c.trace_dir;
-  if (name == env::kTraceSteps.name) return std::to_string(c.trace_steps);
-  if (name == env::kProfileOps.name) return std::to_string(c.profile_ops);
-  if (name == env::kRecordShapes.name) return flag(c.record_shapes);
-  if (name == env::kCudnnBenchmark.name) return flag(c.cudnn_benchmark);
-  if (name == env::kDeterministic.name) return flag(c.deterministic);
-  if (name == env::kLogWith.name) {
-    std::string s;
-    for (const auto& t : c.log_with) s += (s.empty() ? "" : ",") + t;
-    return s;
-  }
-  if (name == env::kReportInterval.name) return std::to_string(c.report_interval);
-  if (name == env::kLogHistogramsEvery.name) return std::to_string(c.log_histograms_every_n_steps);
-  if (name == env::kProjectDir.name) return c.project_dir;
-  if (name == env::kCheckpointTotalLimit.name) return std::to_string(c.checkpoint.total_limit);
-  if (name == env::kCheckpointEveryNSteps.name) return std::to_string(c.checkpoint.every_n_steps);
-  if (name == env::kCheckpointEveryEpoch.name) return flag(c.checkpoint.every_epoch);
-  if (name == env::kResume.name) return e.resume;
-  if (name == env::kLogDir.name) return c.log_dir;
-  if (name == env::kRunId.name) return e.run_id;
-  if (name == env::kRestartCount.name) return std::to_string(e.restart_count);
-  if (name == env::kStatusDir.name) return e.status_dir;
-  if (name == env::kConfigFile.name) return e.config_file;
-  throw std::logic_error("launch plan: no value for " + name + " (declared in env_vars.h, unknown to the launcher)");
+// A setting's variable carries its value as the table's row spells it, but for two whose variable
+// says more than the key: XLAUNCH_USE_CPU is 1 for MULTI_CPU too, and the loader's "auto" is
+// kAutoWorkers in the config.
+std::string setting_value(const config::Setting& s, const LaunchConfig& c) {
+  if (s.var == &env::kUseCpu) return config::runs_on_cpu(c) ? "1" : "0";
+  if (s.var == &env::kNumWorkers && c.loader.num_workers == config::LoaderSection::kAutoWorkers) return "auto";
+  return s.text(c);
 }
 
 bool needs_quotes(const std::string& w) {
@@ -87,8 +49,14 @@ std::string attempt_resume(const std::string& resume_option, const std::string& 
 }
 
 EnvList exported_env(const LaunchConfig& c, const Environment& e) {
+  std::map<const env::Var*, std::string> settings;
+  for (const config::Setting& s : config::settings_table())
+    if (s.var) settings[s.var] = setting_value(s, c);
   EnvList out;
-  for (const env::Var* v : env::kAll) out.emplace_back(v->name, value_of(*v, c, e));
+  for (const env::Var* v : env::kAll) {
+    const auto it = settings.find(v);
+    out.emplace_back(v->name, it != settings.end() ? it->second : per_launch_value(*v, e));
+  }
   return out;
 }
 

@@ -13,7 +13,7 @@
 
 #include "xlaunch/status/rank_status.h"
 #include "xlaunch/status/step_stats.h"
-#include "xlaunch/status/verdict.h"
+#include "xlaunch/status/verdict_file.h"
 
 namespace xlaunch::launcher {
 

@@ -2,7 +2,7 @@
 // keeps the job's steps/s over time (for report.html), and with `xlaunch run --monitor SECONDS`
 // prints one line every SECONDS, and a last one for the steps since when the job ends: steps/s,
 // samples/s, the phase split over all ranks since the last line, and each GPU's SM use, memory and
-// power (nvml.h). Until a rank has taken its first step, a line says the ranks are starting
+// power (gpu_sampler.h). Until a rank has taken its first step, a line says the ranks are starting
 // instead of showing a rate of zero.
 #pragma once
 
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "observe/nvml.h"
+#include "observe/gpu_sampler.h"
 
 namespace xlaunch::launcher {
 

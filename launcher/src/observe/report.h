@@ -16,7 +16,7 @@
 
 namespace xlaunch::launcher {
 
-// GPU use over the job, from NVML (nvml.h): per GPU of the machine the launcher runs on.
+// GPU use over the job, from NVML (gpu_sampler.h): per GPU of the machine the launcher runs on.
 struct GpuUse {
   double sm_pct = 0;  // -1: NVML does not report it (a MIG slice)
   double mem_used_gib = 0, mem_total_gib = 0, power_w = 0;
@@ -57,7 +57,7 @@ struct JobReport {
   HostFacts launcher_host;
   std::vector<std::string> advice;
   std::vector<RankSyncs> syncs;  // host-device syncs of the ranks that counted them (syncs.h); usually none
-  std::vector<status::OpTable> operators;  // profile_ops: the ranks' operator tables (op_table.h)
+  std::vector<status::OpTable> operators;  // profile_ops: the ranks' operator tables (xlaunch/status/op_table.h)
 };
 
 // Thresholds of the advice (docs/performance.md). kWorkerGain: more loader workers are proposed

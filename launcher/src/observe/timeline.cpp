@@ -15,7 +15,7 @@
 
 #include "observe/html.h"
 #include "observe/logged_scalars.h"
-#include "observe/op_table.h"
+#include "observe/op_table_print.h"
 #include "xlaunch/status/private_files.h"
 #include "xlaunch/status/status_dir.h"
 #include "xlaunch/status/trace_part.h"

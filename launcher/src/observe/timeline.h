@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "observe/monitor.h"
-#include "observe/nvml.h"
+#include "observe/gpu_sampler.h"
 #include "observe/report.h"
 
 namespace xlaunch::launcher {

@@ -1,34 +1,31 @@
-// AcceleratorOptions::from_env: the launched job's settings, from the XLAUNCH_* variables.
+// AcceleratorOptions::from_env: the launched job's settings, from the XLAUNCH_* variables: one read
+// per row of xlaunch/settings.h that says ACC or ACC_AT, into the field it names.
 #include "xlaunch/accelerator_options.h"
 
 namespace xlaunch {
+namespace {
+
+void read_option(const env::Var& v, bool& out) { out = env::get_bool(v); }
+void read_option(const env::Var& v, int& out) { out = static_cast<int>(env::get_int(v)); }
+void read_option(const env::Var& v, int64_t& out) { out = env::get_int(v); }
+void read_option(const env::Var& v, double& out) { out = env::get_float(v); }
+void read_option(const env::Var& v, std::string& out) { out = env::get_string(v); }
+// A list of names, as XLAUNCH_LOG_WITH carries the trackers ("all": every one).
+void read_option(const env::Var& v, std::vector<std::string>& out) {
+  out = AcceleratorOptions::split_log_with(env::get_string(v));
+}
+
+}  // namespace
+
+#define XLAUNCH_FROM_ENV_READ(constant, name, type, path) read_option(env::constant, o.path);
+#define XLAUNCH_FROM_ENV_AT(path, env) XLAUNCH_WHEN_ENV(env, XLAUNCH_FROM_ENV_READ, path)
+#define XLAUNCH_FROM_ENV_ROW(S, name, type, env, dflt, cli, check, runtime, meaning) \
+  XLAUNCH_WHEN_ACCELERATOR(runtime, XLAUNCH_FROM_ENV_AT, env)
 
 AcceleratorOptions AcceleratorOptions::from_env() {
   AcceleratorOptions o;
-  o.mixed_precision = env::get_string(env::kMixedPrecision);
-  o.gradient_accumulation_steps = static_cast<int>(env::get_int(env::kGradAccumSteps));
-  o.cpu = env::get_bool(env::kUseCpu);
-  o.gpu_ids = env::get_string(env::kGpuIds);
-  o.ddp.bucket_cap_mb = env::get_float(env::kBucketCapMb);
-  o.ddp.find_unused_parameters = env::get_bool(env::kFindUnusedParameters);
-  o.ddp.comm_hook = env::get_string(env::kCommHook);
-  o.ddp.powersgd_rank = static_cast<int>(env::get_int(env::kPowerSgdRank));
-  o.ddp.powersgd_start_step = env::get_int(env::kPowerSgdStartStep);
-  o.ddp.zero_stage = static_cast<int>(env::get_int(env::kZeroStage));
-  o.broadcast_buffers = env::get_bool(env::kBroadcastBuffers);
-  o.sync_batchnorm = env::get_bool(env::kSyncBatchnorm);
-  o.project_dir = env::get_string(env::kProjectDir);
-  o.checkpoint_total_limit = env::get_int(env::kCheckpointTotalLimit);
-  o.checkpoint_every_n_steps = env::get_int(env::kCheckpointEveryNSteps);
-  o.checkpoint_every_epoch = env::get_bool(env::kCheckpointEveryEpoch);
+  XLAUNCH_SETTINGS(XLAUNCH_FROM_ENV_ROW)
   o.resume = env::get_string(env::kResume);
-  o.log_with = split_log_with(env::get_string(env::kLogWith));
-  o.report_interval = env::get_int(env::kReportInterval);
-  o.log_histograms_every_n_steps = env::get_int(env::kLogHistogramsEvery);
-  o.cudnn_benchmark = env::get_bool(env::kCudnnBenchmark);
-  o.deterministic = env::get_bool(env::kDeterministic);
-  o.profile_ops = env::get_int(env::kProfileOps);
-  o.record_shapes = env::get_bool(env::kRecordShapes);
   return o;
 }
 

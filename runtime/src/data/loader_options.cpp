@@ -1,3 +1,5 @@
+// LoaderOptions::from_env: the launched job's loader settings, from the XLAUNCH_* variables: one
+// read per row of xlaunch/settings.h that says LOADER(field), and num_workers' "auto" by hand.
 #include <cstdlib>
 #include <string>
 
@@ -17,22 +19,22 @@ int num_workers_from_env() {
   return static_cast<int>(v);
 }
 
-int prefetch_factor_from_env() {
-  const long v = env::get_int(env::kPrefetchFactor);
-  if (v < 1 || v > 1024) throw env::bad_value(env::kPrefetchFactor, std::to_string(v), "in 1..1024");
-  return static_cast<int>(v);
-}
-
-bool pin_memory_from_env() { return env::get_bool(env::kPinMemory); }
+void read_option(const env::Var& v, bool& out) { out = env::get_bool(v); }
+void read_option(const env::Var& v, int& out) { out = static_cast<int>(env::get_int(v)); }
 
 }  // namespace
+
+#define XLAUNCH_LOADER_READ(constant, name, type, field) read_option(env::constant, o.field);
+#define XLAUNCH_LOADER_AT(field, env) XLAUNCH_WHEN_ENV(env, XLAUNCH_LOADER_READ, field)
+#define XLAUNCH_LOADER_ROW(S, name, type, env, dflt, cli, check, runtime, meaning) \
+  XLAUNCH_WHEN_LOADER(runtime, XLAUNCH_LOADER_AT, env)
 
 LoaderOptions LoaderOptions::from_env() {
   LoaderOptions o;
   o.num_workers = num_workers_from_env();
-  o.prefetch_factor = prefetch_factor_from_env();
-  o.pin_memory = pin_memory_from_env();
-  o.even_batches = env::get_bool(env::kEvenBatches);
+  XLAUNCH_SETTINGS(XLAUNCH_LOADER_ROW)
+  if (o.prefetch_factor < 1 || o.prefetch_factor > 1024)
+    throw env::bad_value(env::kPrefetchFactor, std::to_string(o.prefetch_factor), "in 1..1024");
   return o;
 }
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "watch/board.h"
-#include "xlaunch/status/verdict.h"
+#include "xlaunch/status/verdict_file.h"
 
 namespace xlaunch::watch {
 

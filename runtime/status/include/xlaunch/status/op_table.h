@@ -2,7 +2,7 @@
 // docs/performance.md). The rank (runtime/src/profile/op_profile.h) writes it once, when its N
 // profiled steps end or, having profiled fewer, when it ends; `xlaunch run` reads it after the job for the operator table it prints, for
 // report.json and, with --trace, for the operator spans of the merged timeline
-// (launcher/src/observe/op_table.h). JSON, through nlohmann/json:
+// (launcher/src/observe/op_table_print.h). JSON, through nlohmann/json:
 //   {"rank": 0, "first_step": 11, "steps": 5, "requested_steps": 5, "device": "cpu", "record_shapes": false,
 //    "self_cpu_total_ns": 5831000, "self_cuda_total_ns": 0,
 //    "rows": [{"name": "aten::mm", "shapes": "", "calls": 25, "self_cpu_ns": 2422000,

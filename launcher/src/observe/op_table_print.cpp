@@ -1,4 +1,4 @@
-#include "observe/op_table.h"
+#include "observe/op_table_print.h"
 
 #include "xlaunch/status/step_stats.h"
 

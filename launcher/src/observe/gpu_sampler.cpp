@@ -1,4 +1,4 @@
-#include "observe/nvml.h"
+#include "observe/gpu_sampler.h"
 
 #include <unistd.h>
 

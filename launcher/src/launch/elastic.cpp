@@ -1,4 +1,4 @@
-#include "cli/elastic.h"
+#include "launch/elastic.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -205,6 +207,46 @@ std::string join_hosts(const std::vector<std::string>& hosts) {
   std::string s;
   for (const auto& h : hosts) s += (s.empty() ? "" : ", ") + h;
   return s;
+}
+
+std::vector<std::string> first_machines(const config::LaunchConfig& c) {
+  std::vector<std::string> hosts = listed_machines(c);
+  if (static_cast<int>(hosts.size()) > c.num_machines) hosts.resize(static_cast<size_t>(c.num_machines));
+  return hosts;
+}
+
+ElasticMachines::ElasticMachines(const config::LaunchConfig& c) : c_(c), listed_(listed_machines(c)) {
+  const char* agent = std::getenv("OMPI_MCA_plm_rsh_agent");
+  agent_ = rsh_agent_argv(c.mpi.extra_args, agent ? agent : "");
+}
+
+std::vector<std::string> ElasticMachines::choose(int attempt) {
+  std::vector<std::string> ask;
+  for (const auto& h : listed_)
+    if (failures_[h] < c_.max_machine_failures) ask.push_back(h);
+  const AttemptMachines m = choose_machines(listed_, probe_hosts(agent_, ask, kHostProbeTimeoutS), failures_,
+                                            c_.max_machine_failures, c_.num_machines);
+  for (const auto& n : m.notes) std::fprintf(stderr, "xlaunch: %s\n", n.c_str());
+  if (static_cast<int>(m.hosts.size()) < c_.min_machines) {
+    std::fprintf(stderr,
+                 "xlaunch: only %zu machine%s can take part (%s), fewer than the %d that num_machines %s needs; "
+                 "ending the job (bring machines back or lower MIN)\n",
+                 m.hosts.size(), m.hosts.size() == 1 ? "" : "s", m.hosts.empty() ? "none" : join_hosts(m.hosts).c_str(),
+                 c_.min_machines, config::machines_string(c_).c_str());
+    return {};
+  }
+  const int world = static_cast<int>(m.hosts.size()) * config::processes_per_machine(c_);
+  std::fprintf(stderr, "xlaunch: attempt %d on %zu of num_machines %s: %s; world size %d\n", attempt + 1,
+               m.hosts.size(), config::machines_string(c_).c_str(), join_hosts(m.hosts).c_str(), world);
+  return m.hosts;
+}
+
+void ElasticMachines::blame(const std::vector<std::string>& hosts, int rank) {
+  const std::string host = machine_of_rank(hosts, config::processes_per_machine(c_), rank);
+  if (host.empty()) return;
+  const int n = ++failures_[host];
+  std::fprintf(stderr, "xlaunch: machine %s (rank %d) was at fault in %d failed attempt%s (max_machine_failures %d)\n",
+               host.c_str(), rank, n, n == 1 ? "" : "s", c_.max_machine_failures);
 }
 
 }  // namespace xlaunch::launcher

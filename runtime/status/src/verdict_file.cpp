@@ -1,4 +1,4 @@
-#include "xlaunch/status/verdict.h"
+#include "xlaunch/status/verdict_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>

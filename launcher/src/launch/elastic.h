@@ -68,4 +68,27 @@ std::string machine_of_rank(const std::vector<std::string>& hosts, int per_machi
 // "sim0, sim1"
 std::string join_hosts(const std::vector<std::string>& hosts);
 
+// The first MAX machines listed: an elastic job's first attempt when every machine answers.
+std::vector<std::string> first_machines(const config::LaunchConfig& c);
+
+// An elastic job's machines across the attempts of one `xlaunch run`: which were at fault in
+// failed attempts. The doing around the pure functions above; prints what it decides.
+class ElasticMachines {
+ public:
+  explicit ElasticMachines(const config::LaunchConfig& c);
+
+  // The machines of the next attempt, after asking each one not kept out whether it answers; prints
+  // a line for each machine left out and one for the attempt. Fewer than MIN: prints why, returns {}.
+  std::vector<std::string> choose(int attempt);
+
+  // After a failed attempt on `hosts`: counts a failure against the machine of the rank at fault.
+  void blame(const std::vector<std::string>& hosts, int rank);
+
+ private:
+  const config::LaunchConfig& c_;
+  std::vector<std::string> listed_;
+  std::vector<std::string> agent_;
+  std::map<std::string, int> failures_;
+};
+
 }  // namespace xlaunch::launcher
