@@ -137,8 +137,9 @@ const CLI::App& chosen_subcommand(const CLI::App& app, const std::vector<std::st
   return *current;
 }
 
-// How a row's option reads its value: CLI11 checks an int or a number itself (as before the
-// file's reading does); an enum's option is one of its spellings.
+// How a row's option takes its value: CLI11 reads an int or a number itself (and refuses what is
+// not one, before anything else is checked); any other value is text for the file's reading, and
+// an enum's is first one of its spellings.
 struct OptionKind {
   bool by_hand = false;              // spelled in ways the field's type does not say (MIN:MAX, "all")
   std::vector<std::string> choices;  // ONE_OF's names

@@ -99,13 +99,7 @@ bool write_op_table(const std::string& dir, const OpTable& table, std::string* w
 }
 
 std::optional<OpTable> read_op_table(const std::string& dir, int rank) {
-  std::optional<OpTable> table;
-  read_json_file(dir, file_name(rank), [&](const json& j) {
-    table = from_json(j);
-    if (table->rank != rank) table.reset();
-    return table.has_value();
-  });
-  return table;
+  return read_rank_json(dir, file_name(rank), rank, from_json, AfterRead::keep);
 }
 
 }  // namespace xlaunch::status

@@ -45,13 +45,7 @@ bool write_trace_part(const std::string& dir, const TracePart& part, std::string
 }
 
 std::optional<TracePart> take_trace_part(const std::string& dir, int rank) {
-  std::optional<TracePart> part;
-  take_json_file(dir, file_name(rank), [&](const json& j) {
-    part = from_json(j);
-    if (part->rank != rank) part.reset();
-    return part.has_value();
-  });
-  return part;
+  return read_rank_json(dir, file_name(rank), rank, from_json, AfterRead::remove);
 }
 
 }  // namespace xlaunch::status
