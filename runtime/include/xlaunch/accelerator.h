@@ -117,7 +117,7 @@ class Accelerator {
 
   // Backward through the loss, with the gradients of every prepared model averaged across ranks
   // on sync steps (overlapped with backward). Divides the loss by the accumulation window's length
-  // (gradient_accumulation_steps, or fewer at the end of an epoch: see accumulate()) and scales it
+  // (AcceleratorOptions' accumulation steps, or fewer at the end of an epoch: see accumulate()) and scales it
   // under fp16. Use instead of loss.backward().
   void backward(const at::Tensor& loss);
   // Backward for a loss that is a sum over items (tokens, valid labels) whose count differs
@@ -137,7 +137,7 @@ class Accelerator {
   void backward(const at::Tensor& loss_sum, const at::Tensor& num_items);
 
   // Gradient accumulation. `acc.accumulate();` at the top of each micro-step starts it: the k-th
-  // (k = gradient_accumulation_steps) is a sync step; the others accumulate locally with no
+  // (k = the accumulation steps) is a sync step; the others accumulate locally with no
   // communication, and the prepared optimizer does not step. With sync_with_dataloader (the
   // default) the micro-step on the last batch of the first prepared loader's epoch is a sync step
   // too, and the next epoch's first micro-step starts a new window: 10 batches with k = 4 step

@@ -104,7 +104,7 @@ class PreparedOptimizer {
 // that really happened, whatever the number of ranks. Call step() after opt.step() on every
 // micro-step, as with Accelerate: on accumulation micro-steps and steps the GradScaler skipped it
 // does nothing; it never advances more than its optimizer stepped. So count a schedule's
-// warmup and total steps in optimizer steps (batches / gradient_accumulation_steps). A
+// warmup and total steps in optimizer steps (batches / the accumulation steps). A
 // metric-driven one (ReduceLROnPlateau) advances on step(metric), with the metric averaged over
 // the ranks first (one allreduce per call) so every rank sets the same learning rate.
 class PreparedScheduler {

@@ -35,7 +35,7 @@ void Accelerator::backward(const at::Tensor& loss_sum, const at::Tensor& num_ite
 void Accelerator::accumulate() {
   detail::AcceleratorImpl& a = *impl_;
   const int64_t left = a.options_.sync_with_dataloader && !a.loaders_.empty() ? a.loaders_.front()->batches_left() : -1;
-  const MicroStep s = plan_micro_step(a.micro_step_, a.options_.gradient_accumulation_steps, left);
+  const MicroStep s = plan_micro_step(a.micro_step_, a.accumulation_steps_, left);
   a.sync_gradients_ = s.sync;
   a.window_length_ = s.window_length;
   a.micro_step_ = s.next_done;

@@ -83,9 +83,9 @@ checkpoint::TrainingRun AcceleratorImpl::training_run() {
 }
 
 void AcceleratorImpl::save_state(const std::string& dir) {
-  if (micro_step_ % options_.gradient_accumulation_steps != 0)
+  if (micro_step_ % accumulation_steps_ != 0)
     log_main(rank_, "save_state: called in the middle of gradient accumulation (micro-step " +
-                    std::to_string(micro_step_) + ", a sync every " + std::to_string(options_.gradient_accumulation_steps) +
+                    std::to_string(micro_step_) + ", a sync every " + std::to_string(accumulation_steps_) +
                     "); the gradients accumulated so far are not saved. Save after an optimizer step for an exact resume");
   // A save inside the loop holds the schedule of the step it saves (PreparedScheduler).
   for (auto& s : schedulers_) s->catch_up();

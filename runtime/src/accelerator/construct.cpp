@@ -94,7 +94,8 @@ AcceleratorImpl::AcceleratorImpl(AcceleratorOptions options, std::shared_ptr<Com
   if (!cpu_comm_) cpu_comm_ = MpiCommunicator::world();
   rank_ = cpu_comm_->rank();
   world_ = cpu_comm_->size();
-  window_length_ = options_.gradient_accumulation_steps;
+  accumulation_steps_ = options_.gradient_accumulation_steps;
+  window_length_ = accumulation_steps_;
   items_ = std::make_unique<ItemWindow>(world_);
   local_rank_ = cpu_comm_ == MpiCommunicator::world() ? place.local_rank : 0;
   local_world_ = cpu_comm_ == MpiCommunicator::world() ? place.local_world_size : 1;

@@ -111,6 +111,8 @@ class AcceleratorImpl {
   std::unique_ptr<GradScaler> scaler_;
   int64_t micro_step_ = 0;     // micro-steps of the accumulation window done
   int64_t window_length_ = 1;  // micro-steps of the window in progress (backward(loss) divides by it)
+  // Micro-steps per optimizer step, as set (AcceleratorOptions; read once, by the constructor).
+  int64_t accumulation_steps_ = 1;
   std::unique_ptr<ItemWindow> items_;  // the window's kind of backward and items
   int64_t step_ = 0;
   bool sync_gradients_ = true;

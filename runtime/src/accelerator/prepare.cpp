@@ -16,6 +16,7 @@
 #include "profile/step_clock.h"
 #include "watch/watchdog.h"
 #include "xlaunch/autocast.h"
+#include "xlaunch/env_vars.h"
 #include "xlaunch/error.h"
 #include "xlaunch/process_state.h"
 
@@ -120,8 +121,8 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
   // Agree on the model and the settings before building the buckets, whose allocation may itself
   // be collective (shared memory).
   std::ostringstream settings;
-  settings << "mixed_precision " << options_.mixed_precision << "\ngradient_accumulation_steps "
-           << options_.gradient_accumulation_steps << "\nsync_with_dataloader " << options_.sync_with_dataloader
+  settings << "mixed_precision " << options_.mixed_precision << "\n" << env::key_of(env::kGradAccumSteps) << " "
+           << accumulation_steps_ << "\nsync_with_dataloader " << options_.sync_with_dataloader
            << "\nfind_unused_parameters "
            << options_.ddp.find_unused_parameters << "\nbroadcast_buffers " << options_.broadcast_buffers
            << "\nsync_batchnorm " << options_.sync_batchnorm

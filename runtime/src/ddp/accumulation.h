@@ -1,7 +1,7 @@
 // Gradient accumulation windows: which micro-step synchronises (and the optimizer steps), and what
 // a window's losses are divided by so that its gradients are those of one large batch.
 //
-// A window is the micro-steps from one optimizer step to the next: gradient_accumulation_steps of
+// A window is the micro-steps from one optimizer step to the next: the accumulation setting's steps of
 // them, or fewer at the end of the training loader's epoch (sync_with_dataloader), after which the
 // next epoch starts a new one. Its backwards are of one kind:
 //  - backward(loss), loss a mean: divided by the window's length, so a short window at the end of
@@ -38,7 +38,7 @@ struct MicroStep {
 };
 
 // done: micro-steps of the window before this one (what the last call returned as next_done).
-// steps: gradient_accumulation_steps (>= 1). batches_left: the training loader's batches after the
+// steps: the accumulation steps set (>= 1). batches_left: the training loader's batches after the
 // one this micro-step trains on, or -1 when that is not known (no loader prepared, none begun, or
 // sync_with_dataloader off). Assumes one micro-step per batch for the window's length; a micro-step
 // on an epoch's last batch always syncs and ends its window.
