@@ -93,8 +93,8 @@ TEST_F(AccelerateCompat, AccelerateFlagsSetTheirKeys) {
                            "export XLAUNCH_GPU_IDS=0,1"})
     EXPECT_TRUE(has(r.output, line)) << line << "\n" << r.output;
   EXPECT_TRUE(has(r.output, "--hostfile " + hostfile_)) << r.output;
-  EXPECT_TRUE(has(first_line(r.output), "from the command line: num_processes, num_cpu_threads_per_process, max_restarts, "
-                                        "mpi.hostfile, gpu_ids, debug, use_cpu, distributed_type"))
+  EXPECT_TRUE(has(first_line(r.output), "from the command line: num_processes, gpu_ids, use_cpu, debug, "
+                                        "num_cpu_threads_per_process, mpi.hostfile, max_restarts, distributed_type"))
       << r.output;
   const auto bad = launch({"--cpu", "--gpu_ids", "0,x", "--dry_run"});
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
