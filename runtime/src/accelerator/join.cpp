@@ -37,24 +37,25 @@ void AcceleratorImpl::expect_uneven_inputs() {
 
 void AcceleratorImpl::check_uneven_supported() {
   if (!uneven_ || world_ == 1 || accumulation_steps_ == 1) return;
+  const std::string key = env::key_of(env::kGradAccumSteps);
   // With sync_with_dataloader every rank closes its window at its own last batch: ranks with
   // different batch counts would sync at different micro-steps, and their buckets not match.
   if (options_.sync_with_dataloader)
-    throw UsageError("uneven inputs (even_batches false, already_sharded, or acc.expect_uneven_inputs) with "
-                     std::string(env::key_of(env::kGradAccumSteps)) + " " + std::to_string(accumulation_steps_) +
+    throw UsageError("uneven inputs (even_batches false, already_sharded, or acc.expect_uneven_inputs) with " +
+                     key + " " + std::to_string(accumulation_steps_) +
                      " and sync_with_dataloader: each rank would end its last accumulation window at its own last "
                      "batch, where the others do not sync. Set AcceleratorOptions::sync_with_dataloader false, or " +
-                     std::string(env::key_of(env::kGradAccumSteps)) + " 1, or keep even_batches true");
+                     key + " 1, or keep even_batches true");
   if (!options_.broadcast_buffers) return;
   for (const auto& m : models_) {
     if (m.module->buffers().empty()) continue;
     // A joined rank cannot know how many forwards (buffer broadcasts) the others' accumulation
     // cycle still holds.
-    throw UsageError("uneven inputs (even_batches false, already_sharded, or acc.expect_uneven_inputs) with "
-                     std::string(env::key_of(env::kGradAccumSteps)) + " " + std::to_string(accumulation_steps_) +
+    throw UsageError("uneven inputs (even_batches false, already_sharded, or acc.expect_uneven_inputs) with " +
+                     key + " " + std::to_string(accumulation_steps_) +
                      " and a model with buffers broadcast before each forward: a rank whose data ended cannot "
                      "follow the others' forwards. Set ddp.broadcast_buffers false, or " +
-                     std::string(env::key_of(env::kGradAccumSteps)) + " 1, or keep even_batches true");
+                     key + " 1, or keep even_batches true");
   }
 }
 
