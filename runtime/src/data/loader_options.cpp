@@ -6,6 +6,8 @@
 #include "xlaunch/env_vars.h"
 #include "xlaunch/loader.h"
 
+#include "env_read.h"
+
 namespace xlaunch {
 namespace {
 
@@ -19,12 +21,9 @@ int num_workers_from_env() {
   return static_cast<int>(v);
 }
 
-void read_option(const env::Var& v, bool& out) { out = env::get_bool(v); }
-void read_option(const env::Var& v, int& out) { out = static_cast<int>(env::get_int(v)); }
-
 }  // namespace
 
-#define XLAUNCH_LOADER_READ(constant, name, type, field) read_option(env::constant, o.field);
+#define XLAUNCH_LOADER_READ(constant, name, type, field) env::read_into(env::constant, o.field);
 #define XLAUNCH_LOADER_AT(field, env) XLAUNCH_WHEN_ENV(env, XLAUNCH_LOADER_READ, field)
 #define XLAUNCH_LOADER_ROW(S, name, type, env, dflt, cli, check, runtime, meaning) \
   XLAUNCH_WHEN_LOADER(runtime, XLAUNCH_LOADER_AT, env)
