@@ -15,9 +15,11 @@
 
 namespace xk = xlaunch::kernels;
 
+using xlaunch::test::kInf;
+using xlaunch::test::kNaN;
+
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
 
 uint32_t mix(uint32_t x) {
   x ^= x >> 16; x *= 0x7feb352dU; x ^= x >> 15; x *= 0x846ca68bU; x ^= x >> 16;

@@ -16,10 +16,11 @@
 namespace xk = xlaunch::kernels;
 using xlaunch::test::TensorGroup;
 
+using xlaunch::test::kInf;
+using xlaunch::test::kNaN;
+
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // Integer-valued: v(t, i) * 1024 and its unscaled value are exact in float32.
 float value(int t, int64_t i) { return static_cast<float>(((t * 131 + i * 7) % 2001) - 1000); }

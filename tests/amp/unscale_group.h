@@ -3,9 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace xlaunch::test {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 struct TensorGroup {
   std::vector<int64_t> offset, numel;

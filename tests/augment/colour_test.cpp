@@ -24,7 +24,7 @@
 namespace xlaunch::augment {
 namespace {
 
-BatchKey key_of(std::vector<int64_t> ids, uint64_t seed = 7, int64_t epoch = 0) { return BatchKey{seed, epoch, std::move(ids)}; }
+BatchKey ids_key(std::vector<int64_t> ids, uint64_t seed = 7, int64_t epoch = 0) { return BatchKey{seed, epoch, std::move(ids)}; }
 
 std::vector<int64_t> range_ids(int64_t n) {
   std::vector<int64_t> ids(n);
@@ -90,7 +90,7 @@ TEST(ColorJitter, BothImplementationsAgreeOnRandomBatches) {
   for (const at::ScalarType dtype : {at::kFloat, at::kDouble}) {
     at::manual_seed(3);
     const at::Tensor x = (at::rand({64, 3, 19, 23}, dtype) * 1.2 - 0.1);
-    const Params p = jitter->draw(key_of(range_ids(64)), 0, 19, 23);
+    const Params p = jitter->draw(ids_key(range_ids(64)), 0, 19, 23);
     const at::Tensor fused = jitter->apply(x, p);
     EXPECT_TRUE(at::allclose(fused, detail::color_jitter_aten(x, p), 0, 1e-5)) << c10::toString(dtype);
     // A non-contiguous batch (channels last) gives the same.
@@ -131,19 +131,19 @@ TEST(ColorJitter, ArgumentsFollowKorniasRanges) {
 
 TEST(ColorJitter, ASamplesParametersDependOnItsKeyAlone) {
   const auto jitter = make("ColorJitter", {{"brightness", {0.4}}, {"hue", {0.1}}});
-  const Params batch = jitter->draw(key_of({5, 6, 7}), 2, 32, 32);
-  const Params alone = jitter->draw(key_of({7}), 2, 32, 32);
+  const Params batch = jitter->draw(ids_key({5, 6, 7}), 2, 32, 32);
+  const Params alone = jitter->draw(ids_key({7}), 2, 32, 32);
   EXPECT_TRUE(batch.values[2].equal(alone.values[0]));
   EXPECT_FALSE(batch.values[0].equal(batch.values[1]));
-  EXPECT_FALSE(jitter->draw(key_of({7}, 7, 1), 2, 32, 32).values.equal(alone.values)) << "another epoch";
-  EXPECT_FALSE(jitter->draw(key_of({7}), 3, 32, 32).values.equal(alone.values)) << "another position";
+  EXPECT_FALSE(jitter->draw(ids_key({7}, 7, 1), 2, 32, 32).values.equal(alone.values)) << "another epoch";
+  EXPECT_FALSE(jitter->draw(ids_key({7}), 3, 32, 32).values.equal(alone.values)) << "another position";
 }
 
 TEST(ColorJitter, NoArgumentsIsTheClampAlone) {
   const auto jitter = make("ColorJitter");
   at::manual_seed(4);
   const at::Tensor x = at::rand({4, 3, 5, 5}) * 1.4 - 0.2;
-  const Params p = jitter->draw(key_of(range_ids(4)), 0, 5, 5);
+  const Params p = jitter->draw(ids_key(range_ids(4)), 0, 5, 5);
   EXPECT_TRUE(jitter->apply(x, p).equal(x.clamp(0, 1)));
   EXPECT_TRUE(detail::color_jitter_aten(x, p).equal(x.clamp(0, 1)));
 }
@@ -159,7 +159,7 @@ TEST(ColorJitter, RefusesWhatKorniaRefuses) {
 
   const auto jitter = make("ColorJitter", {{"saturation", {0.4}}});
   const at::Tensor gray = at::rand({2, 1, 4, 4});
-  const Params p = jitter->draw(key_of({0, 1}), 0, 4, 4);
+  const Params p = jitter->draw(ids_key({0, 1}), 0, 4, 4);
   const std::string message = xlaunch::test::usage_error_of([&] { jitter->apply(gray, p); });
   EXPECT_NE(message.find("ColorJitter"), std::string::npos) << message;
   EXPECT_NE(message.find("1 channel"), std::string::npos) << message;
@@ -168,14 +168,14 @@ TEST(ColorJitter, RefusesWhatKorniaRefuses) {
   EXPECT_NE(xlaunch::test::usage_error_of([&] { jitter->apply(at::rand({2, 2, 4, 4}), p); }).find("ColorJitter"), std::string::npos);
   // Brightness and contrast alone take a gray image (contrast's mean is its own).
   const auto bc = make("ColorJitter", {{"brightness", {0.4}}, {"contrast", {0.4}}});
-  const Params q = bc->draw(key_of({0, 1}), 0, 4, 4);
+  const Params q = bc->draw(ids_key({0, 1}), 0, 4, 4);
   EXPECT_TRUE(at::allclose(bc->apply(gray, q), detail::color_jitter_aten(gray, q), 0, 1e-6));
 }
 
 TEST(Normalize, SubtractsAndDividesPerChannel) {
   const auto normalize = make("Normalize", {{"mean", {0.5, 0.25, 0}}, {"std", {0.5, 0.25, 2}}});
   const at::Tensor x = at::full({2, 3, 2, 2}, 1.0);
-  const Params p = normalize->draw(key_of({0, 1}), 0, 2, 2);
+  const Params p = normalize->draw(ids_key({0, 1}), 0, 2, 2);
   const at::Tensor y = normalize->apply(x, p);
   EXPECT_TRUE(y.select(1, 0).eq(1).all().item<bool>());
   EXPECT_TRUE(y.select(1, 1).eq(3).all().item<bool>());
@@ -189,10 +189,10 @@ TEST(Normalize, GatesTheWholeBatchWithOneDraw) {
   const auto never = make("Normalize", {{"mean", {0.5}}, {"std", {0.5}}, {"p", {0}}});
   EXPECT_TRUE(never->options().same_on_batch);
   const at::Tensor x = at::rand({3, 3, 2, 2});
-  EXPECT_TRUE(never->apply(x, never->draw(key_of({0, 1, 2}), 0, 2, 2)).equal(x));
+  EXPECT_TRUE(never->apply(x, never->draw(ids_key({0, 1, 2}), 0, 2, 2)).equal(x));
   const auto half = make("Normalize", {{"mean", {0.5}}, {"std", {0.5}}, {"p", {0.5}}});
   for (int64_t id = 0; id < 20; ++id) {
-    const Params p = half->draw(key_of({id, id + 100, id + 200}), 0, 2, 2);
+    const Params p = half->draw(ids_key({id, id + 100, id + 200}), 0, 2, 2);
     EXPECT_TRUE(p.applied.eq(p.applied[0]).all().item<bool>()) << "one gate for the batch, id " << id;
   }
 }
@@ -200,7 +200,7 @@ TEST(Normalize, GatesTheWholeBatchWithOneDraw) {
 TEST(Normalize, RefusesMismatchedStatistics) {
   const at::Tensor x = at::rand({2, 3, 2, 2});
   const auto two = make("Normalize", {{"mean", {0.5, 0.5}}, {"std", {1}}});
-  const std::string message = xlaunch::test::usage_error_of([&] { two->apply(x, two->draw(key_of({0, 1}), 0, 2, 2)); });
+  const std::string message = xlaunch::test::usage_error_of([&] { two->apply(x, two->draw(ids_key({0, 1}), 0, 2, 2)); });
   EXPECT_NE(message.find("Normalize: mean"), std::string::npos) << message;
   EXPECT_NE(message.find("3 channels"), std::string::npos) << message;
   EXPECT_NE(xlaunch::test::usage_error_of([] { make("Normalize", {{"mean", {0.5}}, {"std", {0}}}); }).find("std"), std::string::npos);

@@ -9,14 +9,16 @@
 #include <sstream>
 #include <string>
 
+#include "config_test_util.h"
 #include "xlaunch/config/config_error.h"
 #include "xlaunch/config/config_io.h"
 
 using namespace xlaunch::config;
 
-namespace {
+using xlaunch::test::contains;
+using xlaunch::test::error_of;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+namespace {
 
 bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
@@ -28,16 +30,6 @@ ConfigErrorInfo load_error(const std::string& path) {
     return e.info();
   }
   ADD_FAILURE() << "no ConfigError for " << path;
-  return {};
-}
-
-ConfigErrorInfo load_error_text(const std::string& text) {
-  try {
-    parse_config(text, "t.yaml");
-  } catch (const ConfigError& e) {
-    return e.info();
-  }
-  ADD_FAILURE() << "no ConfigError for " << text;
   return {};
 }
 
@@ -120,7 +112,7 @@ TEST(ConfigAccelerate, DeepSpeedTypeRunsAsItsZeroStage) {
 }
 
 TEST(ConfigAccelerate, OtherTypesAreRefusedWithTheAllowedList) {
-  const ConfigErrorInfo e = load_error_text("distributed_type: XLA\n");
+  const ConfigErrorInfo e = error_of("distributed_type: XLA\n");
   EXPECT_EQ(e.key, "distributed_type");
   EXPECT_EQ(e.line, 1);
   EXPECT_EQ(e.found, "'XLA'");

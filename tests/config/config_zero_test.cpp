@@ -6,25 +6,17 @@
 #include <fstream>
 #include <string>
 
+#include "config_test_util.h"
 #include "scratch_dir.h"
 #include "xlaunch/config/config_error.h"
 #include "xlaunch/config/config_io.h"
 
 using namespace xlaunch::config;
 
+using xlaunch::test::contains;
+using xlaunch::test::error_of;
+
 namespace {
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-ConfigErrorInfo error_of(const std::string& text) {
-  try {
-    parse_config(text, "t.yaml");
-  } catch (const ConfigError& e) {
-    return e.info();
-  }
-  ADD_FAILURE() << "no ConfigError for:\n" << text;
-  return {};
-}
 
 std::string all_notes(const LoadedConfig& l) {
   std::string s;

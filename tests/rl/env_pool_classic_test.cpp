@@ -53,9 +53,9 @@ at::Tensor actions_tensor(const Space& space, const std::vector<Action>& acts) {
 }
 
 // Per environment, the rows it returned, in its own order.
-using Trajectories = std::vector<std::vector<Row>>;
+using ClassicTrajectories = std::vector<std::vector<Row>>;
 
-Trajectories run(const std::string& id, int threads, int64_t n, int64_t batch, int64_t rows_per_env) {
+ClassicTrajectories run(const std::string& id, int threads, int64_t n, int64_t batch, int64_t rows_per_env) {
   EnvPoolOptions o;
   o.env_id = id;
   o.num_envs = n;
@@ -65,7 +65,7 @@ Trajectories run(const std::string& id, int threads, int64_t n, int64_t batch, i
   o.autoreset = Autoreset::SameStep;
   EnvPool pool(o);
   Policy policy{pool.spec().action_space};
-  Trajectories tr(n);
+  ClassicTrajectories tr(n);
   auto take = [&](const EnvBatch& b) {
     std::vector<Action> acts;
     std::vector<float> boxes;
@@ -101,7 +101,7 @@ TEST(EnvPoolClassic, TrajectoriesEqualEachEnvironmentSteppedAloneWhateverTheThre
     for (int64_t batch : {n, int64_t{2}})
       for (int threads : {1, 2, 4}) {
         SCOPED_TRACE(std::string(id) + " batch=" + std::to_string(batch) + " threads=" + std::to_string(threads));
-        const Trajectories tr = run(id, threads, n, batch, rows);
+        const ClassicTrajectories tr = run(id, threads, n, batch, rows);
         int ended = 0;
         for (int64_t i = 0; i < n; ++i) {
           ASSERT_GE(tr[i].size(), size_t{50}) << "env " << i;

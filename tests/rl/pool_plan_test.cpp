@@ -68,24 +68,24 @@ TEST(PoolPlan, BatchLayout) {
   EXPECT_EQ(l.bytes, 1536);
 }
 
-std::string name(int64_t env) { return "environment " + std::to_string(env); }
+std::string env_name(int64_t env) { return "environment " + std::to_string(env); }
 
 TEST(PoolActions, DiscreteActionsGoToTheirEnvironments) {
   const Space space = Space::discrete(4);
   ActionSlots slots(space, 5);
   const int64_t ids[] = {3, 0, 4};
-  store_actions(space, torch::tensor({1, 3, 2}, torch::kByte), ids, 3, "call", name, slots);
+  store_actions(space, torch::tensor({1, 3, 2}, torch::kByte), ids, 3, "call", env_name, slots);
   EXPECT_EQ(slots.discrete, (std::vector<int64_t>{3, 0, 0, 1, 2}));
-  store_actions(space, torch::tensor({0, 1, 2}, torch::kInt).view({3, 1}), ids, 3, "call", name, slots);
+  store_actions(space, torch::tensor({0, 1, 2}, torch::kInt).view({3, 1}), ids, 3, "call", env_name, slots);
   EXPECT_EQ(slots.discrete, (std::vector<int64_t>{1, 0, 0, 0, 2}));
   EXPECT_EQ(slots.of(4).discrete, 2);
   // A bad value stores nothing.
   const std::string m = message_of<UsageError>(
-      [&] { store_actions(space, torch::tensor({3, 4, 0}, torch::kLong), ids, 3, "call", name, slots); });
+      [&] { store_actions(space, torch::tensor({3, 4, 0}, torch::kLong), ids, 3, "call", env_name, slots); });
   EXPECT_EQ(m, "call: the action of environment 0 (row 1) is 4, outside Discrete(4): expected 0..3");
   EXPECT_EQ(slots.discrete, (std::vector<int64_t>{1, 0, 0, 0, 2}));
   EXPECT_EQ(message_of<UsageError>(
-                [&] { store_actions(space, torch::zeros({3}, torch::kBool), ids, 3, "call", name, slots); }),
+                [&] { store_actions(space, torch::zeros({3}, torch::kBool), ids, 3, "call", env_name, slots); }),
             "call: got actions of shape [3] and dtype Bool for 3 environments (the first: environment 3); expected "
             "an integer tensor of shape [3] or [3, 1], one action in 0..3 per environment, for the action space "
             "Discrete(4)");
@@ -96,18 +96,18 @@ TEST(PoolActions, BoxActionsAreConvertedToFloat) {
   ActionSlots slots(space, 3);
   const int64_t ids[] = {2, 0};
   store_actions(space, torch::tensor({0.5, -0.25, 3.0, 1.0, 2.0, -7.5}, torch::kDouble).view({2, 3}), ids, 2, "call",
-                name, slots);
+                env_name, slots);
   EXPECT_EQ(slots.box, (std::vector<float>{1, 2, -7.5, 0, 0, 0, 0.5, -0.25, 3}));
   EXPECT_EQ(slots.of(2).box, slots.box.data() + 6);
   EXPECT_EQ(message_of<UsageError>([&] {
-              store_actions(space, torch::zeros({2, 2}, torch::kFloat), ids, 2, "call", name, slots);
+              store_actions(space, torch::zeros({2, 2}, torch::kFloat), ids, 2, "call", env_name, slots);
             }),
             "call: got actions of shape [2, 2] and dtype Float for 2 environments (the first: environment 2); "
             "expected a float32 or float64 tensor of shape [2, 3], one action of shape [3] per environment, for the "
             "action space " + space.describe());
   at::Tensor a = torch::zeros({2, 3}, torch::kFloat);
   a[1][2] = -INFINITY;
-  EXPECT_EQ(message_of<UsageError>([&] { store_actions(space, a, ids, 2, "call", name, slots); }),
+  EXPECT_EQ(message_of<UsageError>([&] { store_actions(space, a, ids, 2, "call", env_name, slots); }),
             "call: the action of environment 0 (row 1) holds -inf at element 2: actions of " + space.describe() +
                 " must be finite");
 }
@@ -115,19 +115,19 @@ TEST(PoolActions, BoxActionsAreConvertedToFloat) {
 TEST(PoolActions, SendIds) {
   std::vector<uint8_t> in_flight{0, 1, 0, 0}, seen(4, 0);
   const int64_t ok[] = {3, 0, 2};
-  check_send_ids(ok, 3, 4, in_flight, "send", name, seen);
+  check_send_ids(ok, 3, 4, in_flight, "send", env_name, seen);
   EXPECT_EQ(seen, std::vector<uint8_t>(4, 0));
   const int64_t twice[] = {2, 3, 2};
-  EXPECT_EQ(message_of<UsageError>([&] { check_send_ids(twice, 3, 4, in_flight, "send", name, seen); }),
+  EXPECT_EQ(message_of<UsageError>([&] { check_send_ids(twice, 3, 4, in_flight, "send", env_name, seen); }),
             "send: environment 2 appears twice in env_ids (the second time in row 2): each environment steps at most "
             "once per send()");
   EXPECT_EQ(seen, std::vector<uint8_t>(4, 0));
   const int64_t busy[] = {0, 1};
-  EXPECT_EQ(message_of<UsageError>([&] { check_send_ids(busy, 2, 4, in_flight, "send", name, seen); }),
+  EXPECT_EQ(message_of<UsageError>([&] { check_send_ids(busy, 2, 4, in_flight, "send", env_name, seen); }),
             "send: environment 1 is already in flight (sent, and not yet returned by recv()): send an environment "
             "again only after recv() has returned it");
   const int64_t unknown[] = {0, -1};
-  EXPECT_EQ(message_of<UsageError>([&] { check_send_ids(unknown, 2, 4, in_flight, "send", name, seen); }),
+  EXPECT_EQ(message_of<UsageError>([&] { check_send_ids(unknown, 2, 4, in_flight, "send", env_name, seen); }),
             "send: env_ids[1] is -1, not an environment of this pool: expected 0..3");
   EXPECT_EQ(seen, std::vector<uint8_t>(4, 0));
 }

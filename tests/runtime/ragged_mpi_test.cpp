@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ddp_mpi_helpers.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
 #include "xlaunch/metrics.h"
@@ -23,13 +24,7 @@ namespace {
 
 using xlaunch::Accelerator;
 using xlaunch::AcceleratorOptions;
-
-AcceleratorOptions cpu_options() {
-  AcceleratorOptions o;
-  o.cpu = true;
-  o.num_threads = 1;
-  return o;
-}
+using xlaunch::test::cpu_options;
 
 // Rank r's rows: row i, column c holds r * 1000 + i * 10 + c.
 at::Tensor rows_of(int rank, int64_t n) {

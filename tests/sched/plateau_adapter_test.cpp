@@ -26,8 +26,8 @@ struct Case {
   std::vector<Lrs> lrs;  // after each metric
 };
 
-struct Trial {
-  explicit Trial(const Case& c)
+struct PlateauTrial {
+  explicit PlateauTrial(const Case& c)
       : plateau(optimizer, c.mode, 0.5, c.patience, c.threshold, c.threshold_mode, c.cooldown, {0.125f, 0.25f}),
         s(xlaunch::adapt(plateau, optimizer)) {}
   torch::Tensor w0 = torch::zeros({1}).requires_grad_(), w1 = torch::zeros({1}).requires_grad_();
@@ -52,7 +52,7 @@ const Case kMinAbs{Plateau::min, Plateau::abs, 0.5, 0, 2,
 
 TEST(PlateauAdapter, SetsTheLrsPyTorchSets) {
   for (const Case* c : {&kMinRel, &kMaxRel, &kMinAbs}) {
-    Trial run(*c);
+    PlateauTrial run(*c);
     EXPECT_TRUE(run.s->takes_metric());
     EXPECT_EQ(run.s->name(), "ReduceLROnPlateau");
     for (size_t i = 0; i < c->metrics.size(); ++i) {
@@ -69,7 +69,7 @@ TEST(PlateauAdapter, SetsTheLrsPyTorchSets) {
 TEST(PlateauAdapter, ResumeContinuesExactly) {
   for (const Case* c : {&kMinRel, &kMaxRel, &kMinAbs}) {
     for (size_t cut = 1; cut < c->metrics.size(); ++cut) {
-      Trial first(*c), resumed(*c);
+      PlateauTrial first(*c), resumed(*c);
       for (size_t i = 0; i < cut; ++i) first.s->step(c->metrics[i]);
       xlaunch::test::save_and_load(*first.s, *resumed.s);
       EXPECT_EQ(resumed.s->steps(), static_cast<int64_t>(cut));
@@ -86,13 +86,13 @@ TEST(PlateauAdapter, ResumeContinuesExactly) {
 TEST(PlateauAdapter, LrsAloneDoNotResume) {
   const Case& c = kMinRel;
   const size_t cut = 3;
-  Trial fresh(c);
+  PlateauTrial fresh(c);
   for (size_t i = cut; i < c.metrics.size(); ++i) fresh.s->step(c.metrics[i]);
   EXPECT_NE(xlaunch::test::lrs_of(fresh.optimizer), c.lrs.back());
 }
 
 TEST(PlateauAdapter, StepWithoutMetricSaysToPassIt) {
-  Trial run(kMinRel);
+  PlateauTrial run(kMinRel);
   try {
     run.s->step();
     ADD_FAILURE() << "step() accepted";
