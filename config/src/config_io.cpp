@@ -21,6 +21,7 @@
 #include "schema.h"
 #include "xlaunch/config/config_error.h"
 #include "xlaunch/config/setting.h"
+#include "xlaunch/zero_stages.h"
 
 namespace xlaunch::config {
 
@@ -188,7 +189,7 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
   };
   auto q = [](auto v) { return "'" + show(static_cast<double>(v)) + "'"; };
   // Stage 3 has its own message, before the row's range.
-  check(c.ddp.zero_stage != 3, "ddp.zero_stage", "'3'", "0, 1 or 2",
+  check(c.ddp.zero_stage != 3, "ddp.zero_stage", "'3'", zero_stage_choices(),
         "stage 3 would also shard the parameters themselves, gathering each layer's before its forward and "
         "backward; it is not built. Use 1 (optimizer state) or 2 (optimizer state and gradients): docs/memory.md");
   // Each row's own check (xlaunch/settings.h): RANGE's condition on the value v, ONE_OF's names.
@@ -231,7 +232,7 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
   check(!(c.deterministic && c.cudnn_benchmark), "cudnn_benchmark", "true with deterministic: true",
         "false when deterministic is true",
         "cuDNN's autotuner picks algorithms by timing them, so results change from run to run; drop one of the two");
-  check(!(c.ddp.comm_hook == "powersgd" && c.ddp.zero_stage == 2), "ddp.comm_hook", "'powersgd' with ddp.zero_stage 2",
+  check(!(c.ddp.comm_hook == "powersgd" && shards_gradients(c.ddp.zero_stage)), "ddp.comm_hook", "'powersgd' with ddp.zero_stage 2",
         "none, fp16 or bf16 with ddp.zero_stage 2",
         "PowerSGD approximates whole weight matrices and allreduces the low-rank factors; stage 2 reduce-scatters "
         "the gradients, so each rank keeps only a shard of each and there is no matrix to approximate. Use "

@@ -8,6 +8,7 @@
 
 #include "ddp/stage_strategy.h"
 #include "xlaunch/error.h"
+#include "xlaunch/zero_stages.h"
 
 namespace xlaunch {
 namespace {
@@ -40,6 +41,20 @@ TEST(ZeroStages, EachRowMakesItsStage) {
     Parts parts;
     EXPECT_EQ(parts.make(row.stage)->stage(), row.stage) << row.meaning;
   }
+}
+
+// The launcher and the config ask the same table (xlaunch/zero_stages.h, torch-free) what a stage
+// number means.
+TEST(ZeroStages, TheSharedTableSaysWhatEachStageShards) {
+  for (int stage : {0, 1, 2}) EXPECT_TRUE(is_zero_stage(stage)) << stage;
+  for (int stage : {-1, 3}) EXPECT_FALSE(is_zero_stage(stage)) << stage;
+  EXPECT_FALSE(shards_optimizer_state(0));
+  EXPECT_TRUE(shards_optimizer_state(1));
+  EXPECT_TRUE(shards_optimizer_state(2));
+  EXPECT_FALSE(shards_gradients(1));
+  EXPECT_TRUE(shards_gradients(2));
+  EXPECT_EQ(static_cast<int>(ZeroStage::kGradients), 2);
+  EXPECT_EQ(zero_stage_choices(), "0, 1 or 2");
 }
 
 TEST(ZeroStages, AnUnknownStageIsRefusedNamingTheSettingAndTheStages) {

@@ -8,6 +8,7 @@
 #include "observe/report_text.h"
 #include "xlaunch/comm_hooks.h"
 #include "xlaunch/config/setting.h"
+#include "xlaunch/zero_stages.h"
 
 namespace xlaunch::launcher {
 
@@ -170,7 +171,7 @@ BucketView buckets_of(const RankReport& w, const config::LaunchConfig& c) {
   // approximation, several collectives per bucket) is not judged.
   const CommHookInfo* hook = find_comm_hook(c.ddp.comm_hook);
   if (!hook || hook->wire_fraction <= 0) return v;
-  const int per_bucket = c.ddp.zero_stage >= 1 ? 2 : 1;
+  const int per_bucket = xlaunch::shards_optimizer_state(c.ddp.zero_stage) ? 2 : 1;
   const double grad_mib = w.mb_per_step * 1e6 / (1 << 20) / per_bucket / hook->wire_fraction;
   const double cap = c.ddp.bucket_cap_mb, first = std::min(1.0, cap);
   const double by_bytes = grad_mib <= first ? 1 : 1 + std::ceil((grad_mib - first) / cap - 1e-9);

@@ -2,6 +2,7 @@
 
 #include "observe/op_table_print.h"
 #include "observe/report_text.h"
+#include "xlaunch/zero_stages.h"
 
 #include <algorithm>
 #include <cmath>
@@ -150,9 +151,9 @@ std::string zero_line(const JobReport& r) {
   };
   std::string line = "ZeRO stage " + std::to_string(zero.front()->zero_stage) + ": optimizer state " +
                      over_ranks(&RankReport::optimizer_state_bytes) + " MB per rank; per step ";
-  if (zero.front()->zero_stage >= 2) line += over_ranks(&RankReport::reduce_scattered_bytes_per_step) + " MB reduce-scattered, ";
+  if (xlaunch::shards_gradients(zero.front()->zero_stage)) line += over_ranks(&RankReport::reduce_scattered_bytes_per_step) + " MB reduce-scattered, ";
   line += over_ranks(&RankReport::gathered_bytes_per_step) + " MB gathered";
-  if (zero.front()->zero_stage == 1) line += " (the gradients are allreduced whole at stage 1)";
+  if (!xlaunch::shards_gradients(zero.front()->zero_stage)) line += " (the gradients are allreduced whole at stage 1)";
   return line;
 }
 

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "xlaunch/comm_hooks.h"
+#include "xlaunch/zero_stages.h"
 
 namespace xlaunch::settings {
 
@@ -163,8 +164,8 @@ T default_of(const char* s) {
     "how gradient buckets travel: the name of a communication hook (the table in xlaunch/comm_hooks.h)")             \
   XLAUNCH_COMM_HOOK_SETTINGS(X, S)                                                                                   \
   X(S, zero_stage, int, ENV(kZeroStage, "XLAUNCH_ZERO_STAGE", Int), "0", NO_CLI,                                     \
-    RANGE(v >= 0 && v <= 2, "0, 1 or 2",                                                                             \
-          "0: nothing sharded; 1: optimizer state; 2: optimizer state and gradients (docs/memory.md)"),              \
+    RANGE(xlaunch::is_zero_stage(v), xlaunch::zero_stage_choices(),                                                  \
+          xlaunch::zero_stage_choices(/*with_meanings=*/true) + " (docs/memory.md)"),                                \
     ACC_AT(ddp.zero_stage),                                                                                          \
     "sharded data parallelism (ZeRO): 0 none, 1 optimizer state sharded over the ranks, 2 optimizer state and "      \
     "gradients")

@@ -15,6 +15,7 @@
 #include "watch/preemption.h"
 #include "watch/watchdog.h"
 #include "xlaunch/error.h"
+#include "xlaunch/zero_stages.h"
 
 namespace xlaunch {
 
@@ -110,7 +111,7 @@ double AcceleratorImpl::clip_grad_norm_(double max_norm, double norm_type) {
   // The norm is returned as a number: read on the host, as LibTorch's clip_grad_norm_ reads it.
   profile::syncs::RuntimeSync sync("clip_grad_norm_'s norm, returned as a number");
   // On accumulation micro-steps the gradients are local and whole at every stage: clipped as at stage 0.
-  if (options_.ddp.zero_stage >= 1 && !models_.empty() && sync_gradients()) return clip_sharded(max_norm, norm_type);
+  if (shards_optimizer_state(options_.ddp.zero_stage) && !models_.empty() && sync_gradients()) return clip_sharded(max_norm, norm_type);
   std::vector<at::Tensor> params;
   for (auto& m : models_)
     for (const auto& p : m.module->parameters())

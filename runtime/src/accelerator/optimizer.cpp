@@ -7,6 +7,7 @@
 #include "ddp/zero_optimizer.h"
 #include "profile/step_clock.h"
 #include "watch/watchdog.h"
+#include "xlaunch/zero_stages.h"
 
 namespace xlaunch {
 
@@ -60,7 +61,7 @@ void PreparedOptimizer::zero_grad(bool set_to_none) {
   // freeing and faulting in a fresh gradient and copying it into its bucket every step, as
   // PyTorch's DDP with gradient_as_bucket_view. (At stage 2 they are released already.)
   at::NoGradGuard no_grad;
-  const bool keep = acc_->options_.ddp.zero_stage == 1;
+  const bool keep = !shards_gradients(acc_->options_.ddp.zero_stage);
   for (const auto& group : sharded_->original_params())
     for (const at::Tensor& p : group) {
       at::Tensor& grad = const_cast<at::Tensor&>(p).mutable_grad();

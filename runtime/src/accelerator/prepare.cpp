@@ -19,6 +19,7 @@
 #include "xlaunch/env_vars.h"
 #include "xlaunch/error.h"
 #include "xlaunch/process_state.h"
+#include "xlaunch/zero_stages.h"
 
 namespace xlaunch {
 namespace {
@@ -72,7 +73,7 @@ size_t Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
 PreparedOptimizer& Accelerator::prepare(torch::optim::Optimizer& optimizer) {
   detail::AcceleratorImpl& a = *impl_;
   std::shared_ptr<ShardedOptimizer> sharded;
-  if (a.options_.ddp.zero_stage >= 1) {
+  if (shards_optimizer_state(a.options_.ddp.zero_stage)) {
     std::vector<ShardedOptimizer::Model> models;
     for (size_t i = 0; i < a.models_.size(); ++i) models.push_back({a.models_[i].reducer.get(), i});
     sharded = std::make_shared<ShardedOptimizer>(optimizer, std::move(models));

@@ -27,22 +27,16 @@ std::unique_ptr<StageStrategy> make_stage_strategy(StageContext ctx) {
   using Factory = std::unique_ptr<StageStrategy> (*)(StageContext);
   struct Row {
     int stage;
-    const char* meaning;
     Factory make;
   };
-#define XLAUNCH_ZERO_STAGE_ROW(stage, meaning) Row{stage, meaning, &make_zero_stage_##stage},
+#define XLAUNCH_ZERO_STAGE_ROW(stage, name, meaning) Row{stage, &make_zero_stage_##stage},
   static constexpr Row kRows[] = {XLAUNCH_ZERO_STAGES(XLAUNCH_ZERO_STAGE_ROW)};
 #undef XLAUNCH_ZERO_STAGE_ROW
   const int wanted = ctx.options.zero_stage;
   for (const Row& row : kRows)
     if (row.stage == wanted) return row.make(ctx);
-  // "0 (no sharding), 1 (...) or 2 (...)"
-  std::string stages;
-  const size_t n = std::size(kRows);
-  for (size_t k = 0; k < n; ++k)
-    stages += std::string(k == 0 ? "" : k + 1 == n ? " or " : ", ") + std::to_string(kRows[k].stage) + " (" +
-              kRows[k].meaning + ")";
-  throw UsageError("zero_stage " + std::to_string(wanted) + " is not built: set ddp.zero_stage to " + stages);
+  throw UsageError("zero_stage " + std::to_string(wanted) + " is not built: set ddp.zero_stage to " +
+                   zero_stage_choices(/*with_meanings=*/true));
 }
 
 at::Tensor StageStrategy::add_bucket(ReducerBucket& bucket, bool last) {

@@ -1,6 +1,6 @@
 // What a ZeRO stage (ReducerOptions::zero_stage, docs/memory.md) does with the reducer's buckets,
 // as one interface, with one implementation per stage in runtime/src/ddp/stages/ and one row per
-// stage in the table below (as the communication hooks: xlaunch/extend/comm_hook.h). The reducer
+// stage in the table of xlaunch/zero_stages.h (as the communication hooks: xlaunch/extend/comm_hook.h). The reducer
 // (xlaunch/reducer.h) keeps the bucket plan, the hooks, the overlap with backward, the in-place
 // reduction, the agreement and the join; it asks its stage:
 //  1. Building, once: the plan's caps (alone_from_cap), whether the hook fits (check_hook); then per
@@ -37,27 +37,9 @@
 
 #include "xlaunch/extend/comm_hook.h"
 #include "xlaunch/reducer.h"
-
-// XLAUNCH_ZERO_STAGE(stage, what it shards), one per stage built; stage N's strategy is made by
-// make_zero_stage_N, defined in runtime/src/ddp/stages/stageN.cpp. Adding a stage: its file and
-// its row. Expand with a macro of two arguments: XLAUNCH_ZERO_STAGES(MY_MACRO).
-// clang-format off
-#define XLAUNCH_ZERO_STAGES(XLAUNCH_ZERO_STAGE)                   \
-  XLAUNCH_ZERO_STAGE(0, "no sharding")                            \
-  XLAUNCH_ZERO_STAGE(1, "optimizer state sharded")                \
-  XLAUNCH_ZERO_STAGE(2, "optimizer state and gradients sharded")
-// clang-format on
+#include "xlaunch/zero_stages.h"
 
 namespace xlaunch {
-
-struct ZeroStageInfo {
-  int stage;
-  const char* meaning;
-};
-
-#define XLAUNCH_ZERO_STAGE_INFO(stage, meaning) ZeroStageInfo{stage, meaning},
-inline constexpr ZeroStageInfo kZeroStages[] = {XLAUNCH_ZERO_STAGES(XLAUNCH_ZERO_STAGE_INFO)};
-#undef XLAUNCH_ZERO_STAGE_INFO
 
 // One bucket of the reducer: index, buffer, views and comm as the hook sees them (GradBucket), and
 // the reducer's bookkeeping.
@@ -88,7 +70,7 @@ class StageStrategy {
  public:
   explicit StageStrategy(StageContext ctx) : ctx_(ctx) {}
   virtual ~StageStrategy() = default;
-  // Its row of XLAUNCH_ZERO_STAGES.
+  // Its row of XLAUNCH_ZERO_STAGES (xlaunch/zero_stages.h).
   virtual int stage() const = 0;
 
   // 1. Building.
@@ -167,7 +149,7 @@ at::Tensor bucket_alias(const at::Tensor& buffer, int64_t offset, at::IntArrayRe
 std::string group_of(const at::Tensor& t);
 
 // One factory per row of XLAUNCH_ZERO_STAGES, each defined in runtime/src/ddp/stages/.
-#define XLAUNCH_ZERO_STAGE_FACTORY(stage, meaning) \
+#define XLAUNCH_ZERO_STAGE_FACTORY(stage, name, meaning) \
   std::unique_ptr<StageStrategy> make_zero_stage_##stage(StageContext ctx);
 XLAUNCH_ZERO_STAGES(XLAUNCH_ZERO_STAGE_FACTORY)
 #undef XLAUNCH_ZERO_STAGE_FACTORY
