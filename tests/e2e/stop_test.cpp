@@ -51,6 +51,13 @@ std::string survivors(const std::vector<pid_t>& pids) {
   return s;
 }
 
+// survivors(pids) once they have all ended, or when `seconds` have passed.
+std::string survivors_after(const std::vector<pid_t>& pids, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!survivors(pids).empty() && std::chrono::steady_clock::now() < end) usleep(20000);
+  return survivors(pids);
+}
+
 void kill_all(const std::vector<pid_t>& pids) {
   for (const pid_t p : pids)
     if (alive(p)) kill(p, SIGKILL);
@@ -141,9 +148,11 @@ struct Stopped {
 
 // Runs `xlaunch run --cpu -n 2 [options] stop_rank --dir D [rank_args]` in a session S, waits
 // until both ranks have started, does `stop`, and waits (at most 60 s) for xlaunch to return.
+// left_alive: what is alive then, or, with `grace_s`, still alive that long after (xlaunch killed
+// outright cannot wait for its job: its job ends on its own).
 template <class S, class Stop>
 Stopped run_and_stop(const std::string& dir, const std::vector<std::string>& options,
-                     const std::vector<std::string>& rank_args, Stop stop) {
+                     const std::vector<std::string>& rank_args, Stop stop, double grace_s = 0) {
   std::vector<std::string> args{"run", "--cpu", "-n", "2"};
   args.insert(args.end(), options.begin(), options.end());
   args.insert(args.end(), {STOP_RANK_BIN, "--dir", dir});
@@ -162,7 +171,7 @@ Stopped run_and_stop(const std::string& dir, const std::vector<std::string>& opt
   const std::vector<pid_t> started = xlaunch::launcher::descendants(s.pid());
   stop(s, dir);
   r.code = s.wait_exit(60);
-  r.left_alive = survivors(started);
+  r.left_alive = survivors_after(started, grace_s);
   kill_all(started);
   for (int i = 0; i < 20; ++i) s.drain(5);
   r.output = s.transcript() + "\n(processes started: " + std::to_string(started.size()) + ")";
@@ -218,6 +227,16 @@ TEST_F(StopTest, SigtermFromAScriptReturns143WithNothingLeft) {
   const Stopped r = run_and_stop<PipeSession>(dir_, {"--preempt_signal", "SIGUSR1"}, {},
                                               [](PipeSession& s, const std::string&) { send(s.pid(), SIGTERM); });
   EXPECT_EQ(r.code, 143) << r.output;
+  EXPECT_EQ(r.left_alive, "") << r.output;
+}
+
+// A scheduler's `timeout -s KILL`, or the OOM killer: xlaunch gets no chance to end its job. mpirun
+// dies with it (its parent-death signal), each rank wrapper sees its daemon gone and ends its rank:
+// nothing of the job is left 10 s later.
+TEST_F(StopTest, SigkillToTheLauncherLeavesNothingOfTheJob) {
+  const Stopped r = run_and_stop<PipeSession>(
+      dir_, {}, {}, [](PipeSession& s, const std::string&) { send(s.pid(), SIGKILL); }, /*grace_s=*/10);
+  EXPECT_EQ(r.code, 128 + SIGKILL) << r.output;
   EXPECT_EQ(r.left_alive, "") << r.output;
 }
 

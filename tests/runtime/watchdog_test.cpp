@@ -45,11 +45,58 @@ struct Boards {
     rec.issued_ns = t * kS;
     rec.start_ns = t * kS;
     rec.end_ns = done ? (t + done) * kS : 0;
-    rec.state = int32_t(done ? CollState::Done : CollState::Running);
+    rec.state = tagged(seq, done ? CollState::Done : CollState::Running);
     b.issued = std::max<uint64_t>(b.issued, seq + 1);
     return rec;
   }
 };
+
+// More collectives in flight than the ring holds (kRing), their completions seen late, as the NCCL
+// poller sees them: a completion for a collective whose slot a newer one has taken must not mark
+// the newer one done, or a hang in it would never get a verdict.
+TEST(Board, ALateCompletionNeverClosesTheNewerCollectiveInItsSlot) {
+  auto b = std::make_unique<Board>();
+  for (auto& rec : b->ring) rec.seq.store(~uint64_t{0});
+  const uint64_t n = 200;
+  for (uint64_t seq = 0; seq < n; ++seq) {
+    b->issued = seq + 1;
+    b->log_issued(seq, "allreduce", "float32", 1024, 4, static_cast<int>(seq), 1);
+    EXPECT_TRUE(b->log_started(seq, 2)) << seq;
+  }
+  // Every one but the newest completes, oldest first, after all were issued.
+  for (uint64_t seq = 0; seq + 1 < n; ++seq)
+    EXPECT_EQ(b->log_finished(seq, true, 3), seq >= n - kRing) << seq << " (the ring holds the last " << kRing << ")";
+  const CollectiveRecord* open = oldest_open(*b);
+  ASSERT_NE(open, nullptr) << "the stuck collective #" << n - 1 << " was marked done by an older one's completion";
+  EXPECT_EQ(open->seq.load(), n - 1);
+  EXPECT_EQ(open->state_of(n - 1), CollState::Running);
+  EXPECT_EQ(open->bucket, static_cast<int>(n - 1));
+  EXPECT_EQ(open->end_ns.load(), 0);
+  // The ones the ring still holds are done, with their times.
+  EXPECT_EQ(b->find(n - 2)->state_of(n - 2), CollState::Done);
+  EXPECT_EQ(b->find(n - 2)->end_ns.load(), 3);
+  EXPECT_EQ(b->find(n - 1 - kRing), nullptr);
+}
+
+TEST(Board, ALateStartNeverTouchesTheNewerCollectiveInItsSlot) {
+  auto b = std::make_unique<Board>();
+  for (auto& rec : b->ring) rec.seq.store(~uint64_t{0});
+  for (uint64_t seq = 0; seq <= kRing; ++seq) {
+    b->issued = seq + 1;
+    b->log_issued(seq, "broadcast", "int64", 8, 8, -1, 1);
+  }
+  EXPECT_FALSE(b->log_started(0, 5));  // slot 0 holds #kRing now
+  EXPECT_FALSE(b->log_finished(0, false, 6));
+  const CollectiveRecord* open = oldest_open(*b);
+  ASSERT_NE(open, nullptr);
+  EXPECT_EQ(open->seq.load(), 1u);  // #0 is gone from the ring; #1 is the oldest it holds
+  EXPECT_EQ(b->find(kRing)->state_of(kRing), CollState::Issued);
+  EXPECT_EQ(b->find(kRing)->start_ns.load(), 0);
+  EXPECT_TRUE(b->log_started(kRing, 7));
+  EXPECT_TRUE(b->log_finished(kRing, false, 8));
+  EXPECT_EQ(b->find(kRing)->state_of(kRing), CollState::Failed);
+  EXPECT_FALSE(b->log_finished(kRing, true, 9));  // once finished, it stays as it finished
+}
 
 TEST(Verdict, StuckNamesTheCollectiveWhoEnteredAndWhoNeverDid) {
   Boards b(4);

@@ -21,7 +21,7 @@
 namespace xlaunch::watch {
 
 inline constexpr int kRing = 64;
-inline constexpr uint32_t kBoardMagic = 0x786c6231;  // "xlb1"
+inline constexpr uint32_t kBoardMagic = 0x786c6232;  // "xlb2"
 
 enum class CollState : int32_t { Empty = 0, Issued = 1, Running = 2, Done = 3, Failed = 4 };
 enum class Life : int32_t { Running = 0, Exited = 1 };
@@ -33,9 +33,19 @@ struct CollectiveRecord {
   int64_t numel;
   int32_t elem_bytes;
   int32_t bucket;  // -1: not a gradient bucket
-  std::atomic<int32_t> state;
+  // The state with the sequence number it is the state of: tagged(seq, CollState). Each change is a
+  // compare-and-set from the same collective's earlier state, so a change that comes late for a
+  // collective whose slot a newer one has taken (NCCL's completions are seen by a 100 ms poll, and
+  // more than kRing collectives may be in flight) changes nothing: the newer one stays open, and
+  // when it hangs the watchdog still sees it.
+  std::atomic<uint64_t> state;
   std::atomic<int64_t> issued_ns, start_ns, end_ns;  // CLOCK_REALTIME
+
+  // Its state while it holds collective `seq`; Empty when it holds another one.
+  CollState state_of(uint64_t seq) const;
 };
+
+inline uint64_t tagged(uint64_t seq, CollState s) { return seq << 3 | static_cast<uint64_t>(s); }
 
 struct Board {
   uint32_t magic;
@@ -61,9 +71,20 @@ struct Board {
   // The record of `seq` if the ring still holds it.
   const CollectiveRecord* find(uint64_t seq) const {
     const CollectiveRecord& r = slot(seq);
-    return r.seq.load(std::memory_order_acquire) == seq && r.state.load() != int32_t(CollState::Empty) ? &r : nullptr;
+    return r.seq.load(std::memory_order_acquire) == seq && r.state_of(seq) != CollState::Empty ? &r : nullptr;
   }
+
+  // The collective log's changes (watchdog.h: issued, started, finished), on this rank's board.
+  // Takes `seq`'s slot (the oldest record goes) and fills it; `seq` is Issued when this returns.
+  void log_issued(uint64_t seq, const char* op, const char* dtype, int64_t numel, int elem_bytes, int bucket, int64_t t);
+  // Issued -> Running; false (nothing written) when the slot no longer holds `seq`.
+  bool log_started(uint64_t seq, int64_t t);
+  // Issued or Running -> Done or Failed; false (nothing written) when the slot no longer holds `seq`.
+  bool log_finished(uint64_t seq, bool ok, int64_t t);
 };
+
+// The oldest collective of the board's rank that has not finished (Issued or Running), if any.
+const CollectiveRecord* oldest_open(const Board& b);
 
 int64_t now_ns();
 

@@ -55,18 +55,6 @@ const Board* peer(Watch& w, int r) {
   return w.peers[r];
 }
 
-// The oldest collective of this rank that has not finished, if any.
-const CollectiveRecord* oldest_open(const Board& b) {
-  const uint64_t n = b.issued.load(std::memory_order_acquire);
-  for (uint64_t seq = n > kRing ? n - kRing : 0; seq < n; ++seq) {
-    const CollectiveRecord* r = b.find(seq);
-    if (!r) continue;
-    const auto st = static_cast<CollState>(r->state.load(std::memory_order_acquire));
-    if (st == CollState::Issued || st == CollState::Running) return r;
-  }
-  return nullptr;
-}
-
 // For a joined rank: the newest sign of work of the ranks that have not joined (their training loop,
 // or a collective issued or finished), or -1 when one of them has no visible board. No such rank
 // (every rank has joined: they are all in the last rounds together): 0, nothing to add.
@@ -261,28 +249,16 @@ uint64_t issued(const char* op, const char* dtype, int64_t numel, int elem_bytes
   if (!g_logging.load(std::memory_order_relaxed)) return 0;
   Board& b = *watch().mine;
   const uint64_t seq = b.issued.fetch_add(1, std::memory_order_acq_rel);
-  CollectiveRecord& r = b.slot(seq);
-  r.state.store(int32_t(CollState::Empty), std::memory_order_relaxed);
-  r.seq.store(seq, std::memory_order_relaxed);
-  std::snprintf(r.op, sizeof r.op, "%s", op);
-  std::snprintf(r.dtype, sizeof r.dtype, "%s", dtype);
-  r.numel = numel;
-  r.elem_bytes = elem_bytes;
-  r.bucket = t_bucket;
-  r.start_ns.store(0, std::memory_order_relaxed);
-  r.end_ns.store(0, std::memory_order_relaxed);
-  r.issued_ns.store(now_ns(), std::memory_order_relaxed);
-  r.state.store(int32_t(CollState::Issued), std::memory_order_release);
+  b.log_issued(seq, op, dtype, numel, elem_bytes, t_bucket, now_ns());
   return seq;
 }
 
 void started(uint64_t seq) {
   if (!g_logging.load(std::memory_order_relaxed)) return;
   Watch& w = watch();
-  CollectiveRecord& r = w.mine->slot(seq);
-  r.start_ns.store(now_ns(), std::memory_order_relaxed);
-  r.state.store(int32_t(CollState::Running), std::memory_order_release);
+  if (!w.mine->log_started(seq, now_ns())) return;  // its slot holds a newer collective
   if (!w.settings.debug) return;
+  const CollectiveRecord& r = w.mine->slot(seq);
   for (int p = 0; p < w.settings.world; ++p)
     if (p != w.settings.rank) compare_with(w, p, r);
 }
@@ -290,10 +266,8 @@ void started(uint64_t seq) {
 void finished(uint64_t seq, bool ok) {
   if (!g_logging.load(std::memory_order_relaxed)) return;
   Board& b = *watch().mine;
-  CollectiveRecord& r = b.slot(seq);
   const int64_t t = now_ns();
-  r.end_ns.store(t, std::memory_order_relaxed);
-  r.state.store(int32_t(ok ? CollState::Done : CollState::Failed), std::memory_order_release);
+  b.log_finished(seq, ok, t);
   b.last_done_ns.store(t, std::memory_order_relaxed);
   b.completed.fetch_add(1, std::memory_order_acq_rel);
 }
