@@ -63,7 +63,9 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 # xlaunch run): part() lowers it further to a third of a part's limit.
 WATCHDOG_S="${XLAUNCH_TIMEOUT_S:-40}"
 mkdir -p "$HOME"
-MPIRUN=(mpirun --oversubscribe)
+# Unbound, as `xlaunch run` starts ranks (mpi.bind_to: none): Open MPI's default for 2 processes or
+# fewer binds each rank to one core, which would time a rank's loader threads and OpenMP on one core.
+MPIRUN=(mpirun --oversubscribe --bind-to none)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 
 say "run.sh: bundle $B ($(sed -n 's/^commit: //p' "$B/MANIFEST.txt" 2>/dev/null)); torch $TORCH_VERSION from $TORCH_LIB"
