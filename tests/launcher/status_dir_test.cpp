@@ -1,6 +1,7 @@
 // The status directory's files through the status library alone, as both sides use it: what one
 // side writes, the other reads back the same; the verdict is written once per job; a timeline part
 // is taken (read and removed) once; the stats file is read only when it is the rank's.
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -84,6 +85,32 @@ TEST_F(StatusDir, AnUnparsableTracePartIsLeftAlone) {
   std::ofstream(dir_ + "/trace-rank0.json") << "{\"rank\": 0, \"epoch_ns\":";
   EXPECT_FALSE(status::take_trace_part(dir_, 0));
   EXPECT_EQ(access((dir_ + "/trace-rank0.json").c_str(), F_OK), 0);
+}
+
+// A span name that is not UTF-8 (a user's) is written with U+FFFD in its place: the rank's timeline
+// is not lost, and no descriptor is left open by the writes.
+TEST_F(StatusDir, ATracePartWithANameThatIsNotUtf8IsWrittenWithTheReplacementCharacter) {
+  status::TracePart part;
+  part.rank = 0;
+  part.spans = {{1, "bad \xff name", 0, 1, {}}};
+  const auto open_fds = [] {
+    int n = 0;
+    if (DIR* d = opendir("/proc/self/fd")) {
+      while (readdir(d)) ++n;
+      closedir(d);
+    }
+    return n;
+  };
+  const int before = open_fds();
+  for (int i = 0; i < 3; ++i) {
+    std::string why;
+    ASSERT_TRUE(status::write_trace_part(dir_, part, &why)) << why;
+    const auto got = status::take_trace_part(dir_, 0);
+    ASSERT_TRUE(got);
+    ASSERT_EQ(got->spans.size(), 1u);
+    EXPECT_EQ(got->spans[0].name, "bad \xef\xbf\xbd name");
+  }
+  EXPECT_EQ(open_fds(), before);
 }
 
 TEST_F(StatusDir, TempDirIsTmpdirElseTmp) {

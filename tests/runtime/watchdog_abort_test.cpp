@@ -1,6 +1,7 @@
 // The watchdog's end of a job (issue 22): the verdict and the exit never wait on the transports'
 // abort, which can block when the peers do not abort too (NCCL issues 863, 992, 1777); an error
-// raised while polling a communicator becomes the verdict, not std::terminate on its thread. Each
+// raised while polling a communicator becomes the verdict, not std::terminate on its thread; a poll
+// that never returns (a device query blocked in the driver) is a verdict too (issue 45). Each
 // case runs in a child process (a gtest death test), which the watchdog ends; an alarm bounds the
 // child, so a hang fails the test (killed by SIGALRM) instead of stalling it. On a GPU
 // (scripts/gpu/run.sh) a device-side assert of a training kernel becomes the verdict too.
@@ -67,6 +68,22 @@ void start_watchdog(const std::string& dir) {
   wait_for_the_watchdog();
 }
 
+// A poller whose query never returns, nor its abort: a CUDA call blocked in the driver behind a
+// kernel that never ends. No collective is open, so only the pollers' heartbeat can tell.
+[[noreturn]] void a_poller_that_blocks(const std::string& dir) {
+  start_watchdog(dir);
+  watch::add_poller([](bool) -> std::string { wait_for_the_watchdog(); });
+  wait_for_the_watchdog();
+}
+
+// The same with a collective open on it: the collective's verdict, not a hang of the watchdog.
+[[noreturn]] void stuck_behind_a_poller_that_blocks(const std::string& dir) {
+  start_watchdog(dir);
+  watch::add_poller([](bool) -> std::string { wait_for_the_watchdog(); });
+  watch::started(watch::issued("allreduce", "bfloat16", 4096, 2));
+  wait_for_the_watchdog();
+}
+
 class WatchdogEnd : public xlaunch::test::ScratchDirTest<> {
  protected:
   void SetUp() override {
@@ -84,6 +101,31 @@ TEST_F(WatchdogEnd, TheVerdictAndTheExitDoNotWaitForABlockedAbort) {
   ASSERT_TRUE(v.has_value()) << "no verdict file in " << dir_;
   EXPECT_EQ(v->exit_code, 124);
   EXPECT_NE(v->message.find("job stuck: allreduce #0"), std::string::npos) << v->message;
+}
+
+// Issue 45.2: before, the watchdog ran the pollers itself and waited with them for ever (the child
+// was ended by its alarm, SIGALRM, instead of exiting 124).
+TEST_F(WatchdogEnd, APollerThatNeverReturnsIsAVerdictWithinTheBound) {
+  const auto t0 = Clock::now();
+  EXPECT_EXIT(a_poller_that_blocks(dir_), testing::ExitedWithCode(124), "the device stopped answering");
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(kChildBoundS)) << "within the bound";
+  const auto v = xlaunch::status::read_verdict(dir_);
+  ASSERT_TRUE(v.has_value()) << "no verdict file in " << dir_;
+  EXPECT_EQ(v->exit_code, 124);
+  EXPECT_NE(v->message.find("rank 0: the device stopped answering"), std::string::npos) << v->message;
+  EXPECT_NE(v->message.find("has not returned for"), std::string::npos) << v->message;
+}
+
+// Both bounds run out together (the collective's and the pollers' round's, each timeout_s): either
+// verdict is right, and it comes.
+TEST_F(WatchdogEnd, ACollectiveStuckBehindAPollerThatNeverReturnsGetsAVerdict) {
+  const auto t0 = Clock::now();
+  EXPECT_EXIT(stuck_behind_a_poller_that_blocks(dir_), testing::ExitedWithCode(124),
+              "job stuck: allreduce #0|the device stopped answering");
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(kChildBoundS)) << "within the bound";
+  const auto v = xlaunch::status::read_verdict(dir_);
+  ASSERT_TRUE(v.has_value()) << "no verdict file in " << dir_;
+  EXPECT_EQ(v->exit_code, 124);
 }
 
 TEST_F(WatchdogEnd, AnErrorRaisedWhilePollingBecomesTheVerdict) {

@@ -38,6 +38,13 @@ struct Watch {
   std::mutex pollers_mu;
   std::map<int, std::function<std::string(bool)>> pollers;
   int next_poller = 0;
+  // The pollers run on a thread of their own (poll_loop), never on the watchdog's: a device query
+  // can block in the driver (a thread stuck in cudaFree behind a hung NCCL kernel holds its lock),
+  // and the watchdog must still judge. Its heartbeat: when its current round began (0 between
+  // rounds); and the first error a round reported.
+  std::atomic<int64_t> poll_round_ns{0};
+  std::mutex poll_error_mu;
+  std::string poll_error;
 };
 
 Watch& watch() {
@@ -123,15 +130,51 @@ std::string poll_all(Watch& w, bool ending) {
   _exit(v.exit_code);
 }
 
+// The pollers' thread: a round every 100 ms, its start published (the heartbeat), its first error
+// kept for the watchdog.
+void poll_loop() {
+  Watch& w = watch();
+  while (w.running.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    w.poll_round_ns.store(now_ns());
+    std::string error = poll_all(w, false);
+    w.poll_round_ns.store(0);
+    if (error.empty()) continue;
+    std::lock_guard<std::mutex> lk(w.poll_error_mu);
+    if (w.poll_error.empty()) w.poll_error = std::move(error);
+  }
+}
+
+// A round of the pollers that has not returned for timeout_s: the device does not answer.
+void check_pollers(Watch& w, int64_t now) {
+  const int64_t round = w.poll_round_ns.load();
+  if (!round || now - round <= static_cast<int64_t>(w.settings.timeout_s * kSecond)) return;
+  Verdict v;
+  v.rank = w.settings.rank;
+  v.exit_code = 124;
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "rank %d: the device stopped answering: a query of its communicators (a CUDA event, NCCL's "
+                "error state) has not returned for %.0f s. A CUDA call is blocked in the driver, usually behind "
+                "a kernel that never ends (a hung NCCL collective); see the GPU's state with nvidia-smi",
+                w.settings.rank, static_cast<double>(now - round) / kSecond);
+  v.message = text;
+  conclude(w, v);
+}
+
 void check(Watch& w) {
-  if (std::string error = poll_all(w, false); !error.empty()) {
-    Verdict v;
-    v.rank = w.settings.rank;
-    v.message = error;
-    conclude(w, v);
+  {
+    std::unique_lock<std::mutex> lk(w.poll_error_mu);
+    if (!w.poll_error.empty()) {
+      Verdict v;
+      v.rank = w.settings.rank;
+      v.message = w.poll_error;
+      lk.unlock();
+      conclude(w, v);
+    }
   }
   const CollectiveRecord* open = oldest_open(*w.mine);
-  if (!open) return;
+  if (!open) return check_pollers(w, now_ns());
   const uint64_t seq = open->seq.load();
   const int64_t now = now_ns();
   for (int r = 0; r < w.settings.world; ++r) {
@@ -150,7 +193,7 @@ void check(Watch& w) {
   int64_t since = std::max(start, w.mine->last_done_ns.load());
   if (w.mine->joined.load()) {
     const int64_t work = last_work_of_active(w);
-    if (work < 0) return;  // they cannot be seen from here: their own watchdogs judge
+    if (work < 0) return check_pollers(w, now);  // they cannot be seen from here: their own watchdogs judge
     since = std::max(since, work);
   }
   if (now - since > static_cast<int64_t>(w.settings.timeout_s * kSecond)) {
@@ -158,6 +201,7 @@ void check(Watch& w) {
     for (int r = 0; r < w.settings.world; ++r) boards[r] = peer(w, r);
     conclude(w, stuck_verdict(*open, boards, now - since, now));
   }
+  check_pollers(w, now);
 }
 
 void loop() {
@@ -203,6 +247,7 @@ void start(const Settings& s) {
   if (!s.dir.empty()) w.mine = create_board(s.dir, s.rank, s.world);
   w.running = true;
   std::thread(loop).detach();  // ends with the process: it must be able to end a stuck one
+  std::thread(poll_loop).detach();
 }
 
 void open_peer_boards() {

@@ -7,7 +7,10 @@
 //     this rank waits in: a peer that left with status 0 ("finished early") fails the job at once; one
 //     that failed is given 2 s for mpirun to end the job first. Either way this rank writes the verdict
 //     and exits with 1.
-//  2. A communicator's poller (add_poller) reports an error: the verdict is that error.
+//  2. A communicator's poller (add_poller) reports an error: the verdict is that error. The pollers
+//     run on a thread of their own, so the watchdog itself never calls into CUDA or NCCL: a round of
+//     them that has not returned for timeout_s (a query blocked in the driver) is a verdict of its
+//     own, exit 124, naming the device.
 //  3. This rank's oldest unfinished collective has made no progress for timeout_s (measured from
 //     when it started, or from the last collective this rank finished, whichever is later): the job
 //     is stuck. A joined rank (uneven inputs: its data ended, and it waits in the collectives of the
@@ -59,8 +62,8 @@ const Settings& settings();
 // status in a world of several ranks: the others may still be in collectives it will not join).
 bool record_exit(int status);
 
-// Communicators whose collectives finish on a device (NCCL) are polled on the watchdog's thread:
-// poll(false) every 100 ms marks finished collectives and returns a non-empty error when the
+// Communicators whose collectives finish on a device (NCCL) are polled on the pollers' thread (not
+// the watchdog's, which judges without them): poll(false) every 100 ms marks finished collectives and returns a non-empty error when the
 // transport failed (the watchdog then ends the job with it; an exception it throws is such an
 // error too); poll(true) once, when the watchdog ends the job, to abort the transport: after the
 // verdict and the exit record are published, on a helper thread, and the process exits after at

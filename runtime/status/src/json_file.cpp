@@ -11,9 +11,11 @@ using nlohmann::json;
 
 bool write_json_file(const std::string& dir, const std::string& name, const json& value, std::string* why,
                      json::error_handler_t on_bad_utf8) {
+  // First: dump throws on a string that is not UTF-8 (strict), and must not leave the directory open.
+  const std::string text = value.dump(-1, ' ', false, on_bad_utf8) + "\n";
   const int dirfd = files::open_private_dir(dir, why);
   if (dirfd < 0) return false;
-  const bool ok = files::write_private_file(dirfd, name, value.dump(-1, ' ', false, on_bad_utf8) + "\n", why);
+  const bool ok = files::write_private_file(dirfd, name, text, why);
   close(dirfd);
   return ok;
 }

@@ -41,7 +41,9 @@ TracePart from_json(const json& j) {  // throws json::exception on a field that 
 }  // namespace
 
 bool write_trace_part(const std::string& dir, const TracePart& part, std::string* why) {
-  return write_json_file(dir, file_name(part.rank), to_json(part), why);
+  // A name that is not UTF-8 (a user's span) is written with U+FFFD in place of its bad bytes, as
+  // the operator tables are, rather than losing the rank's whole timeline.
+  return write_json_file(dir, file_name(part.rank), to_json(part), why, json::error_handler_t::replace);
 }
 
 std::optional<TracePart> take_trace_part(const std::string& dir, int rank) {

@@ -36,7 +36,7 @@ struct TracePart {
 };
 
 // Writes dir/trace-rank<R>.json (R = part.rank) atomically, when dir is a private directory of this
-// user's (private_files.h).
+// user's (private_files.h). Bytes of a name that are not UTF-8 are written as U+FFFD.
 // Returns false and sets *why otherwise.
 bool write_trace_part(const std::string& dir, const TracePart& part, std::string* why);
 
