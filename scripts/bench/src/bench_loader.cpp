@@ -1,15 +1,22 @@
-// The pipeline of peers/torch_loader.py through xlaunch's loader, for scripts/bench/loader.sh.
+// Data loading for scripts/bench/loader.sh: xlaunch's loader over the dataset of the README's
+// example, against peers/torch_loader_fmnist.py (torch.utils.data.DataLoader over the same work).
 //
-// Each sample i: a 3x64x64 uint8 image drawn from an RNG seeded with i (SplitMix64, 8 pixels per
-// 64-bit draw; the peer draws from torch.Generator seeded with i), a random 56x56 crop, a random
-// horizontal flip, conversion to float and per-channel normalisation (ImageNet mean/std);
-// label i % 10. The crop, flip and normalisation are one raw loop that writes straight into the
-// sample's row of the collated batch (a RowDataset): no per-sample tensor, no per-sample ATen op.
-// Batches of 64, shuffled, drop_last; the consumer sums each batch, as the peer does, and ATen's
-// intra-op pool has one thread (the peer's torch.set_num_threads(1)).
+// Host path: the first N Fashion-MNIST training images (Debian's dataset-fashion-mnist), decoded
+// from the IDX files once, each sample made by xlaunch::FashionMnist::get (its 784 bytes scaled to
+// float in [0, 1]; label an int64 scalar), collated into shuffled batches of B, drop_last; the
+// consumer sums each batch, as the peer does, and ATen's intra-op pool has one thread (the peer's
+// torch.set_num_threads(1)). One epoch warms the loader up (its workers start, its memory is
+// allocated) and is not timed; then E epochs are. dataset_us_per_batch is the dataset's own work
+// for a batch: get() on B samples in a plain loop, no loader, timed in the same process; a loader's
+// overhead per batch is us_per_batch less that (with 0 workers, where both run on one thread).
 //
-//   bench_loader --workers K [--samples N] [--batch B]
-//       prints: bench=loader system=xlaunch workers=K samples_per_s=X
+// Device path: a synthetic 3x64x64 uint8 image per sample (SplitMix64 seeded with its index), a
+// random 56x56 crop, a random horizontal flip, conversion to float and per-channel normalisation,
+// written straight into the sample's row of the collated batch (a RowDataset).
+//
+//   bench_loader --workers K [--samples N] [--batch B] [--epochs E] [--data_dir D]
+//       prints: bench=loader system=xlaunch dataset=fashion_mnist workers=K batch=B samples_per_s=X
+//               us_per_batch=T dataset_us_per_batch=W
 //   bench_loader --device-path [--samples N] [--batch B] [--workers K]
 //       where a GPU exists: batches/s delivered on the device with pin_memory on and off, and a
 //       plain pinned host-to-device copy of the same bytes; elsewhere one line saying it skipped.
@@ -41,6 +48,7 @@
 #include <string>
 
 #include "bench_timing.h"
+#include "xlaunch/fashion_mnist.h"
 #include "xlaunch/loader.h"
 
 namespace {
@@ -107,6 +115,8 @@ struct Args {
   int workers = 2;
   int64_t samples = 20000;
   int64_t batch = 64;
+  int epochs = 1;
+  std::string data_dir = xlaunch::FashionMnist::kDefaultRoot;
   bool device_path = false;
   bool overlap = false;
   int64_t batches = 200;
@@ -127,6 +137,8 @@ Args parse(int argc, char** argv) {
     if (k == "--workers") a.workers = std::atoi(value());
     else if (k == "--samples") a.samples = std::atoll(value());
     else if (k == "--batch") a.batch = std::atoll(value());
+    else if (k == "--epochs") a.epochs = std::atoi(value());
+    else if (k == "--data_dir") a.data_dir = value();
     else if (k == "--device-path") a.device_path = true;
     else if (k == "--overlap") a.overlap = true;
     else if (k == "--batches") a.batches = std::atoll(value());
@@ -149,19 +161,48 @@ xlaunch::LoaderOptions loader_options(const Args& a) {
   return o;
 }
 
+// The first n samples of Fashion-MNIST's training set.
+class FashionMnistHead : public torch::data::datasets::Dataset<FashionMnistHead> {
+ public:
+  FashionMnistHead(xlaunch::FashionMnist base, size_t n) : base_(std::move(base)), n_(std::min(n, *base_.size())) {}
+  torch::data::Example<> get(size_t i) override { return base_.get(i); }
+  std::optional<size_t> size() const override { return n_; }
+
+ private:
+  xlaunch::FashionMnist base_;
+  size_t n_;
+};
+
 int run_host(const Args& a) {
-  xlaunch::Loader loader(std::make_shared<AugmentedImages>(a.samples), loader_options(a));
-  int64_t n = 0;
+  const FashionMnistHead data(xlaunch::FashionMnist(xlaunch::FashionMnist::Split::Train, a.data_dir),
+                              static_cast<size_t>(a.samples));
+  xlaunch::Loader loader(data, loader_options(a));
   double checksum = 0;
+  auto epoch = [&] {
+    int64_t n = 0;
+    for (auto& b : loader) {
+      checksum += at::sum(b.data).item<double>();
+      n += b.size();
+    }
+    return n;
+  };
+  epoch();  // warm-up, not timed
+  int64_t n = 0;
   const auto t0 = Clock::now();
-  for (auto& b : loader) {
-    checksum += at::sum(b.data).item<double>();
-    n += b.size();
-  }
+  for (int e = 0; e < a.epochs; ++e) n += epoch();
   const double s = seconds_since(t0);
-  std::printf("bench=loader system=xlaunch workers=%d samples_per_s=%.1f\n", a.workers, n / s);
+  // The dataset's own work for as many samples, in a plain loop.
+  FashionMnistHead bare = data;
+  const int64_t size = static_cast<int64_t>(*bare.size());
+  const auto t1 = Clock::now();
+  for (int64_t i = 0; i < n; ++i) checksum += bare.get(static_cast<size_t>(i % size)).data.data_ptr<float>()[0];
+  const double work = seconds_since(t1);
+  const double batches = static_cast<double>(n) / static_cast<double>(a.batch);
+  std::printf("bench=loader system=xlaunch dataset=fashion_mnist workers=%d batch=%lld samples_per_s=%.1f "
+              "us_per_batch=%.2f dataset_us_per_batch=%.2f\n",
+              a.workers, static_cast<long long>(a.batch), n / s, s / batches * 1e6, work / batches * 1e6);
   std::fprintf(stderr, "bench_loader: %lld samples in %.3f s, checksum %.6g\n", static_cast<long long>(n), s, checksum);
-  return 0;
+  return n > 0 ? 0 : 1;
 }
 
 int run_device(const Args& a) {
