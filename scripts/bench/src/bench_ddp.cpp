@@ -4,8 +4,10 @@
 //   --mode local  the same step with no gradient sync: the compute-only bound of the machine
 // Prints on rank 0: xlaunch-<mode> world=W steps_per_s=X samples_per_s=Y
 //   --cpu_allreduce auto|mpi   the CPU gradient allreduce (AcceleratorOptions::cpu_allreduce)
-//   --log_scalars N   (ddp) acc.log of N scalars after every step, the loss among them, through the
-//                     trackers of XLAUNCH_LOG_WITH in XLAUNCH_PROJECT_DIR (scripts/bench/tracking.sh)
+//   --log_scalars N   (ddp) acc.log of N scalars after every step (warm-up steps too), the loss among
+//                     them, through the trackers of XLAUNCH_LOG_WITH in XLAUNCH_PROJECT_DIR
+//                     (scripts/bench/tracking.sh); the timed steps end with acc.end_training(), so
+//                     they count until the trackers have written everything
 //   --mode vs_plain   on a GPU (scripts/gpu/run.sh): the prepared step (prepare, acc.backward, the
 //                     prepared optimizer) against the same step in plain LibTorch (module, SGD,
 //                     loss.backward()) on the same device, in alternating rounds of one process;
@@ -151,6 +153,7 @@ int main(int argc, char** argv) {
   acc.wait_for_everyone();
   const double dt = xlaunch::bench::seconds_of([&] {
     for (int i = 0; i < steps; ++i) step();
+    if (log_scalars > 0) acc.end_training();
     acc.wait_for_everyone();
   });
   if (acc.is_main_process()) {
