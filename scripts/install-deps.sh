@@ -79,11 +79,16 @@ TEST_PEERS=("packaging==25.0 packaging"
 #   environments (scripts/bench/peers/vector_envs.py)
 #   kornia, torchvision: scripts/bench/augment.sh's peers (peers/augment_peers.py); torchvision
 #   0.26.0 is the one built for torch 2.11.0 (it requires exactly that torch, so pip keeps ours)
+#   tensorboard: scripts/bench/tracking.sh reads the event files back with TensorBoard's own reader
+#   accelerate: scripts/bench/e2e.sh's peer (peers/accelerate_fashion_mnist.py under `accelerate
+#   launch`); it needs torch >= 2.0, so pip keeps ours
 BENCH_PEERS=("numpy==2.2.6 numpy"
              "gymnasium==1.4.0 gymnasium"
              "envpool==1.2.5 envpool"
              "kornia==0.9.0 kornia"
-             "torchvision==0.26.0 torchvision")
+             "torchvision==0.26.0 torchvision"
+             "tensorboard==2.21.0 tensorboard.backend.event_processing.event_accumulator"
+             "accelerate==1.15.0 accelerate")
 
 install_peers() {  # kind row... : pip-installs each row whose pinned version does not import yet
   local kind="$1" row spec module want have
