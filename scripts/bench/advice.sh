@@ -9,6 +9,8 @@
 # advice proposed), alternating, ROUNDS times, and prints the promised and the measured gain
 # (the median of the rounds' samples/s ratios; samples/s of the slowest rank):
 #   bench=advice case=C knob=loader.num_workers from=1 to=N data_wait_before=P cpu_before=U promised=Gx measured=Mx
+# A job that fails, or a report with no loader advice line ("data wait ...") or no gain in it,
+# fails the run: nothing is taken by default.
 # Usage: scripts/bench/advice.sh   (BUILD_DIR, ROUNDS=3, STEPS=80 override)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -35,32 +37,45 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 open(sys.argv[2], "w").write("\n".join(r["advice"]) + "\n")
 ranks = [x for x in r["ranks"] if x["present"]]
+if len(ranks) < 2:
+    sys.exit(f"advice.sh: {sys.argv[1]} has {len(ranks)} ranks present, expected 2")
 print(min(x["samples_per_s"] for x in ranks), max(x["phase_pct"]["data_wait"] for x in ranks),
       sum(x["cpu_pct"] for x in ranks))
 EOF
 }
 
-# The loader line of an advice file: "to promised" (the count it names, else 4; the gain it
-# promises, "up to Gx" or "at most Gx"; none: 1.0).
-follow() {
-  python3 - "$1" <<'EOF'
+# The loader line of an advice file: "to promised", the count it names ("from 1 to N") and the gain
+# it promises ("up to Gx" or "at most Gx"). A case whose advice names no count (cpu_bound) passes
+# the count to try as DEFAULT_TO; no line, no gain, or no count and no DEFAULT_TO: exits 1.
+follow() {  # ADVICE_FILE [DEFAULT_TO]
+  python3 - "$@" <<'EOF'
 import re, sys
-line = next((l for l in open(sys.argv[1]) if l.startswith("data wait")), "")
+line = next((l for l in open(sys.argv[1]) if l.startswith("data wait")), None)
+if line is None:
+    sys.exit(f"advice.sh: the report gave no loader advice (no 'data wait' line) in {sys.argv[1]}")
 to = re.search(r"loader\.num_workers from \d+ to (\d+)", line)
 gain = re.search(r"(?:up to|at most) ([0-9.]+)x", line)
-print(to.group(1) if to else 4, gain.group(1) if gain else "1.0")
+if gain is None or (to is None and len(sys.argv) < 3):
+    sys.exit(f"advice.sh: the loader advice names no {'gain' if gain is None else 'worker count'}: {line.strip()}")
+print(to.group(1) if to else sys.argv[2], gain.group(1))
 EOF
 }
 
-bench_case() {  # NAME JOB_ARGS...
-  local name=$1 ratios=() to promised before wait cpu after
-  shift
-  read -r before wait cpu < <(run "$name-1" 1 "$@")
-  echo "# $name advice (workers 1): $(grep '^data wait' "$WORK/$name-1.advice" || echo none)"
-  read -r to promised < <(follow "$WORK/$name-1.advice")
+bench_case() {  # NAME DEFAULT_TO JOB_ARGS...   (DEFAULT_TO "": the advice must name the count)
+  local name=$1 default_to=$2 ratios=() to promised before wait cpu after line
+  shift 2
+  line=$(run "$name-1" 1 "$@")
+  read -r before wait cpu <<<"$line"
+  echo "# $name advice (workers 1): $(grep '^data wait' "$WORK/$name-1.advice" || true)"
+  line=$(follow "$WORK/$name-1.advice" ${default_to:+"$default_to"})
+  read -r to promised <<<"$line"
   for ((i = 0; i < ROUNDS; i++)); do
-    [ "$i" -gt 0 ] && read -r before _ _ < <(run "$name-1" 1 "$@")
-    read -r after _ _ < <(run "$name-$to" "$to" "$@")
+    if [ "$i" -gt 0 ]; then
+      line=$(run "$name-1" 1 "$@")
+      read -r before _ _ <<<"$line"
+    fi
+    line=$(run "$name-$to" "$to" "$@")
+    read -r after _ _ <<<"$line"
     ratios+=("$(awk -v a="$after" -v b="$before" 'BEGIN {printf "%.3f", a / b}')")
   done
   echo "# $name ratios: ${ratios[*]}"
@@ -69,5 +84,5 @@ bench_case() {  # NAME JOB_ARGS...
 }
 
 echo "# host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-bench_case slow_storage --get_us 400
-bench_case cpu_bound --get_us 400 --burn
+bench_case slow_storage "" --get_us 400
+bench_case cpu_bound 4 --get_us 400 --burn
