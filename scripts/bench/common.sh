@@ -10,6 +10,18 @@ need_bin() {
   [ -x "$BUILD_DIR/$1" ] || { echo "missing $BUILD_DIR/$1: build first (scripts/build.sh) or set BUILD_DIR" >&2; exit 2; }
 }
 
+# figure NAME WHAT OUTPUT: the number NAME=... in OUTPUT; when there is none, says that WHAT
+# printed no NAME, shows OUTPUT and exits 1. Call it as an assignment (x=$(figure ...),
+# a+=("$(figure ...)")), so that set -e stops the script too.
+figure() {
+  local v
+  v=$(field "$1" "$3")
+  [[ $v =~ ^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]] && { echo "$v"; return; }
+  echo "$(basename "$0"): $2 printed no $1; its output:" >&2
+  printf '%s\n' "$3" >&2
+  exit 1
+}
+
 # median v1 v2 ... -> the middle value (upper middle for an even count)
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int(NR/2)+1]}'; }
 

@@ -45,14 +45,10 @@ trap 'rm -f "$results"' EXIT
 ARGS=(--samples "$SAMPLES" --batch "$BATCH" --epochs "$EPOCHS" --data_dir "$DATA_DIR")
 
 run_config() {  # system workers: appends "system workers samples_per_s us_per_batch dataset_us_per_batch"
-  local out f v vals=()
+  local out f vals=()
   if [[ $1 == xlaunch ]]; then out=$("$BIN" --workers "$2" "${ARGS[@]}" 2>&1) || true
   else out=$("$PEER_PYTHON" -W ignore "$PEER" --workers "$2" "${ARGS[@]}" 2>&1) || true; fi
-  for f in samples_per_s us_per_batch dataset_us_per_batch; do
-    v=$(field "$f" "$(grep -E '^(bench|peer)=' <<<"$out" || true)")
-    [[ $v =~ ^[0-9.]+$ ]] || { echo "loader.sh: $1 workers=$2 printed no $f; its output:" >&2; echo "$out" >&2; exit 1; }
-    vals+=("$v")
-  done
+  for f in samples_per_s us_per_batch dataset_us_per_batch; do vals+=("$(figure "$f" "$1 workers=$2" "$out")"); done
   echo "$1 $2 ${vals[*]}" >>"$results"
 }
 

@@ -59,9 +59,7 @@ run() {  # run SCALARS -> steps_per_s (and, logging, the check of its event file
   [ "$1" -gt 0 ] && extra=(-x XLAUNCH_LOG_WITH="$LOG_WITH" -x XLAUNCH_PROJECT_DIR="$work/project")
   out=$("${MPIRUN[@]}" -np 2 "${extra[@]}" "$BIN" --mode ddp --hidden 1024 --batch 64 --steps "$STEPS" \
         --warmup "$WARMUP" --log_scalars "$1" 2>&1) || true
-  sps=$(field steps_per_s "$(grep '^xlaunch-ddp ' <<<"$out" || true)")
-  [[ $sps =~ ^[0-9.]+$ ]] || { echo "tracking.sh: bench_ddp --log_scalars $1 printed no steps_per_s; its output:" >&2
-                               echo "$out" >&2; exit 1; }
+  sps=$(figure steps_per_s "bench_ddp --log_scalars $1" "$out")
   if [ "$1" -gt 0 ]; then
     count_logged "$work/project/bench_ddp" >/dev/null
   fi

@@ -18,20 +18,18 @@ BIN="$BUILD_DIR/scripts/bench/bench_uneven"
 
 # run FLAG -> "steps_per_s steps_per_epoch samples_per_epoch batch" of one job
 run() {
-  local out f v vals=()
+  local out f vals=()
   out=$("${MPIRUN[@]}" -np 3 "$BIN" "$1" "$SKEW" "${ARGS[@]}" 2>&1) || true
-  for f in steps_per_s steps_per_epoch samples_per_epoch batch; do
-    v=$(field "$f" "$(grep '^xlaunch-uneven ' <<<"$out" || true)")
-    [[ $v =~ ^[0-9.]+$ ]] || { echo "uneven.sh: bench_uneven $1 $SKEW printed no $f; its output:" >&2; echo "$out" >&2; exit 1; }
-    vals+=("$v")
-  done
+  for f in steps_per_s steps_per_epoch samples_per_epoch batch; do vals+=("$(figure "$f" "bench_uneven $1 $SKEW" "$out")"); done
   echo "${vals[*]}"
 }
 
 uneven=() even=()
 for ((r = 0; r < ROUNDS; r++)); do
-  read -r u us un ub <<<"$(run --skew)"
-  read -r e es en eb <<<"$(run --even_like)"
+  line=$(run --skew)
+  read -r u us un ub <<<"$line"
+  line=$(run --even_like)
+  read -r e es en eb <<<"$line"
   if [ "$us" != "$es" ] || [ "$un" != "$en" ]; then
     echo "uneven.sh: the jobs differ: skew $SKEW ran $us steps and $un samples an epoch, the even one $es and $en" >&2
     exit 1
