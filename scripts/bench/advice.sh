@@ -13,6 +13,7 @@
 # fails the run: nothing is taken by default.
 # Usage: scripts/bench/advice.sh   (BUILD_DIR, ROUNDS=3, STEPS=80 override)
 set -euo pipefail
+shopt -s inherit_errexit  # a failure inside $(...) stops the script too
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 need_bin launcher/xlaunch
 need_bin tests/report/report_job

@@ -12,7 +12,8 @@ need_bin() {
 
 # figure NAME WHAT OUTPUT: the number NAME=... in OUTPUT; when there is none, says that WHAT
 # printed no NAME, shows OUTPUT and exits 1. Call it as an assignment (x=$(figure ...),
-# a+=("$(figure ...)")), so that set -e stops the script too.
+# a+=("$(figure ...)")), so that set -e stops the script too; inside another command
+# substitution that needs `shopt -s inherit_errexit` in the script.
 figure() {
   local v
   v=$(field "$1" "$3")
@@ -25,8 +26,8 @@ figure() {
 # median v1 v2 ... -> the middle value (upper middle for an even count)
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int(NR/2)+1]}'; }
 
-# field NAME "text": the value of NAME=... in text
-field() { sed -n "s/.*[[:space:]]$1=\([^[:space:]]*\).*/\1/p" <<<" $2" | head -n1; }
+# field NAME "text": the value of the first NAME=... in text (at the start of a line or after a space)
+field() { sed -n "s/^\(.*[[:space:]]\)\{0,1\}$1=\([^[:space:]]*\).*/\2/p" <<<"$2" | head -n1; }
 
 # The peers in scripts/bench/peers are copies of ../shared/peers, beside the repository where it
 # was developed; warn (and go on) when that folder exists and a copy has drifted from it. Its

@@ -16,6 +16,7 @@
 # Usage: scripts/bench/envpool.sh [ROUNDS]   (BUILD_DIR, PEERS, THREADS, BENCH_SECONDS, ENVS, SIZES override)
 # The peers come from scripts/install-deps.sh --bench (envpool, gymnasium).
 set -euo pipefail
+shopt -s inherit_errexit  # a failure inside $(...) stops the script too
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 ROUNDS="${1:-3}"
 THREADS="${THREADS:-$(nproc)}"

@@ -19,6 +19,7 @@
 #   PEERS=scripts/bench/peers  the folder holding torch_loader_fmnist.py
 #   ROUNDS=3 SAMPLES=20000 BATCH=64 EPOCHS=1 DATA_DIR=/usr/share/datasets/fashion-mnist
 set -euo pipefail
+shopt -s inherit_errexit  # a failure inside $(...) stops the script too
 cd "$(dirname "$0")/../.."
 source scripts/bench/common.sh
 

@@ -17,6 +17,7 @@
 # lines fails the run.
 # Usage: scripts/bench/preempt.sh [ROUNDS]   (BUILD_DIR, IMAGES, AT override)
 set -euo pipefail
+shopt -s inherit_errexit  # a failure inside $(...) stops the script too
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 ROUNDS="${1:-3}"
 IMAGES="${IMAGES:-12000}"
@@ -77,7 +78,7 @@ YAML
   started=$(date +%s.%N)
   "$XLAUNCH" run --config_file "$work/config.yaml" --resume "$TRAIN" --epochs 2 --limit_train "$IMAGES" \
     --batch_size 64 2>&1 | stamp >"$log2" || rc=$?
-  first=$(time_of "first optimizer step after load_state" "$log2")
+  first=$(time_of "first optimizer step after load_state" "$log2" || true)
   first_step=$(sed -n 's/.*first optimizer step after load_state done (step \([0-9]*\)).*/\1/p' "$log2" | head -1)
   if [ "$rc" != 0 ] || [ -z "$first" ] || [ -z "$first_step" ]; then
     echo "preempt.sh: the resumed job did not run as expected (exit $rc):" >&2

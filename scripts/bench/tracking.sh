@@ -11,6 +11,7 @@
 # Usage: scripts/bench/tracking.sh [ROUNDS]   (BUILD_DIR, SCALARS, LOG_WITH, STEPS, PEER_PYTHON override)
 # The reader comes from scripts/install-deps.sh --bench (tensorboard).
 set -euo pipefail
+shopt -s inherit_errexit  # a failure inside $(...) stops the script too
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 ROUNDS="${1:-5}"
 STEPS="${STEPS:-300}"

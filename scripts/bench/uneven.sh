@@ -9,6 +9,7 @@
 # and fails when either job prints no figure or the two did not run the same steps and samples.
 # Usage: scripts/bench/uneven.sh [ROUNDS]   (BUILD_DIR, SKEW, MEAN_BATCHES, BATCH, HIDDEN, EPOCHS override)
 set -euo pipefail
+shopt -s inherit_errexit  # a failure inside $(...) stops the script too
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 ROUNDS="${1:-3}"
 SKEW="${SKEW:-0.3}"
