@@ -44,8 +44,9 @@ distributed_type: MULTI_CPU
 num_processes: 2
 project_dir: $project
 YAML
-  { "$XLAUNCH" run --config_file "$work/config.yaml" "$TRAIN" --epochs 2 --limit_train "$IMAGES" --batch_size 64
-    echo $? >"$work/rc"; } 2>&1 | stamp >"$log" &
+  { local code=0
+    "$XLAUNCH" run --config_file "$work/config.yaml" "$TRAIN" --epochs 2 --limit_train "$IMAGES" --batch_size 64 || code=$?
+    echo "$code" >"$work/rc"; } 2>&1 | stamp >"$log" &
   pid=$!
   until awk -v k="$AT" '$2 == "epoch" && $3 == "1/2" { for (i = 4; i <= NF; i++) if ($i ~ /^[0-9]+%$/ && $i + 0 >= k) { f = 1 } }
                         END { exit !f }' "$log"; do
@@ -54,7 +55,8 @@ YAML
   done
   local signalled ended rc=0 code
   signalled=$(date +%s.%N)
-  pkill -TERM -f "^$XLAUNCH run --config_file $work/config.yaml"
+  pkill -TERM -f "$XLAUNCH run --config_file $work/config.yaml" ||
+    { echo "preempt.sh: found no \`xlaunch run\` of this round to signal" >&2; return 1; }
   wait "$pid" || true
   ended=$(date +%s.%N)
   code=$(cat "$work/rc" 2>/dev/null || echo none)
