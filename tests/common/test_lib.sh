@@ -6,6 +6,9 @@
 #   pass WHAT           prints "PASS WHAT"
 #   fail WHAT [LOG]     prints "FAIL WHAT", then $work/LOG.log indented; counts the failure
 #   test_finish         "<script>: all passed", or "<script>: N failed; files kept in $work" and exit 1
+#   skip WHY            the test cannot run here: "SKIP WHY" and exit 77 (ctest: skipped); under
+#                       CI=true a failure instead ("FAIL <script> could not run ...", exit 1), so that
+#                       a green CI run means every such test ran
 # Usage: . "$(dirname "$0")/../common/test_lib.sh"
 test_name=$(basename "$0" .sh)
 failures=0
@@ -15,6 +18,15 @@ fail() {
   echo "FAIL $1"
   [ -n "${2:-}" ] && sed 's/^/    /' "$work/$2.log"
   failures=$((failures + 1))
+}
+
+skip() {
+  if [ "${CI:-}" = true ]; then
+    echo "FAIL $test_name could not run, and CI=true makes a skipped test a failure: $1"
+    exit 1
+  fi
+  echo "SKIP $1"
+  exit 77
 }
 
 _test_exit() {

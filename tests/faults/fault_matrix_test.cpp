@@ -1,7 +1,9 @@
 // The fault matrix: a data-parallel job of 2 and of 3 ranks in which rank 1 misbehaves at step 20
 // while the others keep training, run through the real `xlaunch run`, mpirun and runtime. For each
-// fault: xlaunch's exit code, the time from the fault to xlaunch's exit, the rank it names, and that
-// no process of the job is left afterwards.
+// fault: xlaunch's exit code, the time from the fault to xlaunch's exit, the rank it names, the
+// flight recorder's table (every rank's last collectives), and that no process of the job is left
+// afterwards. And a desync (rank 2 calls acc.reduce where the others call acc.gather), which the
+// flight recorder names.
 #include <dirent.h>
 #include <gtest/gtest.h>
 
@@ -84,12 +86,43 @@ TEST_P(FaultMatrix, EndsFastNamesTheRankLeavesNothing) {
   EXPECT_LE(seconds, f.max_seconds) << r.output;
   EXPECT_NE(r.output.find(f.says), std::string::npos) << "expected '" << f.says << "' in:\n" << r.output;
   EXPECT_NE(r.output.find("from rank 1\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("last collectives:\n"), std::string::npos) << r.output;
+  if (std::string(f.name) == "hang")  // the others wait in the step's allreduce, which rank 1 never enters
+    EXPECT_NE(r.output.find("xlaunch: every rank but 1 entered allreduce #"), std::string::npos) << r.output;
 
   std::vector<std::string> left;
   for (int i = 0; i < 20 && !(left = processes_naming(FAULT_BIN)).empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_TRUE(left.empty()) << "left behind:\n" << ::testing::PrintToString(left);
   std::printf("fault=%s ranks=%d rc=%d seconds_to_exit=%.2f\n", f.name, ranks, r.exit_code, seconds);
+}
+
+// The flight recorder on a desync: at step 20 ranks 0, 1 and 3 call acc.gather and rank 2 acc.reduce.
+// However the job ends (the watchdog's verdict, or the communicator's error), the failure shows the
+// table and names rank 2 as the one on another path.
+class Desync : public xlaunch::test::ScratchDirTest<::testing::Test> {};
+
+TEST_F(Desync, TheFlightRecorderNamesTheRankOnAnotherPath) {
+  const std::string config = dir_ + "/config.yaml";
+  std::ofstream(config) << "distributed_type: MULTI_CPU\nuse_cpu: true\nnum_processes: 4\ntimeout_s: " << kTimeoutS
+                        << "\nlog_dir: " << dir_ << "/logs\n";
+  const auto r = xlaunch::test::run(
+      {XLAUNCH_BIN, "run", "--config_file", config, FAULT_BIN, "--fault", "desync", "--fault_rank", "2", "--fault_step",
+       "20"},
+      {"TMPDIR=" + dir_, "XDG_CONFIG_HOME=" + dir_});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("last collectives:\n"), std::string::npos) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m,
+                                std::regex("xlaunch: rank 2 is in allreduce #(\\d+) while ranks 0, 1, 3 are in "
+                                           "allgather #(\\d+): the training loop took another path on rank 2")))
+      << r.output;
+  EXPECT_EQ(m[1], m[2]);
+  EXPECT_NE(r.output.find("from rank 2\n"), std::string::npos) << r.output;
+  // Saved in the log_dir, and `xlaunch debug` prints it again.
+  const auto debug = xlaunch::test::run({XLAUNCH_BIN, "debug", dir_ + "/logs"}, {});
+  EXPECT_EQ(debug.exit_code, 0) << debug.output;
+  EXPECT_NE(debug.output.find("the training loop took another path on rank 2"), std::string::npos) << debug.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Faults, FaultMatrix, ::testing::Combine(::testing::ValuesIn(kFaults), ::testing::Values(2, 3)),

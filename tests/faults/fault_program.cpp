@@ -1,7 +1,7 @@
 // A small data-parallel training loop in which one rank misbehaves, for the fault matrix
 // (fault_matrix_test.cpp) and scripts/bench/faults.sh.
 //   fault_program --fault F --fault_rank R --fault_step S [--steps N] [--hidden H]
-// F: none | exit3 | return1 | exit0_early | throw | segv | kill9 | hang | mismatch
+// F: none | exit3 | return1 | exit0_early | throw | segv | kill9 | hang | mismatch | desync
 // Rank R, at the start of step S, prints "fault_program: rank R injects F at step S at <ns>"
 // (CLOCK_REALTIME, so the test can time the job's end from it), then:
 //   exit3        std::exit(3)               return1   returns 1 from main
@@ -9,6 +9,8 @@
 //   segv         raise(SIGSEGV)             kill9     raise(SIGKILL)
 //   hang         sleeps forever             mismatch  a broadcast of 10 int64 where the others
 //                                                      reduce gradients (run it with debug on)
+//   desync       at step S every rank calls acc.gather on 4 floats, but rank R calls acc.reduce:
+//                the training loop took another path on one rank (the flight recorder names it)
 // The other ranks keep training. Errors from the runtime are caught in main: message, exit 1.
 #include <signal.h>
 #include <torch/nn/functional/loss.h>
@@ -92,7 +94,18 @@ int train(const Args& a) {
   const at::Tensor x = at::randn({32, 64});
   const at::Tensor y = at::randint(0, 10, {32});
   for (int step = 0; step < a.steps; ++step) {
-    if (acc.process_index() == a.fault_rank && step == a.fault_step && a.fault != "none") {
+    if (a.fault == "desync" && step == a.fault_step) {
+      const at::Tensor t = at::ones({4});
+      if (acc.process_index() == a.fault_rank) {
+        std::fprintf(stderr, "fault_program: rank %d injects desync at step %d at %lld\n", acc.process_index(), step,
+                     realtime_ns());
+        std::fflush(stderr);
+        acc.reduce(t);
+      } else {
+        acc.gather(t);
+      }
+    }
+    if (acc.process_index() == a.fault_rank && step == a.fault_step && a.fault != "none" && a.fault != "desync") {
       const int rc = inject(a, acc, step);
       if (rc >= 0) return rc;
       continue;  // mismatch: this rank skips the step's gradient allreduce

@@ -99,6 +99,29 @@ TEST(LaunchPlan, TwoMachinesWithAHostfile) {
                            exports(), kTail));
 }
 
+TEST(LaunchPlan, TheDaemonsAgentRunsUnderXlaunchAndEachRankSaysHello) {
+  LaunchConfig c = cpu(4);
+  c.num_machines = 2;
+  c.mpi.hosts = {"node1", "node2"};
+  Environment e = machine(false, 2);
+  e.rsh_agent = "ssh -x";
+  e.hello_port = 4711;
+  const Argv tail = {"/opt/xlaunch", "__rank", "--status_dir", "/tmp/st", "--hello", "4711", "--", "/bin/train"};
+  const Argv head = with_keepalive({"/usr/bin/mpirun", "-np", "4", "-H", "node1:2,node2:2", "--map-by", "ppr:2:node",
+                                    "--bind-to", "none"});
+  Argv wrapped = head;
+  wrapped.insert(wrapped.end(), {"--mca", "plm_rsh_agent", "/opt/xlaunch __agent 2 ssh -x"});
+  EXPECT_EQ(make_launch_plan(c, e, "/bin/train", {}).argv, concat(wrapped, exports(), tail));
+  // An agent the config chooses is Open MPI's to use as it is.
+  c.mpi.extra_args = {"--mca", "plm_rsh_agent", "/usr/bin/myssh"};
+  Argv chosen = head;
+  chosen.insert(chosen.end(), c.mpi.extra_args.begin(), c.mpi.extra_args.end());
+  EXPECT_EQ(make_launch_plan(c, e, "/bin/train", {}).argv, concat(chosen, exports(), tail));
+  // One machine: no daemons to start.
+  EXPECT_EQ(make_launch_plan(cpu(2), e, "/bin/train", {}).argv,
+            concat({"/usr/bin/mpirun", "-np", "2", "--map-by", "slot", "--bind-to", "none"}, exports(), tail));
+}
+
 TEST(LaunchPlan, TwoMachinesByNameUseDashH) {
   LaunchConfig c = cpu(4);
   c.num_machines = 2;

@@ -145,6 +145,20 @@ TEST(Verdict, AJoinedRankIsNotBlamedAndAForeignCollectiveIsNamed) {
             "move those after the epoch (docs/data-loading.md#uneven-inputs)");
 }
 
+// A desync: the ranks are in different collectives of one number (rank 0 in acc.reduce's allreduce
+// where the others are in acc.gather's allgather): the rank on the other path is the one at fault.
+TEST(Verdict, StuckInADesyncNamesTheRankOnTheOtherPath) {
+  Boards b(3);
+  const CollectiveRecord& open = b.log(0, 41, "allreduce", 4, -1, 990, 0);
+  b.log(1, 41, "allgather", 12, -1, 990, 0);
+  b.log(2, 41, "allgather", 12, -1, 990, 0);
+  const Verdict v = stuck_verdict(open, b.view, 10 * kS, kNow);
+  EXPECT_EQ(v.rank, 0);
+  EXPECT_EQ(v.message,
+            "job stuck: allreduce #41 (16 B float32) waited 10 s: rank 0 is in allreduce #41 while ranks 1, 2 are in "
+            "allgather #41: the training loop took another path on rank 0");
+}
+
 TEST(Verdict, StuckWithEveryRankInsideOnSeveralMachinesPointsAtTheNetwork) {
   Boards b(2);
   std::strcpy(b.owned[0]->host, "sim0");

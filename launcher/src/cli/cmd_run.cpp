@@ -222,6 +222,7 @@ int run_job(const RunOptions& o, const Invocation& inv) {
   env.self_exe = inv.self_exe;
   env.run_id = make_run_id();
   env.config_file = e.in_use.loaded ? e.in_use.location.path : "";
+  env.rsh_agent = rsh_agent(path_env());
   const std::string resume = o.resume.value_or("");
   if (o.dry_run) {
     env.resume = attempt_resume(resume, c.project_dir, 0);

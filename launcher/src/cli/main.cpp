@@ -13,6 +13,7 @@
 
 #include "cli/overrides.h"
 #include "cli/subcommand.h"
+#include "launch/agent.h"
 #include "launch/launch_error.h"
 #include "launch/rank_wrapper.h"
 #include "xlaunch/config/config_error.h"
@@ -65,6 +66,7 @@ std::vector<std::string> split_command(CLI::App& sub, std::vector<std::string>& 
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "__rank") == 0) return rank_wrapper_main(argc, argv);
+  if (argc > 1 && std::strcmp(argv[1], "__agent") == 0) return agent_wrapper_main(argc, argv);
 
   CLI::App app{"xlaunch: configure and launch data-parallel LibTorch training through Open MPI", "xlaunch"};
   app.require_subcommand(1);

@@ -10,6 +10,8 @@ const std::vector<Subcommand>& subcommands() {
       {"merge-weights", "Write the full model(s) of a checkpoint as safetensors (as `accelerate merge-weights`)",
        &setup_merge_weights, false},
       {"test", "Check the setup: launch xlaunch's self-test with the config, as `run` would", &setup_test, true},
+      {"debug", "Print every rank's last collectives (the flight recorder) of a running job or a failed run",
+       &setup_debug, false},
   };
   return table;
 }

@@ -20,6 +20,7 @@ using Runner = std::function<int(const Invocation&)>;  // returns the exit code
 
 // Each adds its options (and nested subcommands) to `cmd`; returns what runs it.
 Runner setup_config(CLI::App* cmd);  // cmd_config.cpp
+Runner setup_debug(CLI::App* cmd);   // cmd_debug.cpp
 Runner setup_env(CLI::App* cmd);     // cmd_env.cpp
 Runner setup_merge_weights(CLI::App* cmd);  // cmd_merge_weights.cpp
 Runner setup_run(CLI::App* cmd);     // cmd_run.cpp

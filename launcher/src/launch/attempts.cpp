@@ -11,6 +11,7 @@
 #include "launch/job.h"
 #include "launch/job_outcome.h"
 #include "launch/launch_error.h"
+#include "launch/startup.h"
 #include "xlaunch/preemption.h"
 #include "xlaunch/status/private_files.h"
 #include "xlaunch/status/status_dir.h"
@@ -61,6 +62,8 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const Attempt
   const std::vector<std::string> train_args(command.begin() + 1, command.end());
   std::unique_ptr<ElasticMachines> elastic = config::is_elastic(job) ? std::make_unique<ElasticMachines>(job) : nullptr;
   int last_exit = 1;  // an elastic job that cannot even start: 1
+  HelloListener hello;  // the ranks' first signs of life, for every attempt's start-up deadline
+  env.hello_port = hello.port();
   for (int attempt = 0;; ++attempt) {
     std::vector<std::string> hosts;
     if (elastic) {
@@ -80,7 +83,8 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const Attempt
       print_plan(stderr, plan);
     }
     observer.started(c, env.status_dir);
-    const JobWatch watch{env.status_dir, c.num_processes, rank_hosts(c)};
+    const JobWatch watch{env.status_dir, c.num_processes, rank_hosts(c),
+                         startup_deadline_s(c.startup_timeout_s, c.timeout_s), &hello};
     JobRun ran;
     try {
       ran = run_plan(plan, watch, Preemption{signal_number(c.preempt_signal), c.preempt_timeout_s});
@@ -89,8 +93,12 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const Attempt
       throw;
     }
     observer.ended();
+    // The status directory goes when this attempt is over, once what failed has been read from it.
+    const struct RemoveAtEnd {
+      std::string dir;
+      ~RemoveAtEnd() { files::remove_private_dir(dir); }
+    } remove_at_end{env.status_dir};
     const JobOutcome outcome = job_outcome(ran, watch);
-    files::remove_private_dir(env.status_dir);
     if (outcome.exit_code == 0) return 0;
     // Preempted: restarted only when the preemption came to the ranks alone (a scheduler signalling
     // them): one that came through `xlaunch run` preempts it too.
@@ -107,11 +115,13 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const Attempt
       // shell's convention, 128 + the signal (130 for Ctrl-C), and no restart.
       std::fprintf(stderr, "xlaunch: stopped by signal %d (SIG%s), forwarded to the job; %s\n", sig, sigabbrev_np(sig),
                    outcome.message.c_str());
+      observer.failed(env.run_id, attempt);  // a job stopped because it seemed stuck: where was each rank?
       std::fprintf(stderr, "xlaunch: exit code %d\n", 128 + sig);
       return 128 + sig;
     }
     std::fprintf(stderr, "xlaunch: %s: %s\n", outcome.preempted ? "the ranks were preempted" : "job failed",
                  outcome.message.c_str());
+    if (!outcome.preempted) observer.failed(env.run_id, attempt);
     last_exit = outcome.exit_code;
     if (attempt >= c.max_restarts) {
       const std::string from = outcome.rank >= 0 ? ", from rank " + std::to_string(outcome.rank) : "";

@@ -2,7 +2,7 @@
 // plan run under the supervisor, and the restart loop: again after a failure while max_restarts
 // allows (an elastic job on the machines that still answer: elastic.h), from the newest checkpoint
 // when there is a project_dir. What watches an attempt besides its outcome (the utilization
-// report) is an AttemptObserver, so this file needs nothing of observe/.
+// report, the flight recorder) is an AttemptObserver, so this file needs nothing of observe/.
 #pragma once
 
 #include <cstdio>
@@ -35,6 +35,10 @@ class AttemptObserver {
   virtual void started(const config::LaunchConfig& c, const std::string& status_dir) = 0;
   // After every rank ended, before the status directory is removed.
   virtual void ended() = 0;
+  // After a failed or stopped attempt's outcome was said (`job failed: ...`, `stopped by signal`),
+  // before the status directory is removed: the flight recorder's turn (run id and attempt name
+  // what it saves).
+  virtual void failed(const std::string& run_id, int attempt) = 0;
 };
 
 struct AttemptsOptions {

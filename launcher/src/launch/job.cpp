@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <set>
 #include <string>
 
+#include "launch/startup.h"
 #include "xlaunch/preemption.h"
 #include "xlaunch/status/rank_status.h"
 #include "xlaunch/status/verdict_file.h"
@@ -32,6 +34,12 @@ struct PreemptionDelivery {
 int64_t now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * kNsPerS + ts.tv_nsec;
+}
+
+int64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * kNsPerS + ts.tv_nsec;
 }
 
@@ -139,6 +147,16 @@ void pass_preemption_on(pid_t mpirun, PreemptionDelivery* d) {
     }
 }
 
+// Marks seen the ranks that have shown a first sign of life since the last look: a started-<R> file
+// in the status directory, or a hello to the listener.
+void look_for_starts(const JobWatch& watch, StartupDeadline* startup) {
+  std::set<int> ranks;
+  if (watch.hello) watch.hello->poll(hello_tag(watch.status_dir), &ranks);
+  for (const auto& s : status::read_rank_starts(watch.status_dir)) ranks.insert(s.rank);
+  for (const auto& s : status::read_rank_statuses(watch.status_dir)) ranks.insert(s.rank);  // started and ended
+  for (const int r : ranks) startup->seen(r);
+}
+
 }  // namespace
 
 JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch, const Preemption& preempt) {
@@ -174,8 +192,21 @@ JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch, const Preemption&
   // with us instead, and its daemons see it gone.
   o.die_with_parent = true;
   o.watch_interval_ms = 500;  // a few file reads in the status directory each time
+  StartupDeadline startup(watch.startup_deadline_s, watch.num_processes, monotonic_ns());
   o.watch = [&](pid_t mpirun) {
     const int64_t now = now_ns();
+    if (!startup.all_seen()) {
+      look_for_starts(watch, &startup);
+      if (startup.all_seen() && watch.hello) watch.hello->drop_pending();
+      // Only while nothing else has ended the job: a failure or a stop signal says more.
+      if (why.empty() && !last_forwarded_signal() && !preempt_ns && startup.expired(monotonic_ns())) {
+        run.startup_expired = true;
+        const std::string who = never_started_text(startup.missing(), watch.rank_hosts);
+        std::fprintf(stderr, "xlaunch: %s showed no sign of life within the start-up deadline (%d s from mpirun's "
+                             "start); ending the job\n", who.c_str(), startup.deadline_s());
+        why = "start-up deadline: " + who + " never started";
+      }
+    }
     if (preempt_received()) {
       if (!preempt_ns) {
         preempt_ns = now;
@@ -217,6 +248,10 @@ JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch, const Preemption&
     }
   };
   run.wait_status = spawn_and_wait(plan.argv, o);
+  if (!startup.all_seen()) look_for_starts(watch, &startup);  // the files of ranks that ended at once
+  const std::vector<int> missing = startup.missing();
+  for (int r = 0; r < watch.num_processes; ++r)
+    if (!std::binary_search(missing.begin(), missing.end(), r)) run.started.push_back(r);
   run.failed_ns = teardown.failed_since_ns();
   run.stop_signal = last_forwarded_signal();
   run.preempt_signal = preempt_received();

@@ -1,6 +1,8 @@
 #include "launch/launch_plan.h"
 
+#include <algorithm>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 
 #include "xlaunch/config/setting.h"
@@ -60,6 +62,22 @@ EnvList exported_env(const LaunchConfig& c, const Environment& e) {
   return out;
 }
 
+std::string wrapped_agent(const std::string& self_exe, const std::string& agent) {
+  std::istringstream in(agent);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  if (words.empty() || agent.find(':') != std::string::npos || self_exe.find_first_of(" \t") != std::string::npos)
+    return "";
+  // Open MPI treats some agents by their name: the batch systems' (qrsh, llspawn) are left to it;
+  // ssh gets -x (no X11 forwarding), as Open MPI gives it.
+  const std::string name = words[0].substr(words[0].rfind('/') + 1);
+  if (name == "qrsh" || name == "llspawn") return "";
+  if (name == "ssh" && std::find(words.begin(), words.end(), "-x") == words.end()) words.insert(words.begin() + 1, "-x");
+  std::string out = self_exe + " __agent " + std::to_string(words.size());
+  for (const auto& w : words) out += " " + w;
+  return out;
+}
+
 LaunchPlan make_launch_plan(const LaunchConfig& c, const Environment& e, const std::string& train_bin,
                             const std::vector<std::string>& train_args) {
   LaunchPlan p;
@@ -85,9 +103,18 @@ LaunchPlan make_launch_plan(const LaunchConfig& c, const Environment& e, const s
     a.insert(a.end(), {"--mca", "oob_tcp_keepalive_time", std::to_string(kOobKeepaliveTimeS), "--mca",
                        "oob_tcp_keepalive_intvl", std::to_string(kOobKeepaliveIntvlS), "--mca", "oob_tcp_keepalive_probes",
                        std::to_string(kOobKeepaliveProbes)});
+  // Several machines: the daemons' agent runs under `xlaunch __agent`, which records how it ended and
+  // what it said for the start-up deadline's message, unless the config chooses the agent itself.
+  const bool agent_chosen = std::any_of(c.mpi.extra_args.begin(), c.mpi.extra_args.end(), [](const std::string& w) {
+    return w.find("rsh_agent") != std::string::npos;
+  });
+  const std::string agent = wrapped_agent(e.self_exe, e.rsh_agent);
+  if (c.num_machines > 1 && !agent_chosen && !agent.empty()) a.insert(a.end(), {"--mca", "plm_rsh_agent", agent});
   a.insert(a.end(), c.mpi.extra_args.begin(), c.mpi.extra_args.end());
   for (const auto& [name, value] : p.env) a.insert(a.end(), {"-x", name});
-  a.insert(a.end(), {e.self_exe, "__rank", "--status_dir", e.status_dir, "--", train_bin});
+  a.insert(a.end(), {e.self_exe, "__rank", "--status_dir", e.status_dir});
+  if (e.hello_port > 0) a.insert(a.end(), {"--hello", std::to_string(e.hello_port)});
+  a.insert(a.end(), {"--", train_bin});
   a.insert(a.end(), train_args.begin(), train_args.end());
   return p;
 }

@@ -23,6 +23,11 @@ struct Environment {
   std::string config_file;    // the file the config came from; empty: built-in defaults
   int restart_count = 0;      // XLAUNCH_RESTART_COUNT
   std::string resume;         // XLAUNCH_RESUME: attempt_resume()
+  int hello_port = 0;         // the launcher's HelloListener (startup.h), passed to each wrapper; 0: none
+  // The program Open MPI starts its daemons on other machines with (OMPI_MCA_plm_rsh_agent, else
+  // ssh or rsh, whichever is installed), which a job on several machines runs under `xlaunch
+  // __agent` (agent.h); empty: left as Open MPI chooses.
+  std::string rsh_agent;
 };
 
 // XLAUNCH_RESUME's value for "the newest complete checkpoint in project_dir".
@@ -53,6 +58,11 @@ struct LaunchPlan {
 // Requires: validate(c, ...) passed. train_bin is already resolved to a path.
 LaunchPlan make_launch_plan(const config::LaunchConfig& c, const Environment& e, const std::string& train_bin,
                             const std::vector<std::string>& train_args);
+
+// Pure: the plm_rsh_agent value that puts `xlaunch __agent` (agent.h) around `agent` ("ssh -x"
+// becomes "/opt/xlaunch __agent 2 ssh -x"); "" when it cannot be wrapped (no agent, a list of
+// alternatives "ssh : rsh", or a path with a space, which Open MPI would split).
+std::string wrapped_agent(const std::string& self_exe, const std::string& agent);
 
 // Every variable of env::kAll with its value for this config, in kAll's order.
 EnvList exported_env(const config::LaunchConfig& c, const Environment& e);

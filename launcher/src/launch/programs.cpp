@@ -6,7 +6,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <climits>
 #include <cstring>
+#include <fstream>
+#include <vector>
 #include <regex>
 
 #include "launch/launch_error.h"
@@ -86,6 +89,34 @@ OpenMpi find_open_mpi(const std::string& path_var) {
                       "(Debian: update-alternatives --config mpirun)");
   }
   return {*mpirun, *version};
+}
+
+std::string rsh_agent(const std::string& path_var) {
+  for (const char* name : {"OMPI_MCA_plm_rsh_agent", "OMPI_MCA_orte_rsh_agent"})
+    if (const char* v = std::getenv(name); v && *v) return v;
+  // One chosen in an MCA parameter file stays Open MPI's to read: not wrapped. (Files named in
+  // OMPI_MCA_mca_param_files: not looked into, not wrapped either.)
+  if (const char* v = std::getenv("OMPI_MCA_mca_param_files"); v && *v) return "";
+  const char* home = std::getenv("HOME");
+  std::vector<std::string> files = {std::string(home ? home : "") + "/.openmpi/mca-params.conf",
+                                    "/etc/openmpi/openmpi-mca-params.conf"};
+  if (const auto mpirun = find_program("mpirun", path_var)) {  // <prefix>/bin/mpirun: <prefix>/etc/...
+    char real[PATH_MAX];
+    if (realpath(mpirun->c_str(), real)) {
+      std::string prefix = real;
+      prefix = prefix.substr(0, prefix.rfind('/'));
+      prefix = prefix.substr(0, prefix.rfind('/'));
+      files.push_back(prefix + "/etc/openmpi-mca-params.conf");
+    }
+  }
+  for (const std::string& file : files) {
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);)
+      if (line.find("rsh_agent") != std::string::npos && line.find_first_not_of(" \t") != line.find('#')) return "";
+  }
+  for (const char* name : {"ssh", "rsh"})
+    if (find_program(name, path_var)) return name;
+  return "";
 }
 
 }  // namespace xlaunch::launcher

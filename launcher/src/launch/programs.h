@@ -35,6 +35,11 @@ struct CommandOutput {
 // Runs `shell_command` through /bin/sh and waits for it.
 CommandOutput run_command(const std::string& shell_command);
 
+// The program Open MPI starts its daemons on other machines with, as it would choose it: the
+// plm_rsh_agent (or orte_rsh_agent) of this environment, else ssh, else rsh, when found in
+// path_var; "" when there is none.
+std::string rsh_agent(const std::string& path_var);
+
 // The real PATH, or the default search path when unset.
 std::string path_env();
 

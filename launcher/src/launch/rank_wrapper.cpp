@@ -1,20 +1,25 @@
 #include "launch/rank_wrapper.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "launch/launch_error.h"
 #include "launch/lifeline.h"
 #include "launch/spawn.h"
+#include "launch/startup.h"
 #include "xlaunch/env_vars.h"
 #include "xlaunch/status/rank_status.h"
 
@@ -153,6 +158,42 @@ struct Lifeline {
   }
 };
 
+// The rank's first sign of life for the start-up deadline (startup.h): started-<R> in the status
+// directory where this machine sees it, and a hello to the launcher (hello_port > 0) from a
+// detached thread (tried again for kHelloRetryForS while the launcher does not take it), with
+// every signal blocked there (they are the waiting loop's to pass on), so that a launcher that
+// does not answer never delays the training program or the wrapper's exit.
+void announce_start(const std::string& status_dir, int hello_port) {
+  char name[HOST_NAME_MAX + 1] = {0};
+  const std::string host = gethostname(name, sizeof name - 1) == 0 && name[0] ? name : "unknown-host";
+  const int rank = rank_from_env([](const char* v) { return std::getenv(v); });
+  std::string why;
+  const bool recorded = !status_dir.empty() && status::write_rank_start(status_dir, {rank, now_ns(), host}, &why);
+  if (!recorded && !status_dir.empty() && access(status_dir.c_str(), F_OK) == 0)
+    std::fprintf(stderr, "xlaunch __rank: warning: rank %d's start is not recorded: %s\n", rank, why.c_str());
+  if (hello_port <= 0) return;
+  const char* uri_env = std::getenv("OMPI_MCA_orte_hnp_uri");
+  const std::string uri = uri_env ? uri_env : "";
+  const auto hosts = tcp_endpoints(uri);
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before);
+  try {
+    std::thread([=] {
+      // Unheard, it matters only where the status directory is not seen (no shared log_dir).
+      if (!send_hello(hosts, hello_port, hello_line(hello_tag(status_dir), rank, host), kHelloTimeoutMs,
+                      kHelloRetryForS) &&
+          !recorded)
+        std::fprintf(stderr, "xlaunch __rank: warning: rank %d could not tell the launcher it started (port %d at "
+                             "%s); without a shared log_dir, `xlaunch run` may end the job at its start-up deadline "
+                             "(startup_timeout_s)\n", rank, hello_port, uri.empty() ? "(no OMPI_MCA_orte_hnp_uri)" : uri.c_str());
+    }).detach();
+  } catch (const std::system_error& e) {
+    std::fprintf(stderr, "xlaunch __rank: warning: no thread for rank %d's hello to the launcher: %s\n", rank, e.what());
+  }
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+}
+
 SpawnOptions rank_spawn_options(const std::shared_ptr<Lifeline>& lifeline) {
   SpawnOptions o;
   o.watch = [lifeline](pid_t child) { (*lifeline)(child); };
@@ -177,16 +218,20 @@ int rank_from_env(const GetEnv& getenv) {
 
 int rank_wrapper_main(int argc, char** argv) {
   std::string status_dir;
+  int hello_port = 0;
   int i = 2;
-  for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i)
+  for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
     if (std::strcmp(argv[i], "--status_dir") == 0 && i + 1 < argc) status_dir = argv[++i];
+    else if (std::strcmp(argv[i], "--hello") == 0 && i + 1 < argc) hello_port = std::atoi(argv[++i]);
+  }
   if (i + 1 >= argc) {
-    std::fprintf(stderr, "xlaunch __rank: usage: xlaunch __rank --status_dir DIR -- train_bin [args...]\n");
+    std::fprintf(stderr, "xlaunch __rank: usage: xlaunch __rank --status_dir DIR [--hello PORT] -- train_bin [args...]\n");
     return 2;
   }
   export_cpu_threads();
   int status = 0;
   const auto lifeline = std::make_shared<Lifeline>();
+  announce_start(status_dir, hello_port);
   try {
     status = spawn_and_wait(std::vector<std::string>(argv + i + 1, argv + argc), rank_spawn_options(lifeline));
   } catch (const LaunchError& e) {

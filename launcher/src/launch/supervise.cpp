@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <ctime>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "launch/startup.h"
 #include "xlaunch/status/rank_status.h"
 #include "xlaunch/status/step_stats.h"
 #include "xlaunch/status/verdict_file.h"
@@ -216,10 +218,81 @@ std::string unreachable_text(const std::vector<Unreachable>& machines, int64_t f
   return s;
 }
 
+namespace {
+
+// "machine sim1 (rank 1): its Open MPI daemon never called back; the agent that started it exited
+// with code 0 and said: "..."" for each machine among `missing`'s whose agent (agent.h) failed or
+// spoke before the launcher began to end the job (teardown_ns; 0: it did not); "" when none did.
+std::string agent_suspects(const std::vector<int>& missing, const JobWatch& watch, int64_t teardown_ns,
+                           std::vector<int>* blamed) {
+  std::string out;
+  for (const auto& a : status::read_agent_reports(watch.status_dir)) {
+    std::string said = a.said;
+    while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) said.pop_back();
+    if (a.code == 0 && said.empty()) continue;
+    if (teardown_ns && a.end_ns >= teardown_ns) continue;  // ended by the launcher's own teardown
+    std::vector<int> ranks;
+    for (int r : missing)
+      if (static_cast<size_t>(r) < watch.rank_hosts.size() && watch.rank_hosts[static_cast<size_t>(r)] == a.host)
+        ranks.push_back(r);
+    if (ranks.empty()) continue;
+    for (char& c : said)
+      if (c == '\n') c = ' ';  // one line
+    out += (out.empty() ? "" : "; ") + never_started_text(ranks, watch.rank_hosts) +
+           ": its Open MPI daemon never called back; the agent that started it (ssh, or plm_rsh_agent) exited with "
+           "code " + std::to_string(a.code) + (said.empty() ? "" : " and said: \"" + said + "\"");
+    blamed->insert(blamed->end(), ranks.begin(), ranks.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string never_started_message(const JobRun& run, const JobWatch& watch, int* first_rank) {
+  std::vector<int> missing;
+  for (int r = 0; r < watch.num_processes; ++r)
+    if (!std::binary_search(run.started.begin(), run.started.end(), r)) missing.push_back(r);
+  if (missing.empty()) return "";
+  // A rank seen proves every daemon called back (Open MPI starts no rank before): no agent to blame.
+  if (!run.started.empty() && !run.startup_expired) return "";
+  std::vector<int> blamed;
+  std::string why = agent_suspects(missing, watch, run.failed_ns, &blamed);
+  if (!why.empty()) {
+    std::vector<int> others;
+    for (int r : missing)
+      if (std::find(blamed.begin(), blamed.end(), r) == blamed.end()) others.push_back(r);
+    if (!others.empty())
+      why += "; " + never_started_text(others, watch.rank_hosts) +
+             " did not start either: mpirun starts no rank before every daemon has called back";
+  } else if (run.startup_expired) {
+    why = never_started_text(missing, watch.rank_hosts) +
+          " never started: Open MPI's daemon there did not call back (a wrong path or no orted on that machine, a "
+          "full disk, a firewall; mpirun's and its ssh's messages above may say which), or the ranks could not reach "
+          "this machine to say they started (then set a shared log_dir, or startup_timeout_s: 0)";
+  } else {
+    return "";  // a job that failed later: a missing sign of life alone proves nothing (hellos may be blocked)
+  }
+  if (first_rank) *first_rank = blamed.empty() ? -1 : *std::min_element(blamed.begin(), blamed.end());
+  if (!run.startup_expired) return why;
+  return "the job did not start within its start-up deadline of " + std::to_string(watch.startup_deadline_s) +
+         " s (startup_timeout_s, at most timeout_s x 6): " + why;
+}
+
 JobOutcome job_outcome(const JobRun& run, const JobWatch& watch) {
   const auto statuses = status::read_rank_statuses(watch.status_dir);
   const auto verdict = status::read_verdict(watch.status_dir);
   JobOutcome o = summarize_job(run.wait_status, statuses, watch.num_processes, verdict);
+  int first_unstarted = -1;
+  const std::string unstarted = o.exit_code == 0 ? "" : never_started_message(run, watch, &first_unstarted);
+  if (run.startup_expired && !unstarted.empty()) {
+    o.exit_code = 124;
+    o.message = unstarted;
+    o.rank = first_unstarted;
+    return o;
+  }
+  // First when no rank said how it ended (mpirun gave up on a machine before its ranks started), else
+  // after what the ranks said.
+  if (!unstarted.empty()) o.message = statuses.empty() ? unstarted + "; " + o.message : o.message + "; " + unstarted;
   if (o.exit_code == 0 || watch.rank_hosts.empty()) return o;
   // Statuses written on another machine than this one: the status directory is shared, so a
   // machine whose ranks left none went away (without a shared log_dir only this machine's report).

@@ -73,10 +73,14 @@ std::vector<pid_t> children(pid_t parent);
 // to their training process).
 std::vector<pid_t> rank_wrappers_under(pid_t root);
 
+class HelloListener;  // startup.h
+
 struct JobWatch {
   std::string status_dir;
   int num_processes = 1;
   std::vector<std::string> rank_hosts;  // rank_hosts(); empty: unknown
+  int startup_deadline_s = 0;           // startup_deadline_s() (startup.h); 0: none
+  HelloListener* hello = nullptr;       // where the ranks' hellos arrive; null: only started-<R> files count
 };
 
 // How mpirun's run ended, as the launcher saw it.
@@ -87,6 +91,8 @@ struct JobRun {
   std::vector<std::string> daemon_hosts;  // machines whose agent mpirun still waited for when ended
   int stop_signal = 0;     // the last signal that stopped the job (last_forwarded_signal()); 0: none
   int preempt_signal = 0;  // the preempt signal, when `xlaunch run` received it; 0: not
+  std::vector<int> started;     // the ranks that showed a first sign of life (startup.h), ascending
+  bool startup_expired = false;  // the start-up deadline passed first, and the launcher ended the job
 };
 
 struct Unreachable {
@@ -107,8 +113,19 @@ std::vector<Unreachable> unreachable_machines(const std::vector<std::string>& ra
 // takes fallback_ns (when the job was seen failing). Times in this machine's local time.
 std::string unreachable_text(const std::vector<Unreachable>& machines, int64_t fallback_ns);
 
+// The ranks that never started (run.started), as the outcome's message names them: when the
+// start-up deadline passed ("the job did not start within its start-up deadline of 15 s ...:
+// machine sim1 (rank 1) ..."), and when the job failed otherwise only where the agent that started
+// a machine's daemon (agent.h, its agent-<host> in the status directory) failed or spoke: those
+// machines are named as the cause, with what it said. "" when there is nothing to say.
+// A job in which a rank started is never said to have a machine that did not (Open MPI starts no
+// rank before every daemon has called back). *first_rank (when given): the first rank of the
+// machine named as the cause; -1 when none is (no rank, and no machine, is then at fault).
+std::string never_started_message(const JobRun& run, const JobWatch& watch, int* first_rank = nullptr);
+
 // The job's outcome (summarize_job) from the status directory and how mpirun ended, with the
 // unreachable machines named: first when no verdict or failed rank explains the failure, else after.
+// A job ended at its start-up deadline exits 124 and names the ranks, by machine, that never started.
 JobOutcome job_outcome(const JobRun& run, const JobWatch& watch);
 
 }  // namespace xlaunch::launcher

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "observe/flight_report.h"
 #include "observe/op_table_print.h"
 #include "observe/report.h"
 #include "observe/timeline.h"
@@ -71,6 +72,14 @@ void AttemptReport::ended() {
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "xlaunch: warning: no utilization report: %s\n", e.what());
+  }
+}
+
+void AttemptReport::failed(const std::string& run_id, int attempt) {
+  try {
+    report_flight(stderr, status_dir_, c_.num_processes, c_.log_dir, run_id, attempt);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xlaunch: warning: no flight recorder: %s\n", e.what());
   }
 }
 

@@ -1,6 +1,7 @@
 // The utilization report of each attempt of `xlaunch run` (report.h), the operator tables
 // (op_table_print.h; printed with report: false too) and the timeline (timeline.h): the AttemptObserver
-// that samples the GPUs and runs the --monitor line while the attempt runs, and reports when it ends.
+// that samples the GPUs and runs the --monitor line while the attempt runs, and reports when it ends;
+// when it failed, also every rank's last collectives (flight_report.h).
 #pragma once
 
 #include <memory>
@@ -20,6 +21,8 @@ class AttemptReport : public AttemptObserver {
   void started(const config::LaunchConfig& c, const std::string& status_dir) override;
   // Never throws: an error is a warning, since the job's outcome matters more than its report.
   void ended() override;
+  // The flight recorder of the failed attempt (flight_report.h), printed and, with a log_dir, saved.
+  void failed(const std::string& run_id, int attempt) override;
 
  private:
   double monitor_s_;

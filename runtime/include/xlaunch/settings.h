@@ -275,6 +275,14 @@ T default_of(const char* s) {
     RANGE(v >= 1, "an integer >= 1 (seconds)",                                                                       \
           "the ranks need this long to reach their next optimizer step and save a checkpoint"),                      \
     LAUNCHER, "seconds `xlaunch run` gives the ranks, after passing on a preemption, before it ends the job")        \
+  X(S, startup_timeout_s, int, NO_ENV, "120",                                                                        \
+    CLI("--startup_timeout_s", "Seconds every rank has, from mpirun's start, to show a first sign of life; 0: no "   \
+                               "deadline"),                                                                          \
+    RANGE(v >= 0, "an integer >= 0 (seconds; 0: no start-up deadline)",                                              \
+          "a machine whose Open MPI daemon never calls back leaves mpirun waiting for ever; 120 s covers slow ssh"), \
+    LAUNCHER, "seconds from mpirun's start until every rank has shown a first sign of life (at most timeout_s x 6 "  \
+              "when timeout_s is set); past it the job is ended, naming the machines whose ranks never started; 0: " \
+              "no deadline")                                                                                         \
   XLAUNCH_SETTINGS_TEST_ONLY(X, S)
 
 // A row only tests/config/settings_row_test.cpp compiles in (with XLAUNCH_SETTINGS_TEST_ROW): it

@@ -66,7 +66,7 @@ void AcceleratorImpl::refuse_items_with_uneven_inputs() const {
 void AcceleratorImpl::run_backward(const at::Tensor& loss, bool by_items) {
   if (loaders_.empty()) at_step_boundary();  // a loop without a prepared loader: the boundary is here
   const profile::PhaseScope phase(profile::kBackward);
-  watch::mark_alive();
+  watch::mark_alive(status::Phase::Backward);
   // A preemption asked of this rank travels on the next gradient allreduce (preemption.h).
   if (preempt::requested())
     for (auto& m : models_) m.reducer->set_control_bit(true);

@@ -86,7 +86,7 @@ Loader& Accelerator::prepare(const Loader& loader) { return impl_->prepare_loade
 
 ForwardScope::ForwardScope(Accelerator& acc, size_t model_id)
     : phase_(std::make_shared<profile::PhaseScope>(profile::kForward)) {
-  watch::mark_alive();
+  watch::mark_alive(status::Phase::Forward);
   detail::AcceleratorImpl& a = *acc.impl_;
   a.broadcast_buffers(model_id);
   if (a.mixed_precision_ != MixedPrecision::No)
@@ -161,7 +161,7 @@ Loader& AcceleratorImpl::prepare_loader(const Loader& loader) {
   if (loaders_.back()->is_stream() && world_ > 1) loaders_.back()->set_stream_agreement(cpu_comm_);
   if (loaders_.size() == 1) {  // the training loader: its batches mark the step boundary
     loaders_.back()->set_next_batch_callback([this] {
-      watch::mark_alive();
+      watch::mark_alive(status::Phase::Batch);
       at_step_boundary();
     });
     loaders_.back()->set_epoch_end_callback([this](int64_t) { at_epoch_end(); });

@@ -1,90 +1,26 @@
-// The progress board: what each rank is doing, where every rank of the machine (and the launcher)
-// can read it. One small file per rank, `progress-<rank>` in the job's status directory, mapped
-// into memory: the rank writes it with plain stores (no system calls on the training path), the
-// others map it read-only.
-//
-// It holds the rank's identity (pid, host), how it ended (when it did), its optimizer step, whether
-// it has joined (uneven inputs) and its last sign of work, its collective counters and a ring of its last kRing collectives: sequence number, op, dtype, element
-// count, bucket, and when it was issued, started and finished. Sequence numbers count every
-// collective a rank issues, on any communicator, in program order: ranks that run the same program
-// give the same collective the same number, so rank A's #457 and rank B's #457 are meant to be the
-// same collective, and a rank whose count is below 457 never entered it.
+// The progress board (xlaunch/status/progress_board.h, its layout and the collective log's changes)
+// as the ranks keep it: each rank creates its own in the status directory and maps its peers'.
 //
 // Without a status directory (a world of one, a process started by hand) the board lives in this
 // process's memory only: the ring is always kept.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 
+#include "xlaunch/status/progress_board.h"
+
 namespace xlaunch::watch {
 
-inline constexpr int kRing = 64;
-inline constexpr uint32_t kBoardMagic = 0x786c6232;  // "xlb2"
-
-enum class CollState : int32_t { Empty = 0, Issued = 1, Running = 2, Done = 3, Failed = 4 };
-enum class Life : int32_t { Running = 0, Exited = 1 };
-
-struct CollectiveRecord {
-  std::atomic<uint64_t> seq;  // written last: a reader that sees seq sees the fields below
-  char op[16];
-  char dtype[16];
-  int64_t numel;
-  int32_t elem_bytes;
-  int32_t bucket;  // -1: not a gradient bucket
-  // The state with the sequence number it is the state of: tagged(seq, CollState). Each change is a
-  // compare-and-set from the same collective's earlier state, so a change that comes late for a
-  // collective whose slot a newer one has taken (NCCL's completions are seen by a 100 ms poll, and
-  // more than kRing collectives may be in flight) changes nothing: the newer one stays open, and
-  // when it hangs the watchdog still sees it.
-  std::atomic<uint64_t> state;
-  std::atomic<int64_t> issued_ns, start_ns, end_ns;  // CLOCK_REALTIME
-
-  // Its state while it holds collective `seq`; Empty when it holds another one.
-  CollState state_of(uint64_t seq) const;
-};
-
-inline uint64_t tagged(uint64_t seq, CollState s) { return seq << 3 | static_cast<uint64_t>(s); }
-
-struct Board {
-  uint32_t magic;
-  int32_t rank, world;
-  int32_t pid;
-  char host[64];
-  std::atomic<int32_t> life;
-  std::atomic<int32_t> exit_status;
-  std::atomic<int64_t> exit_ns;
-  std::atomic<int64_t> step;            // optimizer steps taken
-  std::atomic<int64_t> step_ns;         // when the last one was taken
-  // Uneven inputs (Accelerator::join): 1 while this rank's data has ended and it only takes part in
-  // the others' steps; it then waits for them, and is not stuck while they work.
-  std::atomic<int32_t> joined;
-  std::atomic<int64_t> alive_ns;        // the training loop's last sign of work (batch, forward, backward)
-  std::atomic<uint64_t> issued;         // collectives issued: the next one gets this number
-  std::atomic<uint64_t> completed;      // collectives finished
-  std::atomic<int64_t> last_done_ns;    // when the last one finished
-  CollectiveRecord ring[kRing];
-
-  CollectiveRecord& slot(uint64_t seq) { return ring[seq % kRing]; }
-  const CollectiveRecord& slot(uint64_t seq) const { return ring[seq % kRing]; }
-  // The record of `seq` if the ring still holds it.
-  const CollectiveRecord* find(uint64_t seq) const {
-    const CollectiveRecord& r = slot(seq);
-    return r.seq.load(std::memory_order_acquire) == seq && r.state_of(seq) != CollState::Empty ? &r : nullptr;
-  }
-
-  // The collective log's changes (watchdog.h: issued, started, finished), on this rank's board.
-  // Takes `seq`'s slot (the oldest record goes) and fills it; `seq` is Issued when this returns.
-  void log_issued(uint64_t seq, const char* op, const char* dtype, int64_t numel, int elem_bytes, int bucket, int64_t t);
-  // Issued -> Running; false (nothing written) when the slot no longer holds `seq`.
-  bool log_started(uint64_t seq, int64_t t);
-  // Issued or Running -> Done or Failed; false (nothing written) when the slot no longer holds `seq`.
-  bool log_finished(uint64_t seq, bool ok, int64_t t);
-};
-
-// The oldest collective of the board's rank that has not finished (Issued or Running), if any.
-const CollectiveRecord* oldest_open(const Board& b);
+using status::Board;
+using status::CollectiveRecord;
+using status::CollState;
+using status::kBoardMagic;
+using status::kRing;
+using status::Life;
+using status::oldest_open;
+using status::Phase;
+using status::tagged;
 
 int64_t now_ns();
 
@@ -94,8 +30,7 @@ std::string board_path(const std::string& dir, int rank);
 // Creates this rank's board in dir (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600) and maps it. Throws
 // CommError naming the file when it cannot (an existing file is never reused).
 Board* create_board(const std::string& dir, int rank, int world);
-// Maps another rank's board read-only; nullptr while it does not exist yet, or when it is not a
-// regular file owned by this user (a file someone else planted is never read).
+// Maps another rank's board read-only (status::map_board); nullptr while it cannot be read.
 const Board* open_peer_board(const std::string& dir, int rank);
 // A board in this process's memory, for when there is no directory.
 Board* private_board();

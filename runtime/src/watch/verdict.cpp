@@ -4,20 +4,14 @@
 #include <cstdio>
 #include <cstring>
 
+#include "xlaunch/status/flight_recorder.h"
+
 namespace xlaunch::watch {
 namespace {
 
 std::string seconds(int64_t ns) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.0f s", static_cast<double>(ns) / 1e9);
-  return buf;
-}
-
-std::string bytes(int64_t n) {
-  char buf[32];
-  if (n >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1 << 20));
-  else if (n >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(n) / 1024);
-  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(n));
   return buf;
 }
 
@@ -49,7 +43,7 @@ std::string rank_list(const std::vector<int>& ranks) {
 std::string describe(const CollectiveRecord& r) {
   std::string s = std::string(r.op) + " #" + std::to_string(r.seq.load()) + " (";
   if (r.bucket >= 0) s += "bucket " + std::to_string(r.bucket) + ", ";
-  return s + bytes(r.numel * r.elem_bytes) + " " + r.dtype + ")";
+  return s + status::size_text(r.numel * r.elem_bytes) + " " + r.dtype + ")";
 }
 
 Verdict stuck_verdict(const CollectiveRecord& open, const std::vector<const Board*>& boards, int64_t waited_ns,
@@ -69,6 +63,16 @@ Verdict stuck_verdict(const CollectiveRecord& open, const std::vector<const Boar
   Verdict v;
   v.exit_code = 124;
   v.message = "job stuck: " + describe(open) + " waited " + seconds(waited_ns) + ": ";
+  // Ranks in different collectives of this number: the training loop took another path on some
+  // (the flight recorder's finding): they are the ones at fault, not the first that entered.
+  std::vector<status::RankFlight> seen;
+  for (const Board* b : boards)
+    if (b) seen.push_back(status::snapshot(*b));
+  if (const auto d = status::find_desync(seen); d && d->seq == seq) {
+    v.rank = d->odd.front();
+    v.message += d->text;
+    return v;
+  }
   if (missing.empty()) {
     v.rank = entered.empty() ? -1 : entered.front();
     v.message += entered.empty() ? "no rank that has not joined is in it, and none finished it"

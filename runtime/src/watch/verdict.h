@@ -19,7 +19,9 @@ using Verdict = status::Verdict;
 std::string describe(const CollectiveRecord& r);
 
 // No progress for `waited_ns` in `open` (this rank's oldest unfinished collective). boards: every
-// rank's board by rank, null where none is visible.
+// rank's board by rank, null where none is visible. When the ranks are in different collectives of
+// open's number (a desync: xlaunch/status/flight_recorder.h), the verdict says so and names the
+// ranks on the other path.
 Verdict stuck_verdict(const CollectiveRecord& open, const std::vector<const Board*>& boards, int64_t waited_ns,
                       int64_t now_ns);
 // Rank `gone` ended (its board says how) without entering `open`, which rank `me` waits in.

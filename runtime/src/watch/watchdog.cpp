@@ -322,9 +322,11 @@ void set_joined(bool joined) {
   watch().mine->joined.store(joined ? 1 : 0, std::memory_order_release);
 }
 
-void mark_alive() {
+void mark_alive(status::Phase phase) {
   if (!g_logging.load(std::memory_order_relaxed)) return;
-  watch().mine->alive_ns.store(now_ns(), std::memory_order_relaxed);
+  Board& b = *watch().mine;
+  b.phase.store(static_cast<int32_t>(phase), std::memory_order_relaxed);
+  b.alive_ns.store(now_ns(), std::memory_order_relaxed);
 }
 
 void set_step(int64_t step) {

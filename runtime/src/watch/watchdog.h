@@ -34,6 +34,7 @@
 #include <string>
 
 #include "xlaunch/env_vars.h"
+#include "xlaunch/status/progress_board.h"
 
 namespace xlaunch::watch {
 
@@ -99,7 +100,8 @@ void finished(uint64_t seq, bool ok);
 void set_step(int64_t step);
 // Whether this rank has joined (Accelerator::join), on its board.
 void set_joined(bool joined);
-// The training loop's sign of work (a batch handed over, a forward, a backward): one store.
-void mark_alive();
+// The training loop's sign of work (a batch handed over, a forward, a backward), and which: two
+// stores. The flight recorder names it for a rank that never entered a collective ("in forward").
+void mark_alive(status::Phase phase);
 
 }  // namespace xlaunch::watch

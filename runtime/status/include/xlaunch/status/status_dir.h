@@ -5,21 +5,25 @@
 // link (no torch, no MPI):
 //
 //   file                written by                          read by                         header
+//   started-<R>         rank R's wrapper, when it starts    xlaunch run (start-up deadline) rank_status.h
+//   agent-<host>        the wrapper of the ssh (rsh agent)  xlaunch run (start-up deadline) rank_status.h
+//                       that started host's Open MPI daemon
 //   rank-<R>            rank R's wrapper (`xlaunch __rank`)   xlaunch run, when mpirun ends   rank_status.h
 //   verdict             the first rank whose watchdog         xlaunch run, when mpirun ends   verdict.h
 //                       reached one
 //   stats-<R>           rank R, at the end of every step      xlaunch run (--monitor, report) step_stats.h
 //   syncs-<R>           rank R counting host-device syncs   xlaunch run (report)            sync_stats.h
 //                       (debug on a GPU), every step
-//   progress-<R>        rank R (its progress board)           the other ranks' watchdogs      here (name)
+//   progress-<R>        rank R (its progress board)           the other ranks' watchdogs,     progress_board.h
+//                                                           xlaunch run (flight recorder)
 //   trace-rank<R>.json  rank R, when it ends (trace dir)      xlaunch run, which merges them  trace_part.h
 //   ops-<R>.json        rank R, when its profile_ops steps    xlaunch run (operator table,    op_table.h
 //                       end                                 report.json, timeline)
 //   scalars.jsonl       rank 0's tracker, with tracking on     xlaunch run, for report.html    here (name)
 //                       (trace dir)
 //
-// The progress board's layout lives with the watchdog (runtime/src/watch/board.h): only ranks map
-// it; the launcher merely removes it with the directory.
+// The progress board (progress-<R>) is laid out in progress_board.h: the ranks create and keep it
+// (runtime/src/watch/board.h); the launcher reads it for the flight recorder (flight_recorder.h).
 #pragma once
 
 #include <string>
