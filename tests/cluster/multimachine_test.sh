@@ -235,6 +235,23 @@ fi
 [ "$gone" != never ] && pass "sim0 killed: nothing of the job left ${gone}s after xlaunch's exit" ||
   fail "sim0 killed: processes of the job left 60 s after xlaunch's exit"
 
+# `xlaunch run` itself SIGKILLed mid-training (a scheduler's `timeout -s KILL`): mpirun dies with it
+# (its parent-death signal), the daemons see it gone and the wrappers' lifelines find it refusing,
+# so within 10 s nothing of the job is left on either machine or here.
+rm -f "$work/marker4"
+"$xlaunch" run --config_file "$work/m2x1.yaml" "$ptrain" --marker "$work/marker4" >"$work/sigkill.log" 2>&1 &
+job=$!
+wait_file "$work/marker4" || echo "    sigkill: $work/marker4 never appeared"
+kill -KILL "$job"
+wait "$job" 2>/dev/null
+if gone=$(gone_within 10); then
+  pass "xlaunch run SIGKILLed while training on sim0 and sim1: nothing of the job left ${gone}s later"
+else
+  job_left | sed 's/^/    left: /'
+  fail "xlaunch run SIGKILLed: processes of the job left on sim0, sim1 or here 10 s later" sigkill
+  for h in sim0 sim1; do "$sim" kill "$h"; done
+fi
+
 # Every process of sim1 frozen (SIGSTOP: a machine that hangs; its kernel still answers TCP, so no
 # keepalive fires and its lifeline cannot run): mpirun would wait for its daemon for ever;
 # xlaunch run ends mpirun after the grace and names the machine (its rank left no status).
