@@ -236,7 +236,7 @@ TEST(Hello, TheRankWrapperSaysHelloAtMpirunsAddress) {
                                       "OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_LOCAL_RANK=1 "
                                       "OMPI_COMM_WORLD_LOCAL_SIZE=2 ") +
                           XLAUNCH_EXE + " __rank --status_dir /nonexistent/" + tag + " --hello " +
-                          std::to_string(listener.port()) + " -- /bin/sleep 1";
+                          std::to_string(listener.port()) + " -- /bin/sleep 3";  // time enough for its hello thread on a loaded machine
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   std::set<int> ranks;
   for (int i = 0; i < 300 && ranks.empty(); ++i) {  // bounded: 3 s
