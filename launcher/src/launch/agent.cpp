@@ -27,12 +27,6 @@ void forward(int sig) {
   errno = saved;
 }
 
-int64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 // ssh's options that take a value (and -o X=Y), as Open MPI may pass them.
 bool takes_value(const std::string& opt) {
   return opt.size() == 2 && std::strchr("bcDEeFIiJLlmOopQRSWw", opt[1]) != nullptr;
@@ -108,10 +102,10 @@ int agent_wrapper_main(int argc, char** argv) {
       if (got == child) {
         g_agent = 0;  // reaped: its pid may be another process's soon
         ended = true;
-        drain_until = now_ns() + 1000000000;
+        drain_until = status::realtime_ns() + 1000000000;
       }
     }
-    if (ended && now_ns() >= drain_until) break;
+    if (ended && status::realtime_ns() >= drain_until) break;
     pollfd p{pipe_fd[0], POLLIN, 0};
     if (poll(&p, 1, 200) <= 0) continue;
     char buf[4096];
@@ -138,7 +132,7 @@ int agent_wrapper_main(int argc, char** argv) {
   // Only where the directory is: on the launching machine (a daemon that starts the next ones, in
   // Open MPI's tree spawn, runs this on its own machine too).
   if (dir && *dir && access(dir, F_OK) == 0 && !host.empty())
-    status::write_agent_report(dir, {host, code, now_ns(), said}, &why);
+    status::write_agent_report(dir, {host, code, status::realtime_ns(), said}, &why);
   return code;
 }
 

@@ -85,19 +85,14 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const Attempt
     observer.started(c, env.status_dir);
     const JobWatch watch{env.status_dir, c.num_processes, rank_hosts(c),
                          startup_deadline_s(c.startup_timeout_s, c.timeout_s), &hello};
-    JobRun ran;
-    try {
-      ran = run_plan(plan, watch, Preemption{signal_number(c.preempt_signal), c.preempt_timeout_s});
-    } catch (...) {
-      files::remove_private_dir(env.status_dir);
-      throw;
-    }
-    observer.ended();
-    // The status directory goes when this attempt is over, once what failed has been read from it.
+    // The status directory goes when this attempt is over (also by an exception), once what failed
+    // has been read from it.
     const struct RemoveAtEnd {
       std::string dir;
       ~RemoveAtEnd() { files::remove_private_dir(dir); }
     } remove_at_end{env.status_dir};
+    const JobRun ran = run_plan(plan, watch, Preemption{signal_number(c.preempt_signal), c.preempt_timeout_s});
+    observer.ended();
     const JobOutcome outcome = job_outcome(ran, watch);
     if (outcome.exit_code == 0) return 0;
     // Preempted: restarted only when the preemption came to the ranks alone (a scheduler signalling

@@ -31,12 +31,6 @@ struct PreemptionDelivery {
   std::set<pid_t> ranks;
 };
 
-int64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * kNsPerS + ts.tv_nsec;
-}
-
 int64_t monotonic_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -86,9 +80,9 @@ bool reap_all() {
 
 // Waits up to seconds for every child to end, reaping them; true when none is left.
 bool reap_within(double seconds) {
-  const int64_t until = now_ns() + static_cast<int64_t>(seconds * kNsPerS);
+  const int64_t until = status::realtime_ns() + static_cast<int64_t>(seconds * kNsPerS);
   while (!reap_all()) {
-    if (now_ns() >= until) return false;
+    if (status::realtime_ns() >= until) return false;
     usleep(20000);
   }
   return true;
@@ -152,8 +146,8 @@ void pass_preemption_on(pid_t mpirun, PreemptionDelivery* d) {
 void look_for_starts(const JobWatch& watch, StartupDeadline* startup) {
   std::set<int> ranks;
   if (watch.hello) watch.hello->poll(hello_tag(watch.status_dir), &ranks);
+  // A wrapper writes started-<R> before anything else: a rank that has ended has one too.
   for (const auto& s : status::read_rank_starts(watch.status_dir)) ranks.insert(s.rank);
-  for (const auto& s : status::read_rank_statuses(watch.status_dir)) ranks.insert(s.rank);  // started and ended
   for (const int r : ranks) startup->seen(r);
 }
 
@@ -194,7 +188,7 @@ JobRun run_plan(const LaunchPlan& plan, const JobWatch& watch, const Preemption&
   o.watch_interval_ms = 500;  // a few file reads in the status directory each time
   StartupDeadline startup(watch.startup_deadline_s, watch.num_processes, monotonic_ns());
   o.watch = [&](pid_t mpirun) {
-    const int64_t now = now_ns();
+    const int64_t now = status::realtime_ns();
     if (!startup.all_seen()) {
       look_for_starts(watch, &startup);
       if (startup.all_seen() && watch.hello) watch.hello->drop_pending();

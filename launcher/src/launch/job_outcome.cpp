@@ -7,8 +7,11 @@
 #include <cstring>
 
 #include "xlaunch/preemption.h"
+#include "xlaunch/status/flight_recorder.h"
 
 namespace xlaunch::launcher {
+
+using status::rank_list;
 
 std::string describe(const RankStatus& s) {
   if (!s.signaled) return "exited with code " + std::to_string(s.code);
@@ -17,12 +20,6 @@ std::string describe(const RankStatus& s) {
 }
 
 namespace {
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
-}
 
 // When the first failures (by time) are every rank of one machine, the job ran on several, and no
 // rank elsewhere failed the same way:

@@ -40,21 +40,26 @@ std::vector<std::pair<std::string, int>> tcp_endpoints(const std::string& uri) {
   return out;
 }
 
-namespace {
-
-Answer answer_of(const std::string& host, int port, int timeout_ms) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Answer::kAccepted;  // no socket here says nothing about the launcher
+int connect_within(int fd, const std::string& host, int port, int timeout_ms) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, host.c_str(), &sa.sin_addr);
+  if (inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1) return EINVAL;
   int err = connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0 ? 0 : errno;
   if (err == EINPROGRESS) {
     pollfd p{fd, POLLOUT, 0};
     socklen_t len = sizeof err;
     if (poll(&p, 1, timeout_ms) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = ETIMEDOUT;
   }
+  return err;
+}
+
+namespace {
+
+Answer answer_of(const std::string& host, int port, int timeout_ms) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Answer::kAccepted;  // no socket here says nothing about the launcher
+  const int err = connect_within(fd, host, port, timeout_ms);
   close(fd);
   return err == 0 ? Answer::kAccepted : err == ECONNREFUSED ? Answer::kRefused : Answer::kSilent;
 }

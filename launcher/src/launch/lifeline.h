@@ -31,6 +31,10 @@ inline constexpr int kEndGraceS = 2;       // SIGTERM to SIGKILL
 // gives {10.0.0.1, 5000}, {10.1.0.1, 5000}); IPv4 only; none when it does not parse.
 std::vector<std::pair<std::string, int>> tcp_endpoints(const std::string& uri);
 
+// Connects the non-blocking TCP socket fd to host:port (IPv4), waiting at most timeout_ms: 0, or
+// the error (ECONNREFUSED, ETIMEDOUT, EINVAL for a host that is not an IPv4 address, ...).
+int connect_within(int fd, const std::string& host, int port, int timeout_ms);
+
 // A check of the launching machine: mpirun accepted the connection; the machine answered that
 // nothing listens there any more (mpirun is gone); or no answer within the timeout (the link, or
 // the machine, is down).

@@ -27,12 +27,6 @@ namespace xlaunch::launcher {
 
 namespace {
 
-int64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 // --num_cpu_threads_per_process reaches the program as OMP_NUM_THREADS, as with Accelerate: it sizes
 // LibTorch's intra-op pool in any program, and the runtime leaves a set OMP_NUM_THREADS alone.
 void export_cpu_threads() {
@@ -96,7 +90,7 @@ struct Lifeline {
   // One check of the launching machine; true once it has been silent for too long.
   bool launcher_lost() {
     if (launcher.empty()) return false;
-    const int64_t now = now_ns();
+    const int64_t now = status::realtime_ns();
     last_probe_ns = now;
     last_answer = check_launcher(launcher, kProbeTimeoutMs);
     return silence.lost(now, last_answer);
@@ -106,7 +100,7 @@ struct Lifeline {
   void say_lost(bool rank_running) const {
     char silent[96];
     std::snprintf(silent, sizeof silent, "has not answered for %.0f s: this machine is cut off from it",
-                  static_cast<double>(now_ns() - silence.silent_since_ns()) / 1e9);
+                  static_cast<double>(status::realtime_ns() - silence.silent_since_ns()) / 1e9);
     const std::string daemon = parent_is_daemon() ? "Open MPI's daemon here (pid " + std::to_string(parent) + ")" : "";
     const std::string ending = !rank_running ? daemon : daemon.empty() ? "this rank" : "this rank and " + daemon;
     std::fprintf(stderr, "xlaunch __rank: rank %d: the launching machine (mpirun at %s) %s; ending %s\n", rank,
@@ -115,7 +109,7 @@ struct Lifeline {
   }
 
   void operator()(pid_t child) {
-    const int64_t now = now_ns();
+    const int64_t now = status::realtime_ns();
     if (ending_ns) {
       if (!killed && now - ending_ns >= kEndGraceS * 1000000000LL) {
         killed = true;
@@ -133,7 +127,7 @@ struct Lifeline {
     }
     if (!probes_while_running || now - last_probe_ns < kProbeEveryS * 1000000000LL || !launcher_lost()) return;
     say_lost(true);
-    ending_ns = now_ns();
+    ending_ns = status::realtime_ns();
     daemon_too = parent_is_daemon();
     kill(child, SIGTERM);
     if (daemon_too) kill(parent, SIGTERM);
@@ -168,7 +162,7 @@ void announce_start(const std::string& status_dir, int hello_port) {
   const std::string host = gethostname(name, sizeof name - 1) == 0 && name[0] ? name : "unknown-host";
   const int rank = rank_from_env([](const char* v) { return std::getenv(v); });
   std::string why;
-  const bool recorded = !status_dir.empty() && status::write_rank_start(status_dir, {rank, now_ns(), host}, &why);
+  const bool recorded = !status_dir.empty() && status::write_rank_start(status_dir, {rank, status::realtime_ns(), host}, &why);
   if (!recorded && !status_dir.empty() && access(status_dir.c_str(), F_OK) == 0)
     std::fprintf(stderr, "xlaunch __rank: warning: rank %d's start is not recorded: %s\n", rank, why.c_str());
   if (hello_port <= 0) return;
@@ -242,7 +236,7 @@ int rank_wrapper_main(int argc, char** argv) {
   s.rank = rank_from_env([](const char* name) { return std::getenv(name); });
   s.signaled = WIFSIGNALED(status);
   s.code = s.signaled ? WTERMSIG(status) : WEXITSTATUS(status);
-  s.end_ns = now_ns();
+  s.end_ns = status::realtime_ns();
   if (s.signaled || s.code != 0) lifeline->before_leaving();
   std::string why;
   // A directory that does not exist here is a machine whose ranks report through mpirun alone (no

@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +12,10 @@
 #include <ctime>
 #include <sstream>
 
+#include "launch/lifeline.h"
+#include "xlaunch/status/flight_recorder.h"
+#include "xlaunch/status/rank_status.h"
+
 namespace xlaunch::launcher {
 
 namespace {
@@ -22,28 +25,13 @@ constexpr int64_t kPendingForNs = 5 * kNsPerS;  // a connection has this long to
 constexpr size_t kMaxLine = 512;
 constexpr const char* kHello = "xlaunch-hello";
 
-int64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * kNsPerS + ts.tv_nsec;
-}
-
-// Connects to host:port within timeout_ms and writes `line`; true when all of it was taken.
+// Connects to host:port within timeout_ms (lifeline.h) and writes `line`; true when all of it was taken.
 bool send_to(const std::string& host, int port, const std::string& line, int timeout_ms) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  bool ok = inet_pton(AF_INET, host.c_str(), &sa.sin_addr) == 1;
-  int err = ok && connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0 ? 0 : errno;
-  if (ok && err == EINPROGRESS) {
-    pollfd p{fd, POLLOUT, 0};
-    socklen_t len = sizeof err;
-    if (::poll(&p, 1, timeout_ms) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = ETIMEDOUT;
-  }
   // A few dozen bytes fit in any socket's send buffer: one send takes them whole or fails.
-  ok = ok && err == 0 && send(fd, line.data(), line.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(line.size());
+  const bool ok = connect_within(fd, host, port, timeout_ms) == 0 &&
+                  send(fd, line.data(), line.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(line.size());
   close(fd);
   return ok;
 }
@@ -77,11 +65,11 @@ std::optional<int> parse_hello(const std::string& line, const std::string& tag) 
 
 bool send_hello(const std::vector<std::pair<std::string, int>>& hosts, int port, const std::string& line,
                 int timeout_ms, int retry_for_s) {
-  const int64_t until = now_ns() + int64_t{retry_for_s} * kNsPerS;
+  const int64_t until = status::realtime_ns() + int64_t{retry_for_s} * kNsPerS;
   for (int pause_s = 1;; pause_s *= 2) {
     for (const auto& h : hosts)
       if (send_to(h.first, port, line, timeout_ms)) return true;
-    if (hosts.empty() || now_ns() + pause_s * kNsPerS > until) return false;
+    if (hosts.empty() || status::realtime_ns() + pause_s * kNsPerS > until) return false;
     sleep(static_cast<unsigned>(pause_s));
   }
 }
@@ -120,9 +108,9 @@ void HelloListener::poll(const std::string& tag, std::set<int>* ranks) {
       close(pending_.front().fd);
       pending_.erase(pending_.begin());
     }
-    pending_.push_back({c, now_ns(), ""});
+    pending_.push_back({c, status::realtime_ns(), ""});
   }
-  const int64_t now = now_ns();
+  const int64_t now = status::realtime_ns();
   std::vector<Pending> keep;
   for (auto& p : pending_) {
     char buf[256];
@@ -163,14 +151,9 @@ std::vector<int> StartupDeadline::missing() const {
 }
 
 std::string never_started_text(const std::vector<int>& missing, const std::vector<std::string>& rank_hosts) {
-  const auto ranks_text = [](const std::vector<int>& rs) {
-    std::string s;
-    for (int r : rs) s += (s.empty() ? "" : ", ") + std::to_string(r);
-    return (rs.size() == 1 ? "rank " : "ranks ") + s;
-  };
   const bool placed = std::all_of(missing.begin(), missing.end(),
                                   [&](int r) { return r >= 0 && static_cast<size_t>(r) < rank_hosts.size(); });
-  if (!placed || missing.empty()) return ranks_text(missing);
+  if (!placed || missing.empty()) return status::rank_list(missing);
   std::vector<std::pair<std::string, std::vector<int>>> machines;  // in rank order
   for (int r : missing) {
     const std::string& h = rank_hosts[static_cast<size_t>(r)];
@@ -179,7 +162,7 @@ std::string never_started_text(const std::vector<int>& missing, const std::vecto
     else it->second.push_back(r);
   }
   std::string s;
-  for (const auto& [host, rs] : machines) s += (s.empty() ? "machine " : ", machine ") + host + " (" + ranks_text(rs) + ")";
+  for (const auto& [host, rs] : machines) s += (s.empty() ? "machine " : ", machine ") + host + " (" + status::rank_list(rs) + ")";
   return s;
 }
 

@@ -16,18 +16,16 @@
 #include "xlaunch/status/rank_status.h"
 #include "xlaunch/status/step_stats.h"
 #include "xlaunch/status/verdict_file.h"
+#include "xlaunch/status/flight_recorder.h"
 
 namespace xlaunch::launcher {
+
+using status::rank_list;
 
 namespace {
 
 constexpr int64_t kNsPerS = 1000000000;
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
-}
 
 std::string clock_time(int64_t ns) {
   const std::time_t t = static_cast<std::time_t>(ns / kNsPerS);
@@ -303,9 +301,7 @@ JobOutcome job_outcome(const JobRun& run, const JobWatch& watch) {
   std::vector<Unreachable> lost = unreachable_machines(watch.rank_hosts, statuses, run.daemon_hosts, shared);
   if (lost.empty()) return o;
   for (auto& m : lost) m.since_ns = last_step_end_ns(watch.status_dir, m.ranks);
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  const int64_t noticed = run.failed_ns ? run.failed_ns : static_cast<int64_t>(now.tv_sec) * kNsPerS + now.tv_nsec;
+  const int64_t noticed = run.failed_ns ? run.failed_ns : status::realtime_ns();
   const std::string text = unreachable_text(lost, noticed);
   bool explained = static_cast<bool>(verdict);
   for (const auto& s : statuses) explained = explained || ((s.signaled && s.code != SIGTERM) || (!s.signaled && s.code));

@@ -10,27 +10,25 @@
 #include <vector>
 
 #include "xlaunch/status/flight_recorder.h"
+#include "xlaunch/status/rank_status.h"
 
 namespace xlaunch::launcher {
 namespace {
 
 constexpr const char* kPrefix = "flight-recorder-";
 
-int64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-void print_table(FILE* out, const std::vector<status::RankFlight>& ranks, int64_t at_ns) {
+// The table and the finding; false (and, when say_none, a line saying so) when no rank issued a
+// collective.
+bool print_table(FILE* out, const std::vector<status::RankFlight>& ranks, int64_t at_ns, bool say_none) {
   const std::string table = status::flight_table(ranks, at_ns);
   if (table.empty()) {
-    std::fprintf(out, "xlaunch: no rank issued a collective\n");
-    return;
+    if (say_none) std::fprintf(out, "xlaunch: no rank issued a collective\n");
+    return false;
   }
   std::fprintf(out, "%s", table.c_str());
   const std::string finding = status::flight_finding(ranks, at_ns);
   if (!finding.empty()) std::fprintf(out, "xlaunch: %s\n", finding.c_str());
+  return true;
 }
 
 // The newest flight-recorder-*.json in dir (by modification time); "" when there is none.
@@ -63,22 +61,17 @@ std::string flight_file_name(const std::string& run_id, int attempt) {
 void report_flight(FILE* out, const std::string& status_dir, int world, const std::string& log_dir,
                    const std::string& run_id, int attempt) {
   const auto ranks = status::read_flight(status_dir, world);
-  const int64_t now = now_ns();
-  if (status::flight_table(ranks, now).empty()) return;
-  print_table(out, ranks, now);
-  if (log_dir.empty()) return;
+  const int64_t now = status::realtime_ns();
+  if (!print_table(out, ranks, now, false) || log_dir.empty()) return;
   const std::string path = log_dir + "/" + flight_file_name(run_id, attempt);
   const std::string tmp = path + ".tmp";
+  bool saved;
   {
     std::ofstream f(tmp, std::ios::trunc);
     f << status::flight_json(ranks, now);
-    if (!f.flush()) {
-      std::fprintf(out, "xlaunch: warning: the flight recorder could not be saved to %s\n", path.c_str());
-      std::remove(tmp.c_str());
-      return;
-    }
+    saved = static_cast<bool>(f.flush());
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!saved || std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::fprintf(out, "xlaunch: warning: the flight recorder could not be saved to %s\n", path.c_str());
     std::remove(tmp.c_str());
     return;
@@ -91,7 +84,7 @@ int print_flight(FILE* out, const std::string& dir) {
   if (const int world = status::flight_world(dir); world > 0) {
     std::fprintf(out, "xlaunch debug: the progress boards of %d rank%s in %s, now\n", world, world == 1 ? "" : "s",
                  dir.c_str());
-    print_table(out, status::read_flight(dir, world), now_ns());
+    print_table(out, status::read_flight(dir, world), status::realtime_ns(), true);
     return 0;
   }
   struct stat st {};
@@ -110,7 +103,7 @@ int print_flight(FILE* out, const std::string& dir) {
     char when[32];
     std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
     std::fprintf(out, "xlaunch debug: %s, saved %s (times below are relative to then)\n", file.c_str(), when);
-    print_table(out, saved->first, saved->second);
+    print_table(out, saved->first, saved->second, true);
     return 0;
   }
   std::fprintf(stderr, "xlaunch debug: %s holds no progress boards (progress-<R>, a job's status directory while it "

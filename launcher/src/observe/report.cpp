@@ -100,12 +100,6 @@ std::string pct(double v) { return fixed(v, 1) + "%"; }
 
 std::string speedup(double p_pct) { return fixed(100 / std::max(1.0, 100 - p_pct), 1) + "x"; }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();

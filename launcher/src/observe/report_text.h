@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "xlaunch/status/flight_recorder.h"
+
 namespace xlaunch::launcher {
 
 // v with `digits` decimals: fixed(2.345, 1) = "2.3".
@@ -16,8 +18,8 @@ std::string pct(double v);
 // "2.0x": how much faster a step gets when a share `p_pct` of it goes away.
 std::string speedup(double p_pct);
 
-// "rank 3" or "ranks 0, 2"
-std::string rank_list(const std::vector<int>& ranks);
+// "rank 3" or "ranks 0, 2": the status library's, as every message writes them.
+using status::rank_list;
 
 double median(std::vector<double> v);
 

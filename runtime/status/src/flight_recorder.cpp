@@ -23,12 +23,6 @@ std::string ago(int64_t ns) {
   return buf;
 }
 
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
-}
-
 const FlightEntry* entry_of(const RankFlight& r, uint64_t seq) {
   for (const auto& e : r.entries)
     if (e.seq == seq) return &e;
@@ -80,6 +74,12 @@ uint64_t max_issued(const std::vector<RankFlight>& ranks) {
 }
 
 }  // namespace
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
+}
 
 std::string size_text(int64_t n) {
   char buf[32];
@@ -214,7 +214,7 @@ std::optional<Desync> find_desync(const std::vector<RankFlight>& ranks) {
     bool same_op = true;
     for (const auto& g : groups) same_op = same_op && g.first->op == groups.front().first->op;
     const auto in = [&](const auto& g) {
-      return ranks_text(g.second) + (g.second.size() == 1 ? " is in " : " are in ") + label(*g.first, same_op);
+      return rank_list(g.second) + (g.second.size() == 1 ? " is in " : " are in ") + label(*g.first, same_op);
     };
     Desync d;
     d.seq = seq;
@@ -227,7 +227,7 @@ std::optional<Desync> find_desync(const std::vector<RankFlight>& ranks) {
     const bool tie = groups[0].second.size() == groups[1].second.size();
     d.text = minority + " while " + in(groups[0]) +
              (tie ? ": the ranks' training loops took different paths"
-                  : ": the training loop took another path on " + ranks_text(d.odd));
+                  : ": the training loop took another path on " + rank_list(d.odd));
     return d;
   }
   return std::nullopt;
@@ -257,7 +257,7 @@ std::string flight_finding(const std::vector<RankFlight>& ranks, int64_t now_ns)
   if (missing.empty() || entered.empty()) return "";
   const std::string what = newest ? label(*newest, false) : "#" + std::to_string(top);
   std::string s = all_seen && missing.size() == 1 ? "every rank but " + std::to_string(missing.front()) + " entered " + what
-                                                  : ranks_text(entered) + " entered " + what;
+                                                  : rank_list(entered) + " entered " + what;
   for (const auto& r : ranks)
     if (std::find(missing.begin(), missing.end(), r.rank) != missing.end())
       s += "; rank " + std::to_string(r.rank) + " " + where_is(r, now_ns);

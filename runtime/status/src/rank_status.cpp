@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <ctime>
 #include <sstream>
 
 #include "xlaunch/status/private_files.h"
@@ -60,6 +61,12 @@ std::vector<T> read_each(const std::string& dir, const char* prefix, Parse parse
 constexpr auto by_rank = [](const auto& a, const auto& b) { return a.rank < b.rank; };
 
 }  // namespace
+
+int64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
 
 bool write_rank_status(const std::string& dir, const RankStatus& s, std::string* why) {
   const std::string host = s.host.empty() ? this_host() : s.host;

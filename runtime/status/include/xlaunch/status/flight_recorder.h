@@ -48,6 +48,9 @@ RankFlight snapshot(const Board& b);
 // A collective's size as the tables and verdicts write it: "1.0 MiB", "12.5 KiB", "80 B".
 std::string size_text(int64_t bytes);
 
+// Ranks as every message writes them: "rank 3", "ranks 0, 2".
+std::string rank_list(const std::vector<int>& ranks);
+
 // Ranks 0..world-1 from their boards in dir (unseen where one cannot be read).
 std::vector<RankFlight> read_flight(const std::string& dir, int world);
 

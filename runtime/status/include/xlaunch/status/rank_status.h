@@ -15,6 +15,9 @@
 
 namespace xlaunch::status {
 
+// CLOCK_REALTIME in nanoseconds: the clock every time in the status directory is on.
+int64_t realtime_ns();
+
 struct RankStatus {
   int rank = 0;
   bool signaled = false;  // killed by a signal (code is the signal number) vs exited (code is the exit code)
