@@ -16,10 +16,6 @@
 namespace xlaunch::config::detail {
 namespace {
 
-constexpr const char* kStage3 =
-    "ZeRO stage 3 also shards the parameters themselves, gathering each layer's before its forward and "
-    "backward; xlaunch has not built it. Use zero_stage 1 (optimizer state sharded) or 2 (optimizer state "
-    "and gradients), which xlaunch runs as ddp.zero_stage (docs/memory.md)";
 constexpr const char* kOffload =
     "offloading to the CPU or NVMe is not built; set it to none (stage 2 already divides the optimizer state "
     "and gradients by the number of ranks: docs/memory.md)";
@@ -116,8 +112,7 @@ DeepSpeedSettings read_deepspeed_section(const YAML::Node& section, const std::s
     if (leaf == "deepspeed_config_file") {
       if (!e.node.IsNull() && !e.node.IsScalar()) e.fail("a path to a DeepSpeed JSON file");
     } else if (leaf == "zero_stage") {
-      if (e.text() == "3") e.fail("0, 1 or 2", kStage3);
-      s.zero_stage = static_cast<int>(e.integer(0, 2));
+      s.zero_stage = static_cast<int>(e.integer(0, 3));
       s.stage_source = "deepspeed_config zero_stage " + std::to_string(s.zero_stage);
       s.stage_line = e.line;
     } else if (leaf == "offload_optimizer_device" || leaf == "offload_param_device") {
@@ -126,13 +121,13 @@ DeepSpeedSettings read_deepspeed_section(const YAML::Node& section, const std::s
       // Read only with an NVMe offload device, which is refused above.
     } else if (leaf == "zero3_init_flag") {
       if (e.boolean())
-        e.fail("false", "zero3_init_flag builds the model already sharded, for ZeRO stage 3, which xlaunch has not "
-                        "built; set it to false (every rank builds the whole model, then prepare broadcasts rank 0's)");
+        e.fail("false", "zero3_init_flag builds the model already sharded, inside DeepSpeed's Python context, which "
+                        "a C++ program has no equivalent of; set it to false (every rank builds the whole model, then "
+                        "prepare broadcasts rank 0's and, at ZeRO stage 3, keeps only its shard)");
     } else if (leaf == "zero3_save_16bit_model") {
       if (e.boolean())
-        s.notes.push_back("deepspeed_config.zero3_save_16bit_model ignored: it is for ZeRO stage 3; xlaunch's "
-                          "checkpoints hold the full model, and `xlaunch merge-weights CHECKPOINT OUT` writes it as "
-                          "safetensors");
+        s.notes.push_back("deepspeed_config.zero3_save_16bit_model ignored: xlaunch's checkpoints hold the full "
+                          "model at every stage, and `xlaunch merge-weights CHECKPOINT OUT` writes it as safetensors");
     } else if (leaf == accumulation_key()) {
       s.accumulation_steps = static_cast<int>(e.integer(1, 1 << 20));
     } else if (leaf == "gradient_clipping") {
@@ -196,9 +191,8 @@ void json_offload(const JsonCtx& ctx, const json& zero, const char* name) {
 int json_stage(const JsonCtx& ctx, const json& zero) {
   if (!zero.contains("stage")) return 0;
   const json& v = zero["stage"];
-  if (v.is_number_integer() && v.get<long>() == 3) ctx.fail("zero_optimization.stage", v, "0, 1 or 2", kStage3);
-  if (!v.is_number_integer() || v.get<long>() < 0 || v.get<long>() > 2)
-    ctx.fail("zero_optimization.stage", v, "0, 1 or 2");
+  if (!v.is_number_integer() || v.get<long>() < 0 || v.get<long>() > 3)
+    ctx.fail("zero_optimization.stage", v, "0, 1, 2 or 3");
   return v.get<int>();
 }
 

@@ -188,10 +188,6 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
     throw ConfigError({file, key, l == lines.end() ? 0 : l->second, found, allowed, hint});
   };
   auto q = [](auto v) { return "'" + show(static_cast<double>(v)) + "'"; };
-  // Stage 3 has its own message, before the row's range.
-  check(c.ddp.zero_stage != 3, "ddp.zero_stage", "'3'", zero_stage_choices(),
-        "stage 3 would also shard the parameters themselves, gathering each layer's before its forward and "
-        "backward; it is not built. Use 1 (optimizer state) or 2 (optimizer state and gradients): docs/memory.md");
   // Each row's own check (xlaunch/settings.h): RANGE's condition on the value v, ONE_OF's names.
   // (An enum, such as mixed_precision's, holds nothing else.)
   auto one_of = [&](const auto& v, const auto& names, const std::string& key, const std::string& hint) {
@@ -232,11 +228,12 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
   check(!(c.deterministic && c.cudnn_benchmark), "cudnn_benchmark", "true with deterministic: true",
         "false when deterministic is true",
         "cuDNN's autotuner picks algorithms by timing them, so results change from run to run; drop one of the two");
-  check(!(c.ddp.comm_hook == "powersgd" && shards_gradients(c.ddp.zero_stage)), "ddp.comm_hook", "'powersgd' with ddp.zero_stage 2",
-        "none, fp16 or bf16 with ddp.zero_stage 2",
-        "PowerSGD approximates whole weight matrices and allreduces the low-rank factors; stage 2 reduce-scatters "
-        "the gradients, so each rank keeps only a shard of each and there is no matrix to approximate. Use "
-        "ddp.zero_stage 1 with powersgd, or comm_hook none, fp16 or bf16 with stage 2");
+  const std::string stage = std::to_string(c.ddp.zero_stage);
+  check(!(c.ddp.comm_hook == "powersgd" && shards_gradients(c.ddp.zero_stage)), "ddp.comm_hook",
+        "'powersgd' with ddp.zero_stage " + stage, "none, fp16 or bf16 with ddp.zero_stage " + stage,
+        "PowerSGD approximates whole weight matrices and allreduces the low-rank factors; stage " + stage +
+            " reduce-scatters the gradients, so each rank keeps only a shard of each and there is no matrix to "
+            "approximate. Use ddp.zero_stage 1 with powersgd, or comm_hook none, fp16 or bf16 with stage " + stage);
   const bool distributed = c.distributed_type != DistributedType::No;
   check(distributed || c.num_processes == 1, "num_processes", q(c.num_processes),
         "1 with distributed_type NO", "set distributed_type: MULTI_CPU or MULTI_GPU to start several processes");

@@ -57,15 +57,25 @@ TEST(ZeroStage, DefaultsToZeroAndTakesOneAndTwo) {
   EXPECT_EQ(parse_config(to_yaml(c), "t.yaml").config.ddp.zero_stage, 2);
 }
 
-TEST(ZeroStage, StageThreeIsRefusedSayingWhatItWouldShardAndToUseOneOrTwo) {
-  const ConfigErrorInfo e = error_of("ddp:\n  zero_stage: 3\n");
+TEST(ZeroStage, StageThreeAndTheFsdpSectionAreRead) {
+  const LoadedConfig l = parse_config("ddp:\n  zero_stage: 3\nfsdp:\n  prefetch: 2\n  reshard_after_forward: false\n", "t");
+  EXPECT_EQ(l.config.ddp.zero_stage, 3);
+  EXPECT_EQ(l.config.fsdp.prefetch, 2);
+  EXPECT_FALSE(l.config.fsdp.reshard_after_forward);
+  EXPECT_EQ(parse_config(to_yaml(l.config), "t").config.fsdp.prefetch, 2);
+  const ConfigErrorInfo e = error_of("ddp:\n  zero_stage: 4\n");
   EXPECT_EQ(e.key, "ddp.zero_stage");
-  EXPECT_EQ(e.line, 2);
-  EXPECT_EQ(e.found, "'3'");
-  EXPECT_EQ(e.allowed, "0, 1 or 2");
-  EXPECT_TRUE(contains(e.hint, "shard the parameters")) << e.hint;
-  EXPECT_TRUE(contains(e.hint, "not built")) << e.hint;
-  EXPECT_TRUE(contains(e.hint, "Use 1 (optimizer state) or 2")) << e.hint;
+  EXPECT_EQ(e.allowed, "0, 1, 2 or 3");
+  const ConfigErrorInfo p = error_of("fsdp:\n  prefetch: -1\n");
+  EXPECT_EQ(p.key, "fsdp.prefetch");
+  EXPECT_EQ(p.line, 2);
+}
+
+TEST(ZeroStage, PowerSgdWithStageThreeIsRefusedNamingTheStage) {
+  const ConfigErrorInfo e = error_of("ddp:\n  zero_stage: 3\n  comm_hook: powersgd\n");
+  EXPECT_EQ(e.key, "ddp.comm_hook");
+  EXPECT_EQ(e.found, "'powersgd' with ddp.zero_stage 3");
+  EXPECT_TRUE(contains(e.hint, "no matrix to approximate")) << e.hint;
 }
 
 TEST(ZeroStage, OtherValuesAreRefusedWithWhatEachStageShards) {
@@ -149,14 +159,11 @@ TEST(AccelerateDeepSpeed, TheDataFileOfAnAccelerateUserLoads) {
   EXPECT_EQ(l.lines.at("ddp.zero_stage"), 6);
 }
 
-TEST(AccelerateDeepSpeed, StageThreeIsRefusedByNameWithTheFix) {
-  const ConfigErrorInfo e = error_of(deepspeed_file("  zero3_init_flag: false\n  zero_stage: 3\n"));
+TEST(AccelerateDeepSpeed, StageThreeIsTakenAsZeroStageThree) {
+  const LoadedConfig l = parse_config(deepspeed_file("  zero3_init_flag: false\n  zero_stage: 3\n"), "t");
+  EXPECT_EQ(l.config.ddp.zero_stage, 3);
+  const ConfigErrorInfo e = error_of(deepspeed_file("  zero_stage: 4\n"));
   EXPECT_EQ(e.key, "deepspeed_config.zero_stage");
-  EXPECT_EQ(e.line, 5);
-  EXPECT_EQ(e.found, "'3'");
-  EXPECT_EQ(e.allowed, "0, 1 or 2");
-  EXPECT_TRUE(contains(e.hint, "shards the parameters")) << e.hint;
-  EXPECT_TRUE(contains(e.hint, "Use zero_stage 1 (optimizer state sharded) or 2")) << e.hint;
 }
 
 TEST(AccelerateDeepSpeed, OffloadIsRefusedByNameWithTheFix) {
@@ -175,7 +182,7 @@ TEST(AccelerateDeepSpeed, Zero3InitFlagIsRefusedByName) {
   const ConfigErrorInfo e = error_of(deepspeed_file("  zero3_init_flag: true\n  zero_stage: 2\n"));
   EXPECT_EQ(e.key, "deepspeed_config.zero3_init_flag");
   EXPECT_EQ(e.allowed, "false");
-  EXPECT_TRUE(contains(e.hint, "ZeRO stage 3")) << e.hint;
+  EXPECT_TRUE(contains(e.hint, "at ZeRO stage 3, keeps only its shard")) << e.hint;
   EXPECT_TRUE(contains(e.hint, "set it to false")) << e.hint;
 }
 
@@ -251,11 +258,12 @@ TEST_F(DeepSpeedJson, NoZeroSectionIsStageZeroAsInDeepSpeed) {
   EXPECT_EQ(parse_config(with_json("{\"gradient_accumulation_steps\": \"auto\"}"), "t").config.ddp.zero_stage, 0);
 }
 
-TEST_F(DeepSpeedJson, StageThreeOffloadAndAnOptimizerAreRefusedNamingTheJsonKey) {
-  ConfigErrorInfo e = error_of(with_json(R"({"zero_optimization": {"stage": 3}})"));
+TEST_F(DeepSpeedJson, StageThreeIsTakenAndOffloadAndAnOptimizerAreRefusedNamingTheJsonKey) {
+  EXPECT_EQ(parse_config(with_json(R"({"zero_optimization": {"stage": 3}})"), "t").config.ddp.zero_stage, 3);
+  ConfigErrorInfo e = error_of(with_json(R"({"zero_optimization": {"stage": 4}})"));
   EXPECT_EQ(e.file, json_path());
   EXPECT_EQ(e.key, "zero_optimization.stage");
-  EXPECT_TRUE(contains(e.hint, "Use zero_stage 1 (optimizer state sharded) or 2")) << e.hint;
+  EXPECT_EQ(e.allowed, "0, 1, 2 or 3");
   e = error_of(with_json(R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}})"));
   EXPECT_EQ(e.key, "zero_optimization.offload_optimizer.device");
   EXPECT_EQ(e.found, "'cpu'");

@@ -36,7 +36,7 @@ std::string refusal(int stage) {
 }
 
 TEST(ZeroStages, EachRowMakesItsStage) {
-  ASSERT_EQ(std::size(kZeroStages), 3u);
+  ASSERT_EQ(std::size(kZeroStages), 4u);
   for (const ZeroStageInfo& row : kZeroStages) {
     Parts parts;
     EXPECT_EQ(parts.make(row.stage)->stage(), row.stage) << row.meaning;
@@ -46,21 +46,25 @@ TEST(ZeroStages, EachRowMakesItsStage) {
 // The launcher and the config ask the same table (xlaunch/zero_stages.h, torch-free) what a stage
 // number means.
 TEST(ZeroStages, TheSharedTableSaysWhatEachStageShards) {
-  for (int stage : {0, 1, 2}) EXPECT_TRUE(is_zero_stage(stage)) << stage;
-  for (int stage : {-1, 3}) EXPECT_FALSE(is_zero_stage(stage)) << stage;
+  for (int stage : {0, 1, 2, 3}) EXPECT_TRUE(is_zero_stage(stage)) << stage;
+  for (int stage : {-1, 4}) EXPECT_FALSE(is_zero_stage(stage)) << stage;
   EXPECT_FALSE(shards_optimizer_state(0));
   EXPECT_TRUE(shards_optimizer_state(1));
   EXPECT_TRUE(shards_optimizer_state(2));
   EXPECT_FALSE(shards_gradients(1));
   EXPECT_TRUE(shards_gradients(2));
   EXPECT_EQ(static_cast<int>(ZeroStage::kGradients), 2);
-  EXPECT_EQ(zero_stage_choices(), "0, 1 or 2");
+  EXPECT_TRUE(shards_parameters(3));
+  EXPECT_FALSE(shards_parameters(2));
+  EXPECT_EQ(static_cast<int>(ZeroStage::kParameters), 3);
+  EXPECT_EQ(zero_stage_choices(), "0, 1, 2 or 3");
 }
 
 TEST(ZeroStages, AnUnknownStageIsRefusedNamingTheSettingAndTheStages) {
-  const std::string expected = "set ddp.zero_stage to 0 (no sharding), 1 (optimizer state sharded) or 2 "
-                               "(optimizer state and gradients sharded)";
-  EXPECT_EQ(refusal(3), "zero_stage 3 is not built: " + expected);
+  const std::string expected = "set ddp.zero_stage to 0 (no sharding), 1 (optimizer state sharded), 2 "
+                               "(optimizer state and gradients sharded) or 3 (optimizer state, gradients and "
+                               "parameters sharded)";
+  EXPECT_EQ(refusal(4), "zero_stage 4 is not built: " + expected);
   EXPECT_EQ(refusal(-1), "zero_stage -1 is not built: " + expected);
 }
 

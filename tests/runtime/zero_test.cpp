@@ -359,7 +359,7 @@ TEST(Zero, RefusesWhatCannotBeSharded) {
   };
   EXPECT_NE(message([](auto& acc, Mlp& m) { acc.prepare(m); }, 2, "powersgd").find("PowerSGD approximates"),
             std::string::npos);
-  EXPECT_NE(message([](auto& acc, Mlp& m) { acc.prepare(m); }, 3, "none").find("zero_stage 3 is not built"),
+  EXPECT_NE(message([](auto& acc, Mlp& m) { acc.prepare(m); }, 4, "none").find("zero_stage 4 is not built"),
             std::string::npos);
   EXPECT_NE(message(
                 [](auto& acc, Mlp& m) {

@@ -57,15 +57,16 @@ constexpr const char* kNoPython =
     "as in `xlaunch launch [options] ./train [args...]`";
 constexpr const char* kNoTpu = "xlaunch trains on CPUs and NVIDIA GPUs; TPUs are not supported";
 constexpr const char* kNoDeepSpeed =
-    "DeepSpeed itself is not used: xlaunch's own ZeRO stages 1 and 2 are ddp.zero_stage in the config "
+    "DeepSpeed itself is not used: xlaunch's own ZeRO stages 1, 2 and 3 are ddp.zero_stage in the config "
     "(docs/memory.md), and an Accelerate config's deepspeed_config is read as them";
-constexpr const char* kZeroStage = "set ddp.zero_stage: 0, 1 or 2 in the config file (docs/memory.md)";
+constexpr const char* kZeroStage = "set ddp.zero_stage: 0, 1, 2 or 3 in the config file (docs/memory.md)";
 constexpr const char* kNoOffload =
     "offloading to the CPU or NVMe is not built; ddp.zero_stage: 2 divides the optimizer state and gradients by "
     "the number of ranks instead (docs/memory.md)";
-constexpr const char* kNoZero3 = "ZeRO stage 3 is not built; ddp.zero_stage 1 or 2 shards the optimizer state "
-                                 "(and the gradients) over the ranks (docs/memory.md)";
-constexpr const char* kNoFsdp = "FSDP is not supported; xlaunch trains data-parallel, every rank holding the whole model";
+constexpr const char* kNoZero3 = "ZeRO stage 3 is ddp.zero_stage: 3 in the config file, and its options are the "
+                                 "fsdp section's (docs/memory.md)";
+constexpr const char* kNoFsdp = "FSDP is xlaunch's ddp.zero_stage: 3 (FULL_SHARD) in the config file, with the fsdp "
+                                "section's options (docs/memory.md)";
 constexpr const char* kNoMegatron = "Megatron-LM is not supported; xlaunch trains data-parallel";
 constexpr const char* kNoParallelism = "only data parallelism is supported (no tensor, context or sharded parallelism)";
 

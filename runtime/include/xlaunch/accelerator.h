@@ -244,6 +244,14 @@ class Accelerator {
     save_module(*module_ptr(model.module()), dir, max_shard_size);
   }
   void save_module(const torch::nn::Module& module, const std::string& dir, const std::string& max_shard_size = "10GB");
+  // The unwrapped model's parameters and buffers by name, whole, as copies (Accelerate's
+  // get_state_dict): at ddp.zero_stage 3 every unit is gathered for it (collective: call it on every
+  // rank), elsewhere no communication.
+  template <typename M>
+  std::vector<std::pair<std::string, at::Tensor>> get_state_dict(const PreparedModel<M>& model) {
+    return module_state_dict(*module_ptr(model.module()));
+  }
+  std::vector<std::pair<std::string, at::Tensor>> module_state_dict(const torch::nn::Module& module);
 
   // Every rank's tensor concatenated along dim 0 (0-dim tensors are stacked), in rank order. Dim 0
   // may differ between ranks (0 rows included: ragged results such as detections); every other

@@ -112,6 +112,10 @@ struct ReducerOptions {
   // its shard of every bucket, and the updated shards are allgathered; 2 the gradients are
   // reduce-scattered too, so a rank keeps only its shard of them.
   int zero_stage = static_cast<int>(env::default_int(env::kZeroStage));
+  // Stage 3 (the fsdp section): units gathered ahead of the one computing, and whether a unit's
+  // gathered parameters are freed after its forward (else kept until its backward).
+  int fsdp_prefetch = static_cast<int>(env::default_int(env::kFsdpPrefetch));
+  bool reshard_after_forward = env::default_bool(env::kFsdpReshardAfterForward);
 };
 
 // Which communicator reduces tensors on a device (MPI for CPU, NCCL for CUDA).
@@ -120,8 +124,10 @@ using CommunicatorForDevice = std::function<std::shared_ptr<Communicator>(const 
 class Reducer {
  public:
   // params: the trainable parameters in registration order, with their names (for messages).
+  // units: at zero_stage 3, the buckets (indices into params, each parameter in one), as ddp/units.h
+  // cuts the model; empty: the bucket plan's (bucket_cap_mb).
   Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, CommunicatorForDevice comm_for,
-          ReducerOptions options);
+          ReducerOptions options, std::vector<std::vector<size_t>> units = {});
   ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -192,6 +198,8 @@ class Reducer {
   int rank() const { return rank_; }
   const std::vector<at::Tensor>& params() const { return params_; }
   const std::vector<std::string>& names() const { return names_; }
+  // Each parameter's element count (at stage 3 a parameter is empty between its unit's uses).
+  const std::vector<int64_t>& numels() const { return numels_; }
   int64_t bucket_elements(size_t b) const;
   int64_t bucket_shard(size_t b) const;
   const at::Tensor& bucket_params(size_t b) const;
@@ -205,8 +213,19 @@ class Reducer {
   // Everything this rank holds of the averaged gradients after a synced backward, to scale them
   // (normalisations): the parameters' gradients, or at stage 2 grad_shards().
   std::vector<at::Tensor> reduced_grads() const;
-  // Allgathers bucket b's updated shards into every rank's flat parameters (stage >= 1).
+  // Allgathers bucket b's updated shards into every rank's flat parameters (stage 1 and 2; at stage
+  // 3 the whole parameters are stale after a step, and freed).
   std::shared_ptr<Work> gather_params_async(size_t b);
+  // The tensor the sharded optimizer steps for bucket b's elements [offset, offset + length) of
+  // this rank's shard: a view of the flat parameters, or at stage 3 of the persistent shard.
+  at::Tensor param_piece(size_t b, int64_t offset, int64_t length) const;
+  // Stage 3's units (ddp/units.h): bucket b's parameters are whole from gather_unit (collective,
+  // in the same order on every rank) and wait_unit until free_unit; keep_changes: this rank's shard
+  // takes what they hold first. At other stages every parameter is always whole.
+  void gather_unit(size_t b);
+  void wait_unit(size_t b);
+  void free_unit(size_t b, bool keep_changes);
+  bool unit_whole(size_t b) const;
   // Bytes each synced backward reduce-scatters (stage 2: the padded buckets), per rank: for the
   // report (what the optimizers gather: ShardedOptimizer::gathered_bytes).
   int64_t reduce_scattered_bytes() const;
@@ -232,6 +251,7 @@ class Reducer {
 
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;
+  std::vector<int64_t> numels_;
   ReducerOptions options_;
   std::vector<std::vector<size_t>> plan_;
   std::vector<ReducerBucket> buckets_;

@@ -168,7 +168,17 @@ T default_of(const char* s) {
           xlaunch::zero_stage_choices(/*with_meanings=*/true) + " (docs/memory.md)"),                                \
     ACC_AT(ddp.zero_stage),                                                                                          \
     "sharded data parallelism (ZeRO): 0 none, 1 optimizer state sharded over the ranks, 2 optimizer state and "      \
-    "gradients")
+    "gradients, 3 parameters too (fully sharded, the fsdp section)")
+
+// Stage 3's units (ddp.zero_stage 3, docs/memory.md); read by the reducer with the ddp rows.
+#define XLAUNCH_SETTINGS_FSDP(X, S)                                                                                   \
+  X(S, prefetch, int, ENV(kFsdpPrefetch, "XLAUNCH_FSDP_PREFETCH", Int), "1", NO_CLI,                                 \
+    RANGE(v >= 0 && v <= 64, "an integer from 0 to 64", "1 hides each unit's gather behind the one before"),         \
+    ACC_AT(ddp.fsdp_prefetch), "units whose gather is issued ahead of the one computing, forward and backward")      \
+  X(S, reshard_after_forward, bool, ENV(kFsdpReshardAfterForward, "XLAUNCH_FSDP_RESHARD_AFTER_FORWARD", Bool), "1",  \
+    NO_CLI, ANY, ACC_AT(ddp.reshard_after_forward),                                                                  \
+    "1: free a unit's gathered parameters after its forward and gather them again for its backward; 0: keep them "   \
+    "until its backward (less communication, stage-2 memory)")
 
 #define XLAUNCH_SETTINGS_LOADER(X, S)                                                                                 \
   X(S, num_workers, int, ENV(kNumWorkers, "XLAUNCH_NUM_WORKERS", String), "2", NO_CLI,                               \
@@ -304,7 +314,7 @@ T default_of(const char* s) {
 // Every row, in the order the file is written (and the config reference lists them).
 #define XLAUNCH_SETTINGS(X)                                                                         \
   XLAUNCH_SETTINGS_JOB(X, ) XLAUNCH_SETTINGS_MPI(X, mpi.) XLAUNCH_SETTINGS_DDP(X, ddp.)              \
-  XLAUNCH_SETTINGS_LOADER(X, loader.) XLAUNCH_SETTINGS_OBSERVE(X, ) XLAUNCH_SETTINGS_CHECKPOINT(X, checkpoint.) \
+  XLAUNCH_SETTINGS_FSDP(X, fsdp.) XLAUNCH_SETTINGS_LOADER(X, loader.) XLAUNCH_SETTINGS_OBSERVE(X, ) XLAUNCH_SETTINGS_CHECKPOINT(X, checkpoint.) \
   XLAUNCH_SETTINGS_PREEMPT(X, )
 
 // Taking a row's columns apart. XLAUNCH_WHEN_ENV(env, M, args...) is M(constant, "NAME", Type,

@@ -18,7 +18,8 @@
 #define XLAUNCH_ZERO_STAGES(X)                                               \
   X(0, kReplicated, "no sharding")                                           \
   X(1, kOptimizerState, "optimizer state sharded")                           \
-  X(2, kGradients, "optimizer state and gradients sharded")
+  X(2, kGradients, "optimizer state and gradients sharded")                  \
+  X(3, kParameters, "optimizer state, gradients and parameters sharded")
 // clang-format on
 
 namespace xlaunch {
@@ -47,6 +48,10 @@ inline bool is_zero_stage(int stage) {
 inline bool shards_optimizer_state(int stage) { return stage >= static_cast<int>(ZeroStage::kOptimizerState); }
 // The gradients are reduce-scattered, each rank keeping its shard (stages 2 and up).
 inline bool shards_gradients(int stage) { return stage >= static_cast<int>(ZeroStage::kGradients); }
+
+// The parameters too: each rank keeps its shard of them between uses, and a unit of the model is
+// gathered for its forward and its backward (stage 3, FSDP's FULL_SHARD).
+inline bool shards_parameters(int stage) { return stage >= static_cast<int>(ZeroStage::kParameters); }
 
 // "0, 1 or 2"; with meanings, "0 (no sharding), 1 (optimizer state sharded) or 2 (...)".
 inline std::string zero_stage_choices(bool with_meanings = false) {

@@ -39,6 +39,7 @@ bool Accelerator::maybe_load_state() {
 
 void Accelerator::save_module(const torch::nn::Module& module, const std::string& dir, const std::string& max_shard_size) {
   const int64_t limit = parse_size(max_shard_size);
+  const detail::AcceleratorImpl::WholeModels whole(*impl_, /*keep_changes=*/false);
   std::string error;
   if (impl_->rank_ == 0) {
     try {
@@ -58,6 +59,14 @@ void Accelerator::save_module(const torch::nn::Module& module, const std::string
   }
   const Agreement outcome = agree_on_error(*impl_->cpu_comm_, error);
   if (outcome.failed()) throw Error("save_model(" + dir + ") failed on rank 0: " + outcome.message);
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Accelerator::module_state_dict(const torch::nn::Module& module) {
+  const detail::AcceleratorImpl::WholeModels whole(*impl_, /*keep_changes=*/false);
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& p : module.named_parameters()) out.emplace_back(p.key(), p.value().detach().clone());
+  for (const auto& b : module.named_buffers()) out.emplace_back(b.key(), b.value().detach().clone());
+  return out;
 }
 
 namespace detail {
@@ -91,13 +100,28 @@ void AcceleratorImpl::save_state(const std::string& dir) {
   for (auto& s : schedulers_) s->catch_up();
   // The logs reach the step saved before the checkpoint does (docs/tracking.md).
   drain_trackers();
+  const WholeModels whole(*this, /*keep_changes=*/false);
   checkpoint::save_run(dir, training_run());
+}
+
+AcceleratorImpl::WholeModels::WholeModels(AcceleratorImpl& a, bool keep_changes) : a_(a), keep_changes_(keep_changes) {
+  for (Model& m : a_.models_)
+    if (m.units) m.units->gather_all();
+}
+
+AcceleratorImpl::WholeModels::~WholeModels() {
+  for (Model& m : a_.models_)
+    if (m.units) m.units->free_all(keep_changes_);
 }
 
 void AcceleratorImpl::load_state(const std::string& dir) {
   const auto t0 = std::chrono::steady_clock::now();
   checkpoint::TrainingRun run = training_run();
-  const std::string loaded = checkpoint::load_run(dir, options_.project_dir, run);
+  std::string loaded;
+  {
+    const WholeModels whole(*this, /*keep_changes=*/true);
+    loaded = checkpoint::load_run(dir, options_.project_dir, run);
+  }
   boundary_pending_ = false;
   track_loaded(loaded);
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ddp/accumulation.h"
+#include "ddp/units.h"
 #include "state/training_run.h"
 #include "track/tracking_state.h"
 #include "xlaunch/accelerator.h"
@@ -91,6 +92,20 @@ class AcceleratorImpl {
   struct Model {
     std::shared_ptr<torch::nn::Module> module;
     std::unique_ptr<Reducer> reducer;
+    std::unique_ptr<Units> units;  // zero_stage 3 only (ddp/units.h)
+  };
+  // While alive: every unit of every model at zero_stage 3 is whole (a checkpoint, save_model); then
+  // freed, the shards first taking what the parameters hold when keep_changes (a load).
+  class WholeModels {
+   public:
+    WholeModels(AcceleratorImpl& a, bool keep_changes);
+    ~WholeModels();
+    WholeModels(const WholeModels&) = delete;
+    WholeModels& operator=(const WholeModels&) = delete;
+
+   private:
+    AcceleratorImpl& a_;
+    bool keep_changes_;
   };
 
   AcceleratorOptions options_;

@@ -14,6 +14,7 @@
 //     prepared optimizer and scheduler), so every replica makes the same update.
 // A step with no contributor means every rank is in here: all leave after that same step.
 #include "accelerator/impl.h"
+#include "xlaunch/zero_stages.h"
 #include "watch/preemption.h"
 #include "watch/watchdog.h"
 #include "xlaunch/env_vars.h"
@@ -36,6 +37,11 @@ void AcceleratorImpl::expect_uneven_inputs() {
 }
 
 void AcceleratorImpl::check_uneven_supported() {
+  if (uneven_ && world_ > 1 && shards_parameters(options_.ddp.zero_stage))
+    throw UsageError("uneven inputs (even_batches false, already_sharded, or acc.expect_uneven_inputs) with "
+                     "ddp.zero_stage 3: a rank whose data ended would have to follow the others' forwards, whose "
+                     "units gather their parameters, and it has no batch to run them on. Keep even_batches true "
+                     "(every rank runs the same number of steps), or use zero_stage 2");
   if (!uneven_ || world_ == 1 || accumulation_steps_ == 1) return;
   const std::string key = env::key_of(env::kGradAccumSteps);
   // With sync_with_dataloader every rank closes its window at its own last batch: ranks with

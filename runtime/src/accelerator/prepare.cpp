@@ -14,6 +14,7 @@
 #include "ddp/zero_optimizer.h"
 #include "nn/prepare_sync_batchnorm.h"
 #include "profile/step_clock.h"
+#include "state/log_main.h"
 #include "watch/watchdog.h"
 #include "xlaunch/autocast.h"
 #include "xlaunch/env_vars.h"
@@ -89,6 +90,7 @@ ForwardScope::ForwardScope(Accelerator& acc, size_t model_id)
   watch::mark_alive(status::Phase::Forward);
   detail::AcceleratorImpl& a = *acc.impl_;
   a.broadcast_buffers(model_id);
+  if (Units* units = a.models_.at(model_id).units.get()) units->start_forward();
   if (a.mixed_precision_ != MixedPrecision::No)
     autocast_ = std::make_shared<AutocastGuard>(a.device_.type(), a.mixed_precision_);
 }
@@ -130,15 +132,33 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
            << "\nbucket_cap_mb " << options_.ddp.bucket_cap_mb << "\nfirst_bucket_bytes "
            << options_.ddp.first_bucket_bytes << "\ncpu_allreduce " << options_.cpu_allreduce << "\ncomm_hook "
            << options_.ddp.comm_hook << "\npowersgd_rank " << options_.ddp.powersgd_rank << "\npowersgd_start_step "
-           << options_.ddp.powersgd_start_step << "\nzero_stage " << options_.ddp.zero_stage << "\n";
+           << options_.ddp.powersgd_start_step << "\nzero_stage " << options_.ddp.zero_stage << "\nfsdp.prefetch "
+           << options_.ddp.fsdp_prefetch << "\nfsdp.reshard_after_forward " << options_.ddp.reshard_after_forward
+           << "\n";
   check_same_everywhere("model", describe_params(*module));
   check_same_everywhere("settings", settings.str());
+  // Stage 3: the buckets are the model's units (ddp/units.h).
+  std::unique_ptr<UnitPlan> plan;
+  if (shards_parameters(options_.ddp.zero_stage)) {
+    plan = std::make_unique<UnitPlan>(plan_units(module, params, names));
+    if (plan->modules.empty())
+      log_main(rank_, "ddp.zero_stage 3 found no unit in the model: every trainable parameter is in the root unit, "
+                      "whole for the whole step (stage 2's memory). Declare the blocks as xlaunch::FullyShard<Block> "
+                      "or hold them in a torch::nn::Sequential (docs/memory.md)");
+  }
   auto reducer = std::make_unique<Reducer>(
-      params, names, [this](const at::Device& d) { return bucket_communicator(d); }, options_.ddp);
+      params, names, [this](const at::Device& d) { return bucket_communicator(d); }, options_.ddp,
+      plan ? plan->buckets : std::vector<std::vector<size_t>>{});
   check_same_everywhere("gradient buckets", reducer->layout());
   broadcast_coalesced(*communicator(device_), state);
   reducer->set_uneven(uneven_);
-  models_.push_back({std::move(module), std::move(reducer)});
+  std::unique_ptr<Units> units;
+  if (plan) {
+    units = std::make_unique<Units>(std::move(*plan), *reducer, options_.ddp.fsdp_prefetch,
+                                    options_.ddp.reshard_after_forward);
+    units->free_all(/*keep_changes=*/true);  // each rank keeps its shard of rank 0's values
+  }
+  models_.push_back({std::move(module), std::move(reducer), std::move(units)});
   check_uneven_supported();
   return models_.size() - 1;
 }

@@ -41,20 +41,23 @@ std::unique_ptr<ControlWord> make_control(const at::Tensor& tail, const Communic
 }  // namespace
 
 Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, CommunicatorForDevice comm_for,
-                 ReducerOptions options)
+                 ReducerOptions options, std::vector<std::vector<size_t>> units)
     : params_(std::move(params)), names_(std::move(names)), options_(options) {
   XLAUNCH_ASSERT(params_.size() == names_.size(), "one name per parameter");
   if (options_.bucket_cap_mb <= 0)
     throw UsageError("bucket_cap_mb must be positive (got " + std::to_string(options_.bucket_cap_mb) +
                      "); set ddp.bucket_cap_mb in the config, e.g. 25");
   std::vector<BucketParam> sizes;
-  for (const auto& p : params_) sizes.push_back({p.numel() * static_cast<int64_t>(p.element_size()), group_of(p)});
+  for (const auto& p : params_) {
+    sizes.push_back({p.numel() * static_cast<int64_t>(p.element_size()), group_of(p)});
+    numels_.push_back(p.numel());
+  }
   stage_ = make_stage_strategy(StageContext{options_, params_, plan_, buckets_});
   BucketCaps caps;
   caps.cap_bytes = static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024);
   caps.first_cap_bytes = std::min(options_.first_bucket_bytes, caps.cap_bytes);
   caps.alone_from_cap = stage_->alone_from_cap();
-  plan_ = assign_buckets(sizes, caps);
+  plan_ = units.empty() ? assign_buckets(sizes, caps) : std::move(units);
   hook_ = make_comm_hook(options_);
   stage_->check_hook(*hook_);
 
@@ -230,7 +233,10 @@ void Reducer::finalize_backward() {
     std::lock_guard<std::mutex> lk(mu_);
     XLAUNCH_ASSERT(armed_, "finalize_backward without prepare_for_backward");
     armed_ = false;
-    if (!sync_) return;
+    if (!sync_) {
+      stage_->backward_over();
+      return;
+    }
     for (size_t i = 0; i < params_.size(); ++i) {
       if (ready_[i]) continue;
       unused.push_back(i);
@@ -280,6 +286,7 @@ void Reducer::complete_sync(const std::vector<size_t>& unused) {
       bucket.work.reset();
     }
     stage_->all_waited();
+    stage_->backward_over();
   }
   ++sync_steps_;
   if (control_) control_->read(sync_steps_);
@@ -363,6 +370,13 @@ at::Tensor Reducer::reduced_grad(size_t b, int64_t offset, int64_t length) const
 std::vector<at::Tensor> Reducer::reduced_grads() const { return stage_->reduced_grads(); }
 std::vector<at::Tensor> Reducer::grad_shards() const { return stage_->grad_shards(); }
 std::shared_ptr<Work> Reducer::gather_params_async(size_t b) { return stage_->gather_params(buckets_.at(b)); }
+at::Tensor Reducer::param_piece(size_t b, int64_t offset, int64_t length) const {
+  return stage_->param_piece(buckets_.at(b), offset, length);
+}
+void Reducer::gather_unit(size_t b) { stage_->gather_unit(buckets_.at(b)); }
+void Reducer::wait_unit(size_t b) { stage_->wait_unit(buckets_.at(b)); }
+void Reducer::free_unit(size_t b, bool keep_changes) { stage_->free_unit(buckets_.at(b), keep_changes); }
+bool Reducer::unit_whole(size_t b) const { return stage_->unit_whole(buckets_.at(b)); }
 int64_t Reducer::reduce_scattered_bytes() const { return stage_->reduce_scattered_bytes(); }
 
 }  // namespace xlaunch

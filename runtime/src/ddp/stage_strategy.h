@@ -19,12 +19,11 @@
 // flat too and each rank steps its shard of them, then allgathers. Stage 2: a bucket's gradients are
 // reduce-scattered into this rank's shard instead, so no rank keeps the whole gradients.
 //
-// Stage 3 (the parameters sharded between steps too; not built) fits as one more ShardedStage: its
-// add_bucket keeps only this rank's shard of the flat parameters; its start is stage 2's
-// reduce-scatter, after which it frees the bucket's gathered parameters; the optimizer step is stage
-// 2's, and nothing is gathered after it. What it adds is a call per bucket (a unit of the model)
-// before the unit's forward and again before its backward, to allgather the unit's parameters: the
-// reducer would call it from module hooks it installs, as it calls start from autograd's.
+// Stage 3 (stages/stage3.cpp): the parameters are sharded between uses too. Each bucket is a unit of
+// the model (ddp/units.h cuts it): its add_bucket keeps only this rank's shard of the flat
+// parameters; 5. gather_unit allgathers them whole before the unit's forward and again before its
+// backward, and free_unit frees them after each; its start is stage 2's reduce-scatter, after which
+// the unit is freed; the optimizer steps the shard (param_piece), and nothing is gathered after it.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -119,6 +118,31 @@ class StageStrategy {
   // Starts allgathering the bucket's updated shards into every rank's flat parameters, which a stage
   // that shards them made in add_bucket (ReducerBucket::params; none at stage 0: an internal error).
   virtual std::shared_ptr<Work> gather_params(ReducerBucket& bucket);
+  // Where the optimizer's piece of bucket elements [offset, offset + length) lives. Default: the
+  // flat parameters (ReducerBucket::params).
+  virtual at::Tensor param_piece(const ReducerBucket& bucket, int64_t offset, int64_t length) const {
+    return bucket.params.narrow(0, offset, length);
+  }
+
+  // 5. Units (stage 3; the defaults: every parameter is whole all the time).
+  // Starts making the bucket's parameters whole (collective, in the same order on every rank);
+  // they may be read after wait_unit. Nothing for a bucket already whole or on its way.
+  virtual void gather_unit(ReducerBucket& bucket) { (void)bucket; }
+  // Waits for the bucket's gather on its way, if any.
+  virtual void wait_unit(ReducerBucket& bucket) { (void)bucket; }
+  // Frees the bucket's whole parameters (waiting for a gather on its way first). keep_changes: this
+  // rank's shard takes what the whole parameters hold first (after a broadcast or a load).
+  virtual void free_unit(ReducerBucket& bucket, bool keep_changes) {
+    (void)bucket;
+    (void)keep_changes;
+  }
+  // Whether the bucket's parameters are whole now (a gather on its way counts).
+  virtual bool unit_whole(const ReducerBucket& bucket) const {
+    (void)bucket;
+    return true;
+  }
+  // After every backward, synced or not.
+  virtual void backward_over() {}
   // What Reducer::layout() adds to the bucket's line. Default: nothing.
   virtual std::string describe(const ReducerBucket& bucket) const {
     (void)bucket;

@@ -11,6 +11,7 @@
 #include "xlaunch/error.h"
 #include "xlaunch/extend/communicator.h"
 #include "xlaunch/reducer.h"
+#include "xlaunch/zero_stages.h"
 
 namespace xlaunch {
 
@@ -43,10 +44,9 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, std::vect
   std::vector<std::vector<zero::Piece>> per_model;
   for (const Model& m : models_) {
     const auto& params = m.reducer->params();
-    std::vector<int64_t> numel;
+    const std::vector<int64_t>& numel = m.reducer->numels();
     std::vector<int> group;
     for (const at::Tensor& p : params) {
-      numel.push_back(p.numel());
       const auto it = group_of.find(p.unsafeGetTensorImpl());
       group.push_back(it == group_of.end() ? -1 : it->second);
       if (it != group_of.end()) ++found;
@@ -67,7 +67,7 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, std::vect
   bound_.resize(groups.size());
   for (size_t m = 0; m < per_model.size(); ++m) {
     for (const zero::Piece& piece : per_model[m]) {
-      at::Tensor t = models_[m].reducer->bucket_params(piece.bucket).narrow(0, piece.offset, piece.length);
+      at::Tensor t = models_[m].reducer->param_piece(piece.bucket, piece.offset, piece.length);
       bound_[static_cast<size_t>(piece.group)].push_back(Bound{m, piece, t});
     }
   }
@@ -111,7 +111,9 @@ int64_t ShardedOptimizer::gathered_bytes() const {
   int64_t bytes = 0;
   for (const auto& [m, b] : buckets_) {
     const Reducer& r = *models_[m].reducer;
-    if (r.world() > 1) bytes += r.bucket_shard(b) * r.world() * static_cast<int64_t>(r.bucket_params(b).element_size());
+    // Stage 3 gathers nothing after the step (its units are gathered for their forward).
+    if (r.world() > 1 && !shards_parameters(r.zero_stage()))
+      bytes += r.bucket_shard(b) * r.world() * static_cast<int64_t>(r.params()[r.buckets()[b].front()].element_size());
   }
   return bytes;
 }

@@ -52,6 +52,10 @@ struct DdpSection {
   XLAUNCH_SETTINGS_DDP(XLAUNCH_CONFIG_FIELD, ddp.)
 };
 
+struct FsdpSection {
+  XLAUNCH_SETTINGS_FSDP(XLAUNCH_CONFIG_FIELD, fsdp.)
+};
+
 struct LoaderSection {
   static constexpr int kAutoWorkers = -1;  // "auto" in the file: the runtime picks
   XLAUNCH_SETTINGS_LOADER(XLAUNCH_CONFIG_FIELD, loader.)
@@ -72,6 +76,7 @@ struct LaunchConfig {
   int min_machines = 0;
   MpiSection mpi;
   DdpSection ddp;
+  FsdpSection fsdp;
   LoaderSection loader;
   CheckpointSection checkpoint;
 };

@@ -1,10 +1,7 @@
-// zero_stage 2 (xlaunch/reducer.h): each bucket's gradients are reduce-scattered, as the bucket
-// becomes complete, into this rank's persistent shard, from the gradient itself (one parameter whose
-// size divides by W, outside shared memory) or from a staging ring (ddp/staging_ring.h); then the
-// members' gradients are released. The control element and the contributors travel in an
-// allreduce of their own beside the last bucket. The parameters are sharded as at stage 1.
+// zero_stage 2: stages/stage2.h.
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/zeros.h>
+#include <c10/util/accumulate.h>
 
 #include <algorithm>
 #include <deque>
@@ -14,65 +11,17 @@
 
 #include "check.h"
 #include "comm/shared_memory.h"
-#include "ddp/stage_strategy.h"
-#include "ddp/staging_ring.h"
+#include "ddp/stages/stage2.h"
 #include "xlaunch/error.h"
 
 namespace xlaunch {
-namespace {
 
-class Stage2 final : public ShardedStage {
- public:
-  using ShardedStage::ShardedStage;
-  int stage() const override { return 2; }
-  bool alone_from_cap() const override { return true; }
-  void check_hook(const CommHook& hook) const override {
-    const std::string why = hook.reduce_scatter_refusal();
-    if (!why.empty())
-      throw UsageError("ddp.comm_hook " + ctx_.options.comm_hook + " cannot be used with ddp.zero_stage 2: " + why +
-                       ". Use zero_stage 1 with it, or comm_hook none, fp16 or bf16 with stage 2");
-  }
-  at::Tensor add_bucket(ReducerBucket& bucket, bool last) override;
-  void all_added() override;
-  bool in_place_allowed() const override { return false; }  // the gradients are staged anyway
-  bool slots() const override { return false; }             // start() copies them into the input
-  void zero_slot(ReducerBucket&, size_t, at::Tensor& grad) override { grad = at::Tensor(); }  // zeros in the input
-  std::shared_ptr<Work> start(ReducerBucket& bucket, CommHook& hook) override;
-  void all_waited() override;
-  at::Tensor reduced_grad(const ReducerBucket& bucket, int64_t offset, int64_t length) const override;
-  std::vector<at::Tensor> reduced_grads() const override { return grad_shards(); }
-  at::Tensor grad_shard(const ReducerBucket& bucket, int64_t begin, int64_t end) const override {
-    return own_[bucket.index].grad_shard.narrow(0, 0, end - begin);
-  }
-  int64_t reduce_scattered_bytes() const override;
-
- private:
-  // Per bucket: this rank's reduced gradients; the reduce-scatter's input while it runs; its staging
-  // ring (-1: reduce-scattered from the member's own gradient).
-  struct Own {
-    at::Tensor grad_shard;
-    at::Tensor input;
-    int ring = -1;
-  };
-  // A staging ring, with its memory and the buckets holding regions of it.
-  struct Ring {
-    std::shared_ptr<Communicator> comm;
-    at::TensorOptions options;
-    at::Tensor memory;
-    std::unique_ptr<StagingRing> plan;
-    std::deque<size_t> holders;  // buckets whose reduce-scatter reads a region, oldest first
-  };
-  // Waits for the oldest reduce-scatter holding a region of `ring` and gives it back.
-  void wait_oldest(size_t ring);
-
-  std::vector<Own> own_;
-  std::vector<Ring> rings_;
-  at::Tensor tail_;  // the control element and the contributors, and their allreduce
-  std::shared_ptr<Work> tail_work_;
-};
+int64_t Stage2::numel_of(size_t param) const { return c10::multiply_integers(sizes_[param]); }
 
 at::Tensor Stage2::add_bucket(ReducerBucket& bucket, bool last) {
-  shard_params(bucket);
+  sizes_.resize(ctx_.params.size());
+  for (size_t i : members(bucket)) sizes_[i] = ctx_.params[i].sizes().vec();
+  place_params(bucket);
   const at::TensorOptions options = ctx_.params[members(bucket).front()].options().requires_grad(false);
   own_.emplace_back();
   own_.back().grad_shard = at::zeros({bucket.shard}, options);
@@ -133,11 +82,11 @@ std::shared_ptr<Work> Stage2::start(ReducerBucket& bucket, CommHook& hook) {
     own.input = ring.memory.narrow(0, at, padded);
     int64_t offset = 0;
     for (size_t i : ids) {
-      at::Tensor slot = own.input.narrow(0, offset, ctx_.params[i].numel());
+      at::Tensor slot = own.input.narrow(0, offset, numel_of(i));
       const at::Tensor& grad = ctx_.params[i].grad();
-      if (grad.defined()) slot.view(ctx_.params[i].sizes()).copy_(grad);
+      if (grad.defined()) slot.view(sizes_[i]).copy_(grad);
       else slot.zero_();
-      offset += ctx_.params[i].numel();
+      offset += numel_of(i);
     }
     own.input.narrow(0, offset, padded - offset).zero_();
   }
@@ -194,8 +143,6 @@ int64_t Stage2::reduce_scattered_bytes() const {
     bytes += bucket.shard * bucket.comm->size() * ctx_.params[members(bucket).front()].element_size();
   return bytes;
 }
-
-}  // namespace
 
 std::unique_ptr<StageStrategy> make_zero_stage_2(StageContext ctx) { return std::make_unique<Stage2>(ctx); }
 

@@ -1,0 +1,306 @@
+#include "ddp/units.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "check.h"
+#include "xlaunch/error.h"
+#include "xlaunch/fully_shard.h"
+#include "xlaunch/reducer.h"
+
+namespace xlaunch {
+namespace {
+
+// ---- the registries -----------------------------------------------------------------------------
+
+std::mutex& registry_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+// Modules declared FullyShard, weakly: a module gone is no unit.
+std::map<const torch::nn::Module*, std::weak_ptr<torch::nn::Module>>& declared() {
+  static std::map<const torch::nn::Module*, std::weak_ptr<torch::nn::Module>> d;
+  return d;
+}
+// The units of live Units.
+std::map<const torch::nn::Module*, std::pair<Units*, size_t>>& live() {
+  static std::map<const torch::nn::Module*, std::pair<Units*, size_t>> l;
+  return l;
+}
+
+bool is_declared(const std::shared_ptr<torch::nn::Module>& m) {
+  std::lock_guard<std::mutex> lk(registry_mutex());
+  const auto it = declared().find(m.get());
+  return it != declared().end() && it->second.lock() == m;
+}
+
+// ---- a Sequential's entries as units ------------------------------------------------------------
+
+// AnyModule keeps its type-erased module private; a Sequential's entry becomes a unit by wrapping
+// it. (Explicit instantiation may name a private member: the standard's own loophole.)
+using AnyContent = std::unique_ptr<torch::nn::AnyModulePlaceholder> torch::nn::AnyModule::*;
+template <AnyContent Member>
+struct ContentAccess {
+  friend AnyContent any_content() { return Member; }
+};
+AnyContent any_content();
+template struct ContentAccess<&torch::nn::AnyModule::content_>;
+
+class UnitPlaceholder final : public torch::nn::AnyModulePlaceholder {
+ public:
+  explicit UnitPlaceholder(std::unique_ptr<torch::nn::AnyModulePlaceholder> inner)
+      : torch::nn::AnyModulePlaceholder(inner->type_info), inner_(std::move(inner)) {}
+  torch::nn::AnyValue forward(std::vector<torch::nn::AnyValue>&& arguments) override {
+    detail::UnitForward unit(inner_->ptr().get());
+    torch::nn::AnyValue out = inner_->forward(std::move(arguments));
+    if (at::Tensor* t = out.try_get<at::Tensor>()) return torch::nn::AnyValue(unit.done(std::move(*t)));
+    return unit.done_any(std::move(out));
+  }
+  std::shared_ptr<torch::nn::Module> ptr() override { return inner_->ptr(); }
+  std::unique_ptr<torch::nn::AnyModulePlaceholder> copy() const override {
+    return std::make_unique<UnitPlaceholder>(inner_->copy());
+  }
+  std::unique_ptr<torch::nn::AnyModulePlaceholder> clone_module(std::optional<torch::Device> device) const override {
+    return inner_->clone_module(device);  // a clone is not prepared: no unit
+  }
+
+ private:
+  std::unique_ptr<torch::nn::AnyModulePlaceholder> inner_;
+};
+
+// Routes the Sequential's calls of `entry` through UnitForward (once).
+void reseat(torch::nn::SequentialImpl& seq, const torch::nn::Module* entry) {
+  for (torch::nn::AnyModule& any : seq) {
+    if (any.ptr().get() != entry) continue;
+    std::unique_ptr<torch::nn::AnyModulePlaceholder>& content = any.*any_content();
+    if (!dynamic_cast<UnitPlaceholder*>(content.get())) content = std::make_unique<UnitPlaceholder>(std::move(content));
+  }
+}
+
+// ---- the cut ------------------------------------------------------------------------------------
+
+struct Walk {
+  std::map<const void*, size_t> index;  // parameter impl -> index into the reducer's parameters
+  std::vector<std::vector<size_t>> unit_params;
+  std::vector<std::string> unit_names;
+  std::vector<std::shared_ptr<torch::nn::Module>> unit_modules;
+  std::set<size_t> root;
+
+  void params_of(const torch::nn::Module& m, bool recurse, std::vector<size_t>* into, std::set<size_t>* set) {
+    for (const at::Tensor& p : m.parameters(recurse)) {
+      const auto it = index.find(p.unsafeGetTensorImpl());
+      if (it == index.end()) continue;  // frozen
+      if (into) into->push_back(it->second);
+      if (set) set->insert(it->second);
+    }
+  }
+  bool trainable(const torch::nn::Module& m) {
+    std::vector<size_t> ids;
+    params_of(m, true, &ids, nullptr);
+    return !ids.empty();
+  }
+  void visit(const std::shared_ptr<torch::nn::Module>& m, const std::string& path) {
+    params_of(*m, /*recurse=*/false, nullptr, &root);
+    auto* seq = dynamic_cast<torch::nn::SequentialImpl*>(m.get());
+    for (const auto& child : m->named_children()) {
+      const std::string name = path.empty() ? child.key() : path + "." + child.key();
+      if ((seq || is_declared(child.value())) && trainable(*child.value())) {
+        if (seq) reseat(*seq, child.value().get());
+        unit_modules.push_back(child.value());
+        unit_names.push_back(name);
+        unit_params.emplace_back();
+        params_of(*child.value(), true, &unit_params.back(), nullptr);
+      } else {
+        visit(child.value(), name);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+namespace detail {
+
+void declare_unit(const std::shared_ptr<torch::nn::Module>& module) {
+  std::lock_guard<std::mutex> lk(registry_mutex());
+  for (auto it = declared().begin(); it != declared().end();) it = it->second.expired() ? declared().erase(it) : ++it;
+  declared()[module.get()] = module;
+}
+
+UnitForward::UnitForward(const torch::nn::Module* module) {
+  Units* units = Units::of(module, &unit_);
+  if (!units) return;
+  units->before_forward(unit_);
+  units_ = units;
+}
+
+at::Tensor UnitForward::done(at::Tensor out) {
+  if (!units_) return out;
+  return static_cast<Units*>(units_)->after_forward(unit_, std::move(out));
+}
+
+void UnitForward::keep() {
+  if (units_) static_cast<Units*>(units_)->keep(unit_);
+}
+
+}  // namespace detail
+
+UnitPlan plan_units(const std::shared_ptr<torch::nn::Module>& model, const std::vector<at::Tensor>& params,
+                    const std::vector<std::string>& names) {
+  Walk walk;
+  for (size_t i = 0; i < params.size(); ++i) walk.index[params[i].unsafeGetTensorImpl()] = i;
+  walk.visit(model, "");
+  // Which units reach each parameter.
+  std::map<size_t, std::vector<size_t>> users;
+  for (size_t u = 0; u < walk.unit_params.size(); ++u)
+    for (size_t i : walk.unit_params[u]) users[i].push_back(u);
+  for (const auto& [i, us] : users) {
+    if (us.size() < 2 || walk.root.count(i)) continue;
+    throw UsageError("acc.prepare at ddp.zero_stage 3: parameter '" + names[i] + "' is used by two units, '" +
+                     walk.unit_names[us[0]] + "' and '" + walk.unit_names[us[1]] + "' (tied weights), and each unit "
+                     "is gathered and freed on its own. Hold the shared module outside both units (a member of the "
+                     "model itself: the root unit, whole for the whole step), or put both users in one unit");
+  }
+  UnitPlan plan;
+  std::vector<std::vector<size_t>> kept;
+  for (size_t u = 0; u < walk.unit_params.size(); ++u) {
+    std::vector<size_t> ids;
+    for (size_t i : walk.unit_params[u])
+      if (!walk.root.count(i)) ids.push_back(i);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    if (ids.empty()) continue;  // all its parameters are the root's
+    plan.modules.push_back(walk.unit_modules[u]);
+    plan.names.push_back(walk.unit_names[u]);
+    kept.push_back(std::move(ids));
+  }
+  // Buckets: the units in reverse (the order their backward ends), then the root.
+  std::set<size_t> in_unit;
+  for (size_t u = kept.size(); u-- > 0;) {
+    plan.bucket.insert(plan.bucket.begin(), plan.buckets.size());
+    plan.buckets.push_back(kept[u]);
+    in_unit.insert(kept[u].begin(), kept[u].end());
+  }
+  std::vector<size_t> root;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!in_unit.count(i)) root.push_back(i);
+  if (!root.empty()) {
+    plan.root_bucket = static_cast<int>(plan.buckets.size());
+    plan.buckets.push_back(std::move(root));
+  }
+  return plan;
+}
+
+// ---- around forward and backward ----------------------------------------------------------------
+
+namespace {
+// Identity on a unit's output; its backward, when the output's gradient arrives, gathers the unit
+// for its own backward.
+struct BeforeBackward : torch::autograd::Function<BeforeBackward> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor out, int64_t units, int64_t unit) {
+    ctx->saved_data["units"] = units;
+    ctx->saved_data["unit"] = unit;
+    return out;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto* units = reinterpret_cast<Units*>(ctx->saved_data["units"].toInt());
+    units->before_backward(static_cast<size_t>(ctx->saved_data["unit"].toInt()));
+    return {grads[0], at::Tensor(), at::Tensor()};
+  }
+};
+}  // namespace
+
+Units::Units(UnitPlan plan, Reducer& reducer, int prefetch, bool reshard_after_forward)
+    : plan_(std::move(plan)), reducer_(reducer), prefetch_(prefetch), reshard_after_forward_(reshard_after_forward) {
+  std::lock_guard<std::mutex> lk(registry_mutex());
+  for (size_t u = 0; u < plan_.modules.size(); ++u) live()[plan_.modules[u].get()] = {this, u};
+}
+
+Units::~Units() {
+  std::lock_guard<std::mutex> lk(registry_mutex());
+  for (auto it = live().begin(); it != live().end();) it = it->second.first == this ? live().erase(it) : ++it;
+}
+
+Units* Units::of(const torch::nn::Module* module, size_t* unit) {
+  std::lock_guard<std::mutex> lk(registry_mutex());
+  const auto it = live().find(module);
+  if (it == live().end()) return nullptr;
+  *unit = it->second.second;
+  return it->second.first;
+}
+
+void Units::gather(size_t u) { reducer_.gather_unit(plan_.bucket[u]); }
+
+void Units::make_whole(size_t u) {
+  gather(u);
+  reducer_.wait_unit(plan_.bucket[u]);
+}
+
+std::vector<size_t> Units::next_units(size_t u, bool backward) const {
+  std::vector<size_t> order = order_;
+  if (order.empty())
+    for (size_t k = 0; k < plan_.modules.size(); ++k) order.push_back(k);
+  if (backward) std::reverse(order.begin(), order.end());
+  std::vector<size_t> out;
+  const auto at = std::find(order.begin(), order.end(), u);
+  if (at == order.end()) return out;
+  for (auto it = at + 1; it != order.end() && static_cast<int>(out.size()) < prefetch_; ++it)
+    if (*it != u && std::find(out.begin(), out.end(), *it) == out.end()) out.push_back(*it);
+  return out;
+}
+
+void Units::start_forward() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!current_.empty()) order_ = std::move(current_);
+  current_.clear();
+  if (plan_.root_bucket >= 0) reducer_.gather_unit(static_cast<size_t>(plan_.root_bucket));
+  // The first units' gathers run while the root computes (embeddings, say).
+  if (prefetch_ > 0 && !plan_.modules.empty()) gather(order_.empty() ? 0 : order_.front());
+  if (plan_.root_bucket >= 0) reducer_.wait_unit(static_cast<size_t>(plan_.root_bucket));
+}
+
+void Units::before_forward(size_t u) {
+  std::lock_guard<std::mutex> lk(mu_);
+  current_.push_back(u);
+  gather(u);
+  for (size_t next : next_units(u, /*backward=*/false)) gather(next);
+  reducer_.wait_unit(plan_.bucket[u]);
+}
+
+at::Tensor Units::after_forward(size_t u, at::Tensor out) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!reshard_after_forward_) return out;
+  const bool backward_follows = out.requires_grad();
+  reducer_.free_unit(plan_.bucket[u], /*keep_changes=*/false);
+  if (!backward_follows) return out;
+  return BeforeBackward::apply(out, reinterpret_cast<int64_t>(this), static_cast<int64_t>(u));
+}
+
+void Units::keep(size_t u) { (void)u; }  // whole until its reduce-scatter
+
+void Units::before_backward(size_t u) {
+  std::lock_guard<std::mutex> lk(mu_);
+  gather(u);
+  for (size_t next : next_units(u, /*backward=*/true)) gather(next);
+  reducer_.wait_unit(plan_.bucket[u]);
+}
+
+void Units::gather_all() {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) reducer_.gather_unit(b);
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) reducer_.wait_unit(b);
+}
+
+void Units::free_all(bool keep_changes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) reducer_.free_unit(b, keep_changes);
+}
+
+}  // namespace xlaunch

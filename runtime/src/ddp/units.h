@@ -1,0 +1,91 @@
+// Stage 3's units (xlaunch/fully_shard.h, docs/memory.md): how a prepared model is cut into units,
+// and what happens around each unit's forward and backward.
+//
+// The cut (plan_units): walking the module tree from the model, a module is a unit when it was
+// declared FullyShard or is an entry of a Sequential, and holds trainable parameters; below a unit
+// nothing else is one. Everything else is the root unit. The reducer's buckets are the units in
+// reverse order (the order their backward ends in), then the root, so each unit's gradients are
+// reduce-scattered as its backward ends. A parameter reached from two units (tied weights) is
+// refused, naming both; one reached from a unit and from the root belongs to the root, which is
+// whole for the whole step.
+//
+// Around the forward (Units): ForwardScope (a prepared model's call) gathers the root; each unit's
+// call waits for its own gather and starts the gathers of the `prefetch` units that follow it in
+// the last forward's order (the registration order before one was seen), so the next unit's
+// communication runs while this one computes. After the call the unit is freed (reshard_after_
+// forward), and an identity autograd function on its output gathers it again when its output's
+// gradient arrives, starting the gathers of the units before it. The reducer frees each unit as its
+// reduce-scatter starts (stages/stage3.cpp), and after every backward.
+//
+// Every rank runs the same forward, so the gathers are issued in the same order everywhere, on the
+// autograd thread in backward as the reduce-scatters are.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace xlaunch {
+
+class Reducer;
+
+struct UnitPlan {
+  // Per unit (in the tree's order): its module, its path ("blocks.3"), its bucket.
+  std::vector<std::shared_ptr<torch::nn::Module>> modules;
+  std::vector<std::string> names;
+  std::vector<size_t> bucket;
+  // The reducer's buckets: indices into the parameters given.
+  std::vector<std::vector<size_t>> buckets;
+  int root_bucket = -1;  // -1: every trainable parameter is in a unit
+};
+
+// Cuts `model` (see above). params/names: the reducer's trainable parameters and their names.
+// Throws UsageError naming the modules when a parameter is reached from two units.
+UnitPlan plan_units(const std::shared_ptr<torch::nn::Module>& model, const std::vector<at::Tensor>& params,
+                    const std::vector<std::string>& names);
+
+class Units {
+ public:
+  Units(UnitPlan plan, Reducer& reducer, int prefetch, bool reshard_after_forward);
+  ~Units();
+  Units(const Units&) = delete;
+  Units& operator=(const Units&) = delete;
+
+  const UnitPlan& plan() const { return plan_; }
+  // A prepared model's forward begins (ForwardScope): the root is made whole.
+  void start_forward();
+  // Around unit u's forward (detail::UnitForward).
+  void before_forward(size_t u);
+  at::Tensor after_forward(size_t u, at::Tensor out);
+  void keep(size_t u);
+  // Unit u's output gradient arrived: its backward is next.
+  void before_backward(size_t u);
+  // Every unit whole (a checkpoint, save_model), then freed; keep_changes: the shards take what the
+  // whole parameters hold (after a load).
+  void gather_all();
+  void free_all(bool keep_changes);
+
+  // The unit `module` is of a live Units, or null.
+  static Units* of(const torch::nn::Module* module, size_t* unit);
+
+ private:
+  void gather(size_t u);  // starts it
+  void make_whole(size_t u);  // starts it if need be, and waits
+  // The units after (forward) or before (backward) u in the last forward's order.
+  std::vector<size_t> next_units(size_t u, bool backward) const;
+
+  UnitPlan plan_;
+  Reducer& reducer_;
+  int prefetch_;
+  bool reshard_after_forward_;
+  std::mutex mu_;
+  std::vector<size_t> order_;     // the units of the last complete forward, in call order
+  std::vector<size_t> current_;   // of the forward running
+};
+
+}  // namespace xlaunch

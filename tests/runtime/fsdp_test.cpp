@@ -1,0 +1,297 @@
+// ZeRO stage 3 (fully sharded, ddp/units.h, stages/stage3.cpp) with ranks as threads: a small
+// decoder-like model (a root embedding whose weight the output projection shares, blocks in a
+// Sequential, a block declared FullyShard, a frozen layer, parameters of odd sizes) trained for 50
+// steps on 1 to 4 ranks, against one process training on every rank's batch at once, and against
+// stage 0 on as many ranks; with SGD and momentum, AdamW with two parameter groups, accumulation,
+// fp16 skips and clipping. Between steps every rank holds only its shard: the units' parameters are
+// empty, and the optimizer state is 1/W. And the refusals: tied weights across units, uneven inputs.
+#include <gtest/gtest.h>
+
+#include <ATen/ops/cat.h>
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <limits>
+#include <mutex>
+
+#include "inprocess_ranks.h"
+#include "models.h"
+#include "xlaunch/accelerator.h"
+#include "xlaunch/error.h"
+#include "xlaunch/fully_shard.h"
+
+using namespace xlaunch::test;
+
+namespace {
+
+constexpr int64_t kVocab = 17, kDim = 13, kSeq = 6;
+
+struct BlockImpl : torch::nn::Module {
+  BlockImpl() {
+    ln = register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
+    up = register_module("up", torch::nn::Linear(kDim, 27));
+    down = register_module("down", torch::nn::Linear(27, kDim));
+  }
+  at::Tensor forward(const at::Tensor& x) { return x + down(torch::nn::functional::gelu(up(ln(x)))); }
+  torch::nn::LayerNorm ln{nullptr};
+  torch::nn::Linear up{nullptr}, down{nullptr};
+};
+TORCH_MODULE(Block);
+
+struct NetImpl : torch::nn::Module {
+  NetImpl() {
+    tok = register_module("tok", torch::nn::Embedding(kVocab, kDim));
+    pos = register_parameter("pos", torch::randn({kSeq, kDim}) * 0.1);
+    blocks = register_module("blocks", torch::nn::Sequential(Block(), Block()));
+    extra = register_module("extra", xlaunch::FullyShard<Block>());
+    frozen = register_module("frozen", torch::nn::Linear(kDim, kDim));
+    for (auto& p : frozen->parameters()) p.requires_grad_(false);
+    lnf = register_module("lnf", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
+    head_bias = register_parameter("head_bias", torch::zeros({kVocab}));
+  }
+  // Logits [B, T, V]: the output projection is the embedding's weight (tied, in the root).
+  at::Tensor forward(const at::Tensor& idx) {
+    at::Tensor x = tok(idx) + pos;
+    x = blocks->forward(x);
+    x = extra(x);
+    x = frozen(x);
+    return torch::nn::functional::linear(lnf(x), tok->weight, head_bias);
+  }
+  torch::nn::Embedding tok{nullptr};
+  at::Tensor pos, head_bias;
+  torch::nn::Sequential blocks{nullptr};
+  xlaunch::FullyShard<Block> extra{nullptr};
+  torch::nn::Linear frozen{nullptr};
+  torch::nn::LayerNorm lnf{nullptr};
+};
+TORCH_MODULE(Net);
+
+enum class Opt { Sgd, AdamW };
+
+struct Job {
+  int world = 2;
+  int stage = 3;
+  Opt opt = Opt::AdamW;
+  int accumulation = 1;
+  bool fp16 = false;
+  double clip = 0;
+  int prefetch = 1;
+  bool reshard = true;
+  bool one_process = false;  // one rank training on every rank's batch of `world`
+};
+
+struct Result {
+  std::vector<at::Tensor> params;  // rank 0's, after the last step
+  std::vector<int64_t> state_bytes;
+  int skipped = 0;
+  bool sharded_between_steps = true;  // every unit's parameters empty after each step, every rank
+};
+
+// Rank r's token batch of step s (4 sequences of kSeq + 1 tokens: inputs and next-token targets).
+at::Tensor tokens(int rank, int step) {
+  auto gen = at::detail::createCPUGenerator(300 + 101 * step + rank);
+  return at::randint(0, kVocab, {4, kSeq + 1}, gen, at::kLong);
+}
+
+Result train(const Job& s, int steps = 50) {
+  torch::manual_seed(11);
+  Net init;
+  Result out;
+  const int ranks = s.one_process ? 1 : s.world;
+  out.state_bytes.resize(ranks);
+  std::mutex mu;
+  run_ranks(ranks, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    xlaunch::AcceleratorOptions o;
+    o.cpu = true;
+    o.ddp.zero_stage = s.stage;
+    o.ddp.fsdp_prefetch = s.prefetch;
+    o.ddp.reshard_after_forward = s.reshard;
+    o.gradient_accumulation_steps = s.accumulation;
+    if (s.fp16) {
+      o.mixed_precision = "fp16";
+      o.scaler.init_scale = 1024;
+    }
+    xlaunch::Accelerator acc(o, c);
+    Net net;
+    copy_state(*net, *init);
+    auto model = acc.prepare(net);
+    std::unique_ptr<torch::optim::Optimizer> inner;
+    std::vector<at::Tensor> trainable;
+    for (const auto& p : net->parameters())
+      if (p.requires_grad()) trainable.push_back(p);
+    if (s.opt == Opt::Sgd) {
+      inner = std::make_unique<torch::optim::SGD>(trainable, torch::optim::SGDOptions(0.05).momentum(0.9));
+    } else {
+      std::vector<at::Tensor> decay, no_decay;
+      for (const auto& p : net->named_parameters()) {
+        if (!p.value().requires_grad()) continue;
+        (p.value().dim() < 2 ? no_decay : decay).push_back(p.value());
+      }
+      std::vector<torch::optim::OptimizerParamGroup> groups;
+      groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).weight_decay(0.1)));
+      groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).weight_decay(0)));
+      inner = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(0.01));
+    }
+    auto& opt = acc.prepare(*inner);
+    int skipped = 0;
+    bool sharded = true;
+    for (int step = 0; step < steps; ++step) {
+      for (int micro = 0; micro < s.accumulation; ++micro) {
+        acc.accumulate();
+        const int at = step * s.accumulation + micro;
+        at::Tensor t;
+        if (s.one_process) {
+          std::vector<at::Tensor> all;
+          for (int r = 0; r < s.world; ++r) all.push_back(tokens(r, at));
+          t = at::cat(all);
+        } else {
+          t = tokens(c->rank(), at);
+        }
+        const at::Tensor logits = model(t.narrow(1, 0, kSeq));
+        at::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, kVocab}),
+                                                               t.narrow(1, 1, kSeq).reshape({-1}));
+        if (s.fp16 && c->rank() == 1 % ranks && (step == 3 || step == 17) && micro + 1 == s.accumulation)
+          loss = loss * std::numeric_limits<float>::infinity();
+        acc.backward(loss);
+        if (s.clip > 0 && acc.sync_gradients()) acc.clip_grad_norm_(s.clip);
+        opt.step();
+        opt.zero_grad();
+      }
+      if (opt.step_was_skipped()) ++skipped;
+      if (s.stage == 3)
+        for (const auto& p : net->blocks->parameters())
+          sharded = sharded && p.numel() > 1 && p.storage().nbytes() <= static_cast<size_t>(p.element_size());
+    }
+    // The trained model, whole (collective at stage 3).
+    const auto state = acc.get_state_dict(model);
+    std::lock_guard<std::mutex> lk(mu);
+    out.state_bytes[c->rank()] = opt.state_bytes();
+    out.sharded_between_steps = out.sharded_between_steps && sharded;
+    if (c->rank() == 0) {
+      out.skipped = skipped;
+      for (const auto& [name, t] : state) out.params.push_back(t);
+    }
+  });
+  return out;
+}
+
+void expect_close(const Result& got, const Result& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.params.size(), want.params.size()) << what;
+  for (size_t i = 0; i < got.params.size(); ++i)
+    EXPECT_LE(rel_err(got.params[i], want.params[i]), tol) << what << ": tensor " << i;
+}
+
+}  // namespace
+
+class Stage3Equivalence : public ::testing::TestWithParam<std::tuple<int, Opt>> {};
+
+// W ranks at stage 3 against one process on every rank's batch, and against stage 0 on W ranks.
+TEST_P(Stage3Equivalence, MatchesOneProcessAndStageZero) {
+  const auto [world, opt] = GetParam();
+  Job s;
+  s.world = world;
+  s.opt = opt;
+  const Result got = train(s);
+  EXPECT_TRUE(got.sharded_between_steps);
+  Job one = s;
+  one.stage = 0;
+  one.one_process = true;
+  expect_close(got, train(one), 1e-5, "against one process");
+  Job zero = s;
+  zero.stage = 0;
+  const Result ref = train(zero);
+  expect_close(got, ref, 1e-5, "against stage 0");
+  for (int r = 0; r < world; ++r)
+    EXPECT_LE(static_cast<double>(got.state_bytes[r]), 1.1 * static_cast<double>(ref.state_bytes[r]) / world + 64)
+        << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, Stage3Equivalence,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values(Opt::Sgd, Opt::AdamW)));
+
+// Stage 2 does the same arithmetic (its reduce-scatters, its clipping over shards): stage 3 matches
+// it; and stage 0 within fp16's rounding of other sums.
+TEST(Stage3, AccumulationWithFp16SkipsOrClippingMatchesStageTwo) {
+  for (const bool fp16 : {true, false}) {
+    Job s;
+    s.world = 3;
+    s.accumulation = 2;
+    s.fp16 = fp16;
+    s.clip = fp16 ? 0 : 0.5;
+    const std::string what = fp16 ? "accumulation and fp16 skips" : "accumulation and clipping";
+    const Result got = train(s, 20);
+    EXPECT_EQ(got.skipped, fp16 ? 2 : 0) << what;
+    Job two = s;
+    two.stage = 2;
+    expect_close(got, train(two, 20), 1e-6, what + " against stage 2");
+    Job zero = s;
+    zero.stage = 0;
+    expect_close(got, train(zero, 20), 1e-5, what + " against stage 0");
+  }
+}
+
+TEST(Stage3, PrefetchAndReshardSettingsChangeNoResult) {
+  Job s;
+  s.world = 2;
+  const Result base = train(s, 10);
+  for (const auto& [prefetch, reshard] : {std::pair{0, true}, std::pair{2, true}, std::pair{1, false}}) {
+    Job v = s;
+    v.prefetch = prefetch;
+    v.reshard = reshard;
+    const Result got = train(v, 10);
+    expect_close(got, base, 0, "prefetch " + std::to_string(prefetch) + " reshard " + std::to_string(reshard));
+  }
+}
+
+struct SharedImpl : torch::nn::Module {
+  explicit SharedImpl(torch::nn::Linear shared) : lin(register_module("lin", shared)) {}
+  at::Tensor forward(const at::Tensor& x) { return lin(x); }
+  torch::nn::Linear lin;
+};
+TORCH_MODULE(Shared);
+
+TEST(Stage3, TiedWeightsAcrossUnitsAreRefusedNamingBoth) {
+  std::string what;
+  run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    xlaunch::AcceleratorOptions o;
+    o.cpu = true;
+    o.ddp.zero_stage = 3;
+    xlaunch::Accelerator acc(o, c);
+    torch::nn::Linear lin(4, 4);
+    torch::nn::Sequential seq{Shared(lin), Shared(lin)};
+    try {
+      acc.prepare(seq);
+    } catch (const xlaunch::UsageError& e) {
+      if (c->rank() == 0) what = e.what();
+    }
+  });
+  EXPECT_NE(what.find("is used by two units, '0' and '1'"), std::string::npos) << what;
+  EXPECT_NE(what.find("Hold the shared module outside both units"), std::string::npos) << what;
+}
+
+TEST(Stage3, UnevenInputsAreRefusedNamingTheFix) {
+  std::string what;
+  run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    xlaunch::AcceleratorOptions o;
+    o.cpu = true;
+    o.ddp.zero_stage = 3;
+    xlaunch::Accelerator acc(o, c);
+    Net net;
+    acc.prepare(net);
+    try {
+      acc.expect_uneven_inputs();
+    } catch (const xlaunch::UsageError& e) {
+      if (c->rank() == 0) what = e.what();
+    }
+  });
+  EXPECT_NE(what.find("ddp.zero_stage 3"), std::string::npos) << what;
+  EXPECT_NE(what.find("Keep even_batches true"), std::string::npos) << what;
+}
+
