@@ -21,7 +21,7 @@ done
 TORCH_VERSION="${XLAUNCH_TORCH_VERSION:-2.11.0}"
 PY="${XLAUNCH_PYTHON:-python3}"
 APT_PACKAGES=(cmake g++ make ccache pkg-config libopenmpi-dev openmpi-bin libyaml-cpp-dev libcli11-dev
-              nlohmann-json3-dev libgtest-dev zlib1g-dev dataset-fashion-mnist python3 python3-pip iproute2
+              nlohmann-json3-dev libgtest-dev zlib1g-dev dataset-fashion-mnist fortunes python3 python3-pip iproute2
               protobuf-compiler libprotobuf-dev libboost-dev)
 
 say() { echo "[install-deps] $*"; }

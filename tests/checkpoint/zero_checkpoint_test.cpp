@@ -1,4 +1,4 @@
-// Checkpoints at ZeRO stages 1 and 2, ranks as threads: the layout file and the chunk planning from
+// Checkpoints at ZeRO stages 1, 2 and 3, ranks as threads: the layout file and the chunk planning from
 // literal input; then training saved on one world size and stage and resumed on another, compared
 // bit for bit with a run that continues from the same state gathered whole by the test itself
 // (zero_resume.h); the files a sharded checkpoint holds; the refusals.
@@ -189,6 +189,22 @@ TEST(ZeroCheckpoint, StageZeroToStageTwoAndBackOnTheSameWorld) {
   for (Opt opt : {Opt::Sgd, Opt::AdamW}) {
     expect_resumes_exactly(Leg{2, 0, opt}, Leg{2, 2, opt});
     expect_resumes_exactly(Leg{2, 2, opt}, Leg{2, 0, opt});
+  }
+}
+
+// Issue 43's check: saved on 4 ranks at stage 3, resumed on 3 at stage 3, on 2 at stage 2 and on 1
+// at stage 0; and a stage-2 checkpoint resumed at stage 3.
+TEST(ZeroCheckpoint, StageThreeResumesExactlyOnEveryLayout) {
+  for (Opt opt : {Opt::Sgd, Opt::AdamW}) {
+    for (const auto& [world, stage] : {std::pair{3, 3}, std::pair{2, 2}, std::pair{1, 0}}) {
+      std::string log;
+      expect_resumes_exactly(Leg{4, 3, opt}, Leg{world, stage, opt}, &log);
+      EXPECT_NE(log.find("optimizer state of 4 ranks at stage 3 re-sliced for " + std::to_string(world) +
+                         " ranks at stage " + std::to_string(stage)),
+                std::string::npos)
+          << log;
+    }
+    expect_resumes_exactly(Leg{2, 2, opt}, Leg{3, 3, opt});
   }
 }
 

@@ -205,7 +205,11 @@ inline LegResult leg_on_rank(const Leg& leg, std::shared_ptr<Communicator> comm)
   }
   if (!leg.save.empty()) acc.save_state(leg.save);
   LegResult out;
-  out.params = flat(*mlp);
+  // The parameters whole, as get_state_dict gathers them (at stage 3 each rank holds a shard).
+  std::vector<at::Tensor> whole;
+  const auto state = acc.get_state_dict(model);
+  for (size_t i = 0; i < mlp->parameters().size(); ++i) whole.push_back(state[i].second.reshape({-1}));
+  out.params = at::cat(whole);
   out.whole = gather_whole(*inner, opt.sharded(), mlp, *comm);
   return out;
 }

@@ -23,55 +23,15 @@
 
 #include "inprocess_ranks.h"
 #include "models.h"
+#include "scratch_dir.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
 #include "xlaunch/fully_shard.h"
+#include "fsdp_model.h"
 
 using namespace xlaunch::test;
 
 namespace {
-
-constexpr int64_t kVocab = 17, kDim = 13, kSeq = 6;
-
-struct BlockImpl : torch::nn::Module {
-  BlockImpl() {
-    ln = register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
-    up = register_module("up", torch::nn::Linear(kDim, 27));
-    down = register_module("down", torch::nn::Linear(27, kDim));
-  }
-  at::Tensor forward(const at::Tensor& x) { return x + down(torch::nn::functional::gelu(up(ln(x)))); }
-  torch::nn::LayerNorm ln{nullptr};
-  torch::nn::Linear up{nullptr}, down{nullptr};
-};
-TORCH_MODULE(Block);
-
-struct NetImpl : torch::nn::Module {
-  NetImpl() {
-    tok = register_module("tok", torch::nn::Embedding(kVocab, kDim));
-    pos = register_parameter("pos", torch::randn({kSeq, kDim}) * 0.1);
-    blocks = register_module("blocks", torch::nn::Sequential(Block(), Block()));
-    extra = register_module("extra", xlaunch::FullyShard<Block>());
-    frozen = register_module("frozen", torch::nn::Linear(kDim, kDim));
-    for (auto& p : frozen->parameters()) p.requires_grad_(false);
-    lnf = register_module("lnf", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
-    head_bias = register_parameter("head_bias", torch::zeros({kVocab}));
-  }
-  // Logits [B, T, V]: the output projection is the embedding's weight (tied, in the root).
-  at::Tensor forward(const at::Tensor& idx) {
-    at::Tensor x = tok(idx) + pos;
-    x = blocks->forward(x);
-    x = extra(x);
-    x = frozen(x);
-    return torch::nn::functional::linear(lnf(x), tok->weight, head_bias);
-  }
-  torch::nn::Embedding tok{nullptr};
-  at::Tensor pos, head_bias;
-  torch::nn::Sequential blocks{nullptr};
-  xlaunch::FullyShard<Block> extra{nullptr};
-  torch::nn::Linear frozen{nullptr};
-  torch::nn::LayerNorm lnf{nullptr};
-};
-TORCH_MODULE(Net);
 
 enum class Opt { Sgd, AdamW };
 
@@ -85,6 +45,9 @@ struct Job {
   int prefetch = 1;
   bool reshard = true;
   bool one_process = false;  // one rank training on every rank's batch of `world`
+  int from = 0;              // the first step's index (its batches)
+  std::string load;          // a checkpoint to load after prepare
+  std::string save;          // a checkpoint to save after the last step
 };
 
 struct Result {
@@ -93,12 +56,6 @@ struct Result {
   int skipped = 0;
   bool sharded_between_steps = true;  // every unit's parameters empty after each step, every rank
 };
-
-// Rank r's token batch of step s (4 sequences of kSeq + 1 tokens: inputs and next-token targets).
-at::Tensor tokens(int rank, int step) {
-  auto gen = at::detail::createCPUGenerator(300 + 101 * step + rank);
-  return at::randint(0, kVocab, {4, kSeq + 1}, gen, at::kLong);
-}
 
 Result train(const Job& s, int steps = 50) {
   torch::manual_seed(11);
@@ -140,12 +97,13 @@ Result train(const Job& s, int steps = 50) {
       inner = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(0.01));
     }
     auto& opt = acc.prepare(*inner);
+    if (!s.load.empty()) acc.load_state(s.load);
     int skipped = 0;
     bool sharded = true;
     for (int step = 0; step < steps; ++step) {
       for (int micro = 0; micro < s.accumulation; ++micro) {
         acc.accumulate();
-        const int at = step * s.accumulation + micro;
+        const int at = (s.from + step) * s.accumulation + micro;
         at::Tensor t;
         if (s.one_process) {
           std::vector<at::Tensor> all;
@@ -170,6 +128,7 @@ Result train(const Job& s, int steps = 50) {
           sharded = sharded && p.numel() > 1 && p.storage().nbytes() <= static_cast<size_t>(p.element_size());
     }
     // The trained model, whole (collective at stage 3).
+    if (!s.save.empty()) acc.save_state(s.save);
     const auto state = acc.get_state_dict(model);
     std::lock_guard<std::mutex> lk(mu);
     out.state_bytes[c->rank()] = opt.state_bytes();
@@ -295,3 +254,39 @@ TEST(Stage3, UnevenInputsAreRefusedNamingTheFix) {
   EXPECT_NE(what.find("Keep even_batches true"), std::string::npos) << what;
 }
 
+
+// Saved on 4 ranks at stage 3 (every rank's shard of the units, gathered for the save), resumed on
+// the same layout: bitwise the uninterrupted run. Loaded on 3 ranks at stage 3, on 2 at stage 2 and
+// on 1 process at stage 0: exactly the saved model, and training goes on.
+TEST(Stage3, CheckpointsResumeExactlyAndLoadOnEveryLayout) {
+  ScratchDir dir;
+  Job straight;
+  straight.world = 4;
+  const Result want = train(straight, 10);
+  Job first = straight;
+  first.save = dir.path + "/ckpt";
+  const Result saved = train(first, 6);
+  Job second = straight;
+  second.from = 6;
+  second.load = first.save;
+  const Result got = train(second, 4);
+  expect_close(got, want, 0, "stopped at step 6 and resumed on the same layout");
+  for (const auto& [world, stage] : {std::pair{3, 3}, std::pair{2, 2}, std::pair{1, 0}}) {
+    Job other;
+    other.world = world;
+    other.stage = stage;
+    other.load = first.save;
+    other.from = 6;
+    expect_close(train(other, 0), saved, 0, "loaded on " + std::to_string(world) + " ranks at stage " + std::to_string(stage));
+    EXPECT_EQ(train(other, 2).params.size(), saved.params.size());  // and trains on
+  }
+  // One process on the four ranks' batches, from the checkpoint: the uninterrupted run, up to the
+  // order of the sums.
+  Job one;
+  one.world = 4;
+  one.one_process = true;
+  one.stage = 0;
+  one.load = first.save;
+  one.from = 6;
+  expect_close(train(one, 4), want, 1e-5, "4 more steps in one process");
+}

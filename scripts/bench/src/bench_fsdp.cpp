@@ -1,0 +1,92 @@
+// Tokens per second and memory of the GPT of examples/gpt_model.h at a ZeRO stage (docs/memory.md):
+// the work of peers/torch_fsdp2_gpt.py (random byte tokens, AdamW, cross entropy, per-rank batch).
+//   --stage S  --dim D --layers L --heads H --seq T --batch B --steps N --warmup K
+//   --prefetch P --reshard_after_forward 0|1   (the fsdp section; default: the environment's)
+// Prints on rank 0:
+//   xlaunch-fsdp stage=S world=W params_m=P tokens_per_s=X peak_rss_above_bare_mb=R peak_rss_mb=T
+//     opt_state_mb_per_rank=M
+// peak_rss_above_bare_mb: the largest, over the ranks, of VmHWM at the end minus VmHWM once the
+// Accelerator is made (before the model): what training added to the bare process (MB = 1e6 bytes).
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/adamw.h>
+
+#include <ATen/ops/randint.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "../../../examples/gpt_model.h"
+#include "bench_timing.h"
+#include "xlaunch/accelerator.h"
+
+namespace {
+
+int64_t hwm_kb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t dim = 256, layers = 4, heads = 8, seq = 128, batch = 8;
+  int steps = 10, warmup = 2;
+  xlaunch::AcceleratorOptions options = xlaunch::AcceleratorOptions::from_env();
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const std::string v = argv[i + 1];
+    if (k == "--stage") options.ddp.zero_stage = std::stoi(v);
+    else if (k == "--dim") dim = std::stoll(v);
+    else if (k == "--layers") layers = std::stoll(v);
+    else if (k == "--heads") heads = std::stoll(v);
+    else if (k == "--seq") seq = std::stoll(v);
+    else if (k == "--batch") batch = std::stoll(v);
+    else if (k == "--steps") steps = std::stoi(v);
+    else if (k == "--warmup") warmup = std::stoi(v);
+    else if (k == "--prefetch") options.ddp.fsdp_prefetch = std::stoi(v);
+    else if (k == "--reshard_after_forward") options.ddp.reshard_after_forward = v != "0";
+    else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
+  }
+
+  xlaunch::Accelerator acc(options);
+  const int64_t bare = hwm_kb();
+  torch::manual_seed(0);
+  xlaunch::examples::Gpt net(dim, layers, heads, seq);
+  int64_t params = 0;
+  for (const auto& p : net->parameters()) params += p.numel();
+  auto model = acc.prepare(net);
+  torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  auto& opt = acc.prepare(adamw);
+  torch::manual_seed(acc.process_index());
+  const at::Tensor tokens = at::randint(0, 256, {batch, seq + 1}, at::kLong);
+  const at::Tensor x = tokens.narrow(1, 0, seq), y = tokens.narrow(1, 1, seq).reshape({-1});
+
+  auto step = [&] {
+    opt.zero_grad();
+    acc.backward(torch::nn::functional::cross_entropy(model(x).reshape({-1, 256}), y));
+    opt.step();
+  };
+  for (int i = 0; i < warmup; ++i) step();
+  acc.wait_for_everyone();
+  const double dt = xlaunch::bench::seconds_of([&] {
+    for (int i = 0; i < steps; ++i) step();
+    acc.wait_for_everyone();
+  });
+  const std::vector<int64_t> above = acc.gather_object(hwm_kb() - bare);
+  const std::vector<int64_t> peak = acc.gather_object(hwm_kb());
+  const std::vector<int64_t> state = acc.gather_object(opt.state_bytes());
+  if (acc.is_main_process())
+    std::printf("xlaunch-fsdp stage=%d world=%d params_m=%.2f tokens_per_s=%.0f peak_rss_above_bare_mb=%.1f "
+                "peak_rss_mb=%.1f opt_state_mb_per_rank=%.1f\n",
+                options.ddp.zero_stage, acc.num_processes(), static_cast<double>(params) / 1e6,
+                static_cast<double>(steps * batch * seq * acc.num_processes()) / dt,
+                static_cast<double>(*std::max_element(above.begin(), above.end())) * 1024 / 1e6,
+                static_cast<double>(*std::max_element(peak.begin(), peak.end())) * 1024 / 1e6,
+                static_cast<double>(*std::max_element(state.begin(), state.end())) / 1e6);
+  return 0;
+}
