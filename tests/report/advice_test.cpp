@@ -254,6 +254,25 @@ TEST(Advice, CommunicationWaitNamesBucketsAndAccumulation) {
   EXPECT_FALSE(any_has(advise(across, two), "ddp.comm_hook bf16"));
 }
 
+// At ddp.zero_stage 3 the buckets are units: the line names the fsdp knobs and stage 2, not the cap.
+TEST(Advice, CommunicationWaitAtStageThreeNamesPrefetchReshardAndStageTwo) {
+  const std::vector<double> comm = {0.2, 3, 5, 4, 0.8, 0.5};
+  xlaunch::config::LaunchConfig c;
+  c.ddp.zero_stage = 3;
+  JobReport r = make_report({collectives(stats(0, 60, comm), 15, 100), collectives(stats(1, 60, comm), 15, 100)}, {});
+  const auto advice = advise(r, c);
+  ASSERT_EQ(advice.size(), 1u) << all_of(advice);
+  EXPECT_TRUE(any_has(advice, "communication wait is 29.6% of the step on ranks 0, 1 (threshold 15.0%): at "
+                              "ddp.zero_stage 3 the units' gathers and reduce-scatters are not hidden"))
+      << advice[0];
+  EXPECT_TRUE(any_has(advice, "Raise fsdp.prefetch (now 1)")) << advice[0];
+  EXPECT_TRUE(any_has(advice, "set fsdp.reshard_after_forward false")) << advice[0];
+  EXPECT_TRUE(any_has(advice, "use ddp.zero_stage 2 if the model fits")) << advice[0];
+  EXPECT_FALSE(any_has(advice, "bucket_cap_mb")) << advice[0];
+  c.fsdp.reshard_after_forward = false;
+  EXPECT_FALSE(any_has(advise(r, c), "reshard_after_forward")) << advise(r, c)[0];
+}
+
 // One allreduce per step: no cap makes fewer, so the line proposes what can change the wait.
 TEST(Advice, OneBucketGetsNoBucketAdvice) {
   const std::vector<double> comm = {0.2, 3, 5, 4, 0.8, 0.5};

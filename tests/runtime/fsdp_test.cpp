@@ -16,8 +16,10 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/optim/adamw.h>
+#include <torch/optim/lbfgs.h>
 #include <torch/optim/sgd.h>
 
+#include <functional>
 #include <limits>
 #include <mutex>
 
@@ -289,4 +291,70 @@ TEST(Stage3, CheckpointsResumeExactlyAndLoadOnEveryLayout) {
   one.load = first.save;
   one.from = 6;
   expect_close(train(one, 4), want, 1e-5, "4 more steps in one process");
+}
+
+// What cannot work at stage 3 is refused at prepare, on every rank alike, before any collective of
+// the step: LBFGS, an optimizer prepared before its model, PowerSGD.
+TEST(Stage3, RefusesLbfgsAnOptimizerBeforeItsModelAndPowerSgd) {
+  auto refusal = [](const std::function<void(xlaunch::Accelerator&)>& fn, const std::string& hook = "none") {
+    std::vector<std::string> what(2);
+    run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+      xlaunch::AcceleratorOptions o;
+      o.cpu = true;
+      o.ddp.zero_stage = 3;
+      o.ddp.comm_hook = hook;
+      xlaunch::Accelerator acc(o, c);
+      try {
+        fn(acc);
+      } catch (const xlaunch::UsageError& e) {
+        what[c->rank()] = e.what();
+      }
+    });
+    EXPECT_EQ(what[0], what[1]) << "every rank says the same";
+    return what[0];
+  };
+  const std::string lbfgs = refusal([](xlaunch::Accelerator& acc) {
+    Net net;
+    acc.prepare(net);
+    torch::optim::LBFGS opt(net->parameters(), torch::optim::LBFGSOptions(1));
+    acc.prepare(opt);
+  });
+  EXPECT_NE(lbfgs.find("LBFGS cannot be sharded"), std::string::npos) << lbfgs;
+  const std::string before = refusal([](xlaunch::Accelerator& acc) {
+    Net net;
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+    acc.prepare(opt);
+    acc.prepare(net);
+  });
+  EXPECT_NE(before.find("prepare the model before the optimizer"), std::string::npos) << before;
+  const std::string powersgd = refusal(
+      [](xlaunch::Accelerator& acc) {
+        Net net;
+        acc.prepare(net);
+      },
+      "powersgd");
+  EXPECT_NE(powersgd.find("cannot be used with ddp.zero_stage 3"), std::string::npos) << powersgd;
+}
+
+// A model where nothing is a unit trains (everything in the root) and says so once.
+TEST(Stage3, AModelWithoutUnitsWarnsOnceAndTrains) {
+  testing::internal::CaptureStderr();
+  run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    xlaunch::AcceleratorOptions o;
+    o.cpu = true;
+    o.ddp.zero_stage = 3;
+    xlaunch::Accelerator acc(o, c);
+    Mlp mlp;
+    auto model = acc.prepare(mlp);
+    torch::optim::SGD sgd(mlp->parameters(), torch::optim::SGDOptions(0.1));
+    auto& opt = acc.prepare(sgd);
+    const Batch b = mlp_batch(c->rank(), 0);
+    acc.backward(loss_of(model(b.x), b.y));
+    opt.step();
+  });
+  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string line = "ddp.zero_stage 3 found no unit in the model";
+  ASSERT_NE(err.find(line), std::string::npos) << err;
+  EXPECT_EQ(err.find(line, err.find(line) + 1), std::string::npos) << "once, from rank 0: " << err;
+  EXPECT_NE(err.find("xlaunch::FullyShard<Block>"), std::string::npos) << err;
 }

@@ -171,7 +171,10 @@ BucketView buckets_of(const RankReport& w, const config::LaunchConfig& c) {
   // approximation, several collectives per bucket) is not judged.
   const CommHookInfo* hook = find_comm_hook(c.ddp.comm_hook);
   if (!hook || hook->wire_fraction <= 0) return v;
-  const int per_bucket = xlaunch::shards_optimizer_state(c.ddp.zero_stage) ? 2 : 1;
+  // Per bucket: its allreduce; at stages 1 and 2 a reduce-scatter or allreduce and an allgather; at
+  // stage 3 (a bucket is a unit) a reduce-scatter and one or two gathers.
+  const int per_bucket = xlaunch::shards_parameters(c.ddp.zero_stage) ? (c.fsdp.reshard_after_forward ? 3 : 2)
+                         : xlaunch::shards_optimizer_state(c.ddp.zero_stage) ? 2 : 1;
   const double grad_mib = w.mb_per_step * 1e6 / (1 << 20) / per_bucket / hook->wire_fraction;
   const double cap = c.ddp.bucket_cap_mb, first = std::min(1.0, cap);
   const double by_bytes = grad_mib <= first ? 1 : 1 + std::ceil((grad_mib - first) / cap - 1e-9);
@@ -198,6 +201,20 @@ void advise_comm_wait(const Ranks& ranks, const std::vector<int>& stragglers, co
     return (in(slow, a->rank) ? a->phase_pct[profile::kCommWait] : -1) <
            (in(slow, b->rank) ? b->phase_pct[profile::kCommWait] : -1);
   });
+  if (xlaunch::shards_parameters(c.ddp.zero_stage)) {
+    // Stage 3: the buckets are the model's units, whatever bucket_cap_mb says.
+    std::string knobs = "Raise fsdp.prefetch (now " + std::to_string(c.fsdp.prefetch) +
+                        ") to start each unit's gather further ahead";
+    if (c.fsdp.reshard_after_forward)
+      knobs += ", set fsdp.reshard_after_forward false (one gather per unit and step instead of two, for stage 2's "
+               "parameter memory)";
+    knobs += ", or use ddp.zero_stage 2 if the model fits on each rank";
+    out.push_back("communication wait is " + pct(w.phase_pct[profile::kCommWait]) + " of the step on " +
+                  rank_list(slow) + " (threshold " + pct(kCommWaitPct) + "): at ddp.zero_stage 3 the units' gathers " +
+                  "and reduce-scatters are not hidden behind compute. " + knobs + "; without the wait, steps would " +
+                  "be up to " + speedup(w.phase_pct[profile::kCommWait]) + " faster");
+    return;
+  }
   const BucketView buckets = buckets_of(w, c);
   const std::string cap = "ddp.bucket_cap_mb (now " + fixed(c.ddp.bucket_cap_mb, 0) + ")";
   std::string knobs = buckets.propose ? "Raise " + cap + " for fewer, larger allreduces, raise "

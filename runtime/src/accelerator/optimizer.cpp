@@ -43,6 +43,9 @@ void PreparedOptimizer::step() {
       for (const auto& m : acc_->models_) scattered += static_cast<uint64_t>(m.reducer->reduce_scattered_bytes());
       for (const auto& o : acc_->optimizers_)
         if (o->sharded_) gathered += static_cast<uint64_t>(o->sharded_->gathered_bytes());
+      // Stage 3: what the units gathered for this step's forwards and backwards.
+      for (const auto& m : acc_->models_)
+        if (m.units) gathered += m.units->take_gathered_bytes();
       profile::zero_step(acc_->options_.ddp.zero_stage, scattered, skipped_ ? 0 : gathered);
     }
     profile::step_done(acc_->step_);

@@ -137,9 +137,22 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
            << "\n";
   check_same_everywhere("model", describe_params(*module));
   check_same_everywhere("settings", settings.str());
-  // Stage 3: the buckets are the model's units (ddp/units.h).
+  // Stage 3: the buckets are the model's units (ddp/units.h). Rank 0's values are broadcast first,
+  // a few MB at a time, so that the reducer keeps each rank's shard of them and lets the whole
+  // parameters go, unit by unit: the model exists whole once, as the user built it.
   std::unique_ptr<UnitPlan> plan;
   if (shards_parameters(options_.ddp.zero_stage)) {
+    const int64_t chunk = std::max<int64_t>(1 << 20, static_cast<int64_t>(options_.ddp.bucket_cap_mb * (1 << 20)));
+    std::vector<at::Tensor> part;
+    int64_t bytes = 0;
+    for (size_t i = 0; i < state.size(); ++i) {
+      part.push_back(state[i]);
+      bytes += static_cast<int64_t>(state[i].nbytes());
+      if (bytes < chunk && i + 1 < state.size()) continue;
+      broadcast_coalesced(*communicator(device_), part);
+      part.clear();
+      bytes = 0;
+    }
     plan = std::make_unique<UnitPlan>(plan_units(module, params, names));
     if (plan->modules.empty())
       log_main(rank_, "ddp.zero_stage 3 found no unit in the model: every trainable parameter is in the root unit, "
@@ -150,14 +163,12 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
       params, names, [this](const at::Device& d) { return bucket_communicator(d); }, options_.ddp,
       plan ? plan->buckets : std::vector<std::vector<size_t>>{});
   check_same_everywhere("gradient buckets", reducer->layout());
-  broadcast_coalesced(*communicator(device_), state);
+  if (!plan) broadcast_coalesced(*communicator(device_), state);
   reducer->set_uneven(uneven_);
   std::unique_ptr<Units> units;
-  if (plan) {
+  if (plan)
     units = std::make_unique<Units>(std::move(*plan), *reducer, options_.ddp.fsdp_prefetch,
                                     options_.ddp.reshard_after_forward);
-    units->free_all(/*keep_changes=*/true);  // each rank keeps its shard of rank 0's values
-  }
   models_.push_back({std::move(module), std::move(reducer), std::move(units)});
   check_uneven_supported();
   return models_.size() - 1;

@@ -219,6 +219,10 @@ struct BeforeBackward : torch::autograd::Function<BeforeBackward> {
 
 Units::Units(UnitPlan plan, Reducer& reducer, int prefetch, bool reshard_after_forward)
     : plan_(std::move(plan)), reducer_(reducer), prefetch_(prefetch), reshard_after_forward_(reshard_after_forward) {
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
+    const at::Tensor& first = reducer_.params()[plan_.buckets[b].front()];
+    bytes_.push_back(static_cast<uint64_t>(reducer_.bucket_shard(b) * reducer_.world()) * first.element_size());
+  }
   std::lock_guard<std::mutex> lk(registry_mutex());
   for (size_t u = 0; u < plan_.modules.size(); ++u) live()[plan_.modules[u].get()] = {this, u};
 }
@@ -236,7 +240,24 @@ Units* Units::of(const torch::nn::Module* module, size_t* unit) {
   return it->second.first;
 }
 
-void Units::gather(size_t u) { reducer_.gather_unit(plan_.bucket[u]); }
+void Units::count_gather(size_t b) {
+  if (reducer_.unit_whole(b)) return;
+  reducer_.gather_unit(b);
+  if (reducer_.world() > 1) gathered_ += bytes_[b];
+  uint64_t whole = 0;
+  for (size_t k = 0; k < bytes_.size(); ++k)
+    if (reducer_.unit_whole(k)) whole += bytes_[k];
+  peak_whole_ = std::max(peak_whole_, whole);
+}
+
+uint64_t Units::take_gathered_bytes() {
+  std::lock_guard<std::mutex> lk(mu_);
+  const uint64_t out = gathered_;
+  gathered_ = 0;
+  return out;
+}
+
+void Units::gather(size_t u) { count_gather(plan_.bucket[u]); }
 
 void Units::make_whole(size_t u) {
   gather(u);
@@ -260,7 +281,7 @@ void Units::start_forward() {
   std::lock_guard<std::mutex> lk(mu_);
   if (!current_.empty()) order_ = std::move(current_);
   current_.clear();
-  if (plan_.root_bucket >= 0) reducer_.gather_unit(static_cast<size_t>(plan_.root_bucket));
+  if (plan_.root_bucket >= 0) count_gather(static_cast<size_t>(plan_.root_bucket));
   // The first units' gathers run while the root computes (embeddings, say).
   if (prefetch_ > 0 && !plan_.modules.empty()) gather(order_.empty() ? 0 : order_.front());
   if (plan_.root_bucket >= 0) reducer_.wait_unit(static_cast<size_t>(plan_.root_bucket));

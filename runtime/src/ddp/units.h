@@ -25,6 +25,7 @@
 #include <torch/nn/module.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -70,6 +71,11 @@ class Units {
   void gather_all();
   void free_all(bool keep_changes);
 
+  // Bytes gathered since the last call (each unit's whole parameters, per gather; none alone), and
+  // the most bytes of units (the root included) whole at once so far: for the report.
+  uint64_t take_gathered_bytes();
+  uint64_t peak_whole_bytes() const { return peak_whole_; }
+
   // The unit `module` is of a live Units, or null.
   static Units* of(const torch::nn::Module* module, size_t* unit);
 
@@ -86,6 +92,9 @@ class Units {
   std::mutex mu_;
   std::vector<size_t> order_;     // the units of the last complete forward, in call order
   std::vector<size_t> current_;   // of the forward running
+  std::vector<uint64_t> bytes_;   // per bucket: its whole parameters' bytes
+  uint64_t gathered_ = 0, peak_whole_ = 0;
+  void count_gather(size_t bucket);
 };
 
 }  // namespace xlaunch

@@ -14,6 +14,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/StorageImpl.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -91,22 +92,25 @@ void Stage3::place_params(ReducerBucket& bucket) {
   const at::TensorOptions options = ctx_.params[ids.front()].options().requires_grad(false);
   Unit unit;
   // The shard is allocated by the communicator (over shared memory the others read it where it lies);
-  // the whole parameters by the device's own allocator, whose memory a free gives back.
+  // the whole parameters by the device's own allocator, whose memory a free gives back. Made free:
+  // the shard takes this rank's part of the parameters as they are, which then let go of their own
+  // memory, so the model is never whole twice.
   unit.shard = bucket.comm->allocate(bucket.shard, options);
   unit.whole = at::empty({bucket.shard * bucket.comm->size()}, options);
+  set_storage_bytes(unit.whole, 0);
   unit.zero = at::zeros({}, options);
   at::NoGradGuard no_grad;
+  const int64_t begin = bucket.shard * bucket.comm->rank(), end = begin + bucket.shard;
+  unit.shard.zero_();  // padding
   int64_t offset = 0;
   for (size_t i : ids) {
-    bucket_alias(unit.whole, offset, ctx_.params[i].sizes()).copy_(ctx_.params[i]);
-    offset += ctx_.params[i].numel();
+    const int64_t n = numel_of(i);
+    const int64_t from = std::max(begin, offset), to = std::min(end, offset + n);
+    if (to > from) unit.shard.narrow(0, from - begin, to - from).copy_(ctx_.params[i].reshape({-1}).narrow(0, from - offset, to - from));
+    offset += n;
   }
-  unit.whole.narrow(0, offset, unit.whole.numel() - offset).zero_();
-  unit.shard.copy_(unit.whole.narrow(0, bucket.shard * bucket.comm->rank(), bucket.shard));
-  // Whole until the model's prepare broadcast rank 0's values and freed the units (keep_changes).
-  unit.whole_now = true;
   units_.push_back(std::move(unit));
-  bind(bucket, true);
+  bind(bucket, false);
 }
 
 void Stage3::bind(const ReducerBucket& bucket, bool whole) {
