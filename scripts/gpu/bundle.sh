@@ -20,6 +20,7 @@
 #                           Open MPI's and PMIx's components, relocated by run.sh (OPAL_PREFIX...)
 #   share/, etc/            Open MPI's and PMIx's help texts and parameter files
 #   data/fashion-mnist/     the dataset of examples/train_fashion_mnist
+#   data/fortunes/          the corpus of examples/train_gpt (Debian package fortunes)
 #   torch-libs.txt          the libraries that must come from the machine's torch wheel
 #   MANIFEST.txt            what was packed, from which commit and build
 # OUT_DIR must be missing, empty, or an earlier bundle (which is replaced).
@@ -37,6 +38,7 @@ DATA_DIR="${XLAUNCH_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
 
 # What the checks run, by build-tree path, and what the CPU-side checks need at the least.
 PROGRAMS=(launcher/xlaunch launcher/xlaunch_selftest launcher/xlaunch_merge_weights examples/train_fashion_mnist examples/hello_allreduce
+          examples/train_gpt
           tests/runtime/nccl_test tests/runtime/mpi_communicator_test tests/data/loader_test tests/rl/env_pool_test
           tests/runtime/device_paths_test tests/runtime/watchdog_abort_test tests/faults/fault_program
           tests/amp/amp_unscale_test tests/report/publish_gpu_test tests/report/sync_count_job tests/augment/augment_cuda_test tests/amp/grad_scaler_test tests/amp/autocast_test
@@ -157,6 +159,10 @@ cp "$OUT/share/pmix-mca-params.conf" "$OUT/etc/pmix-mca-params.conf"
 [ -f "$DATA_DIR/train-images-idx3-ubyte.gz" ] || die "no Fashion-MNIST in $DATA_DIR (Debian package dataset-fashion-mnist)"
 mkdir -p "$OUT/data/fashion-mnist"
 cp "$DATA_DIR"/*-ubyte.gz "$OUT/data/fashion-mnist/"
+CORPUS="${XLAUNCH_FORTUNES_DIR:-/usr/share/games/fortunes}"
+[ -d "$CORPUS" ] || die "no corpus in $CORPUS (Debian package fortunes)"
+mkdir -p "$OUT/data/fortunes"
+find "$CORPUS" -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' -exec cp {} "$OUT/data/fortunes/" \;
 cp "$REPO/scripts/gpu/run.sh" "$OUT/run.sh"
 cp "$REPO/scripts/gpu/nvml_attribution.sh" "$REPO/scripts/gpu/sync_check.sh" "$OUT/"
 chmod +x "$OUT/run.sh"

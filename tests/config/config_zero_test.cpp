@@ -83,8 +83,8 @@ TEST(ZeroStage, OtherValuesAreRefusedWithWhatEachStageShards) {
     const ConfigErrorInfo e = error_of(std::string("ddp:\n  zero_stage: ") + v + "\n");
     EXPECT_EQ(e.key, "ddp.zero_stage") << v;
     if (std::string(v) != "two")
-      EXPECT_TRUE(contains(e.hint, "0 (no sharding), 1 (optimizer state sharded) or 2 (optimizer state and gradients "
-                                   "sharded)")) << e.hint;
+      EXPECT_TRUE(contains(e.hint, "0 (no sharding), 1 (optimizer state sharded), 2 (optimizer state and gradients "
+                                   "sharded) or 3 (optimizer state, gradients and parameters sharded)")) << e.hint;
   }
 }
 

@@ -2,7 +2,8 @@
 // checkpoint holds buffers too, one of them int64), trained a few steps on every rank's own data,
 // then saved with save_state. `xlaunch merge-weights` then turns the checkpoint into safetensors.
 //
-//   merge_weights_job --save DIR [--steps N]
+//   merge_weights_job --save DIR [--steps N] [--model_out DIR]
+// --model_out: also model 0's weights as safetensors through acc.save_model (the model as trained).
 // Settings (zero stage, mixed precision...) come from the XLAUNCH_* environment.
 #include <torch/torch.h>
 
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   const auto args = xlaunch::test::parse_args(argc, argv);
   const std::string save = xlaunch::test::get(args, "--save");
   const int64_t steps = std::stoll(xlaunch::test::get(args, "--steps", "3"));
+  const std::string model_out = xlaunch::test::get(args, "--model_out");
   if (save.empty()) {
     std::fprintf(stderr, "usage: merge_weights_job --save DIR [--steps N]\n");
     return 2;
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
     opt1.zero_grad();
   }
   acc.save_state(save);
+  if (!model_out.empty()) acc.save_model(m0, model_out);
   acc.print("saved ", save, " at step ", acc.step());
   return 0;
 }
