@@ -21,17 +21,6 @@
 #include "bench_timing.h"
 #include "xlaunch/accelerator.h"
 
-namespace {
-
-int64_t hwm_kb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
-  return -1;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   int64_t dim = 256, layers = 4, heads = 8, seq = 128, batch = 8;
@@ -54,7 +43,7 @@ int main(int argc, char** argv) {
   }
 
   xlaunch::Accelerator acc(options);
-  const int64_t bare = hwm_kb();
+  const int64_t bare = xlaunch::bench::status_kb("VmHWM:");
   torch::manual_seed(0);
   xlaunch::examples::Gpt net(dim, layers, heads, seq);
   int64_t params = 0;
@@ -77,8 +66,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < steps; ++i) step();
     acc.wait_for_everyone();
   });
-  const std::vector<int64_t> above = acc.gather_object(hwm_kb() - bare);
-  const std::vector<int64_t> peak = acc.gather_object(hwm_kb());
+  const std::vector<int64_t> above = acc.gather_object(xlaunch::bench::status_kb("VmHWM:") - bare);
+  const std::vector<int64_t> peak = acc.gather_object(xlaunch::bench::status_kb("VmHWM:"));
   const std::vector<int64_t> state = acc.gather_object(opt.state_bytes());
   if (acc.is_main_process())
     std::printf("xlaunch-fsdp stage=%d world=%d params_m=%.2f tokens_per_s=%.0f peak_rss_above_bare_mb=%.1f "

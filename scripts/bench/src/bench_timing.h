@@ -5,11 +5,23 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <string>
 #include <vector>
 
 namespace xlaunch::bench {
 
 using Clock = std::chrono::steady_clock;
+
+// A field of /proc/self/status in kB ("VmHWM:", the peak resident set; "VmRSS:"), or -1.
+inline int64_t status_kb(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(std::char_traits<char>::length(field)));
+  return -1;
+}
 
 inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 

@@ -22,18 +22,6 @@
 #include "bench_timing.h"
 #include "xlaunch/accelerator.h"
 
-namespace {
-
-// This process's peak resident set (VmHWM), in kB; -1 where /proc does not say.
-int64_t peak_rss_kb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
-  return -1;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   int hidden = 1024, batch = 64, steps = 40, warmup = 5;
@@ -71,7 +59,7 @@ int main(int argc, char** argv) {
   });
 
   const std::vector<int64_t> state = acc.gather_object(opt.state_bytes());
-  const std::vector<int64_t> rss = acc.gather_object(peak_rss_kb());
+  const std::vector<int64_t> rss = acc.gather_object(xlaunch::bench::status_kb("VmHWM:"));
   if (acc.is_main_process())
     std::printf("xlaunch-zero stage=%d world=%d steps_per_s=%.2f opt_state_mb_per_rank=%.1f peak_rss_mb=%.1f\n",
                 options.ddp.zero_stage, acc.num_processes(), steps / dt,
