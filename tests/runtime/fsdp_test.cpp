@@ -358,3 +358,30 @@ TEST(Stage3, AModelWithoutUnitsWarnsOnceAndTrains) {
   EXPECT_EQ(err.find(line, err.find(line) + 1), std::string::npos) << "once, from rank 0: " << err;
   EXPECT_NE(err.find("xlaunch::FullyShard<Block>"), std::string::npos) << err;
 }
+
+// The parameters outside the units are gathered by the prepared model's call: a forward around it
+// fails, naming the unit and the fix, instead of computing with zeros.
+TEST(Stage3, AForwardAroundThePreparedModelIsRefused) {
+  std::string what;
+  run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    xlaunch::AcceleratorOptions o;
+    o.cpu = true;
+    o.ddp.zero_stage = 3;
+    xlaunch::Accelerator acc(o, c);
+    Net net;
+    auto model = acc.prepare(net);
+    const at::Tensor t = tokens(c->rank(), 0).narrow(1, 0, kSeq);
+    EXPECT_EQ(model(t).size(2), kVocab);  // through the prepared model: fine
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+    auto& opt = acc.prepare(sgd);
+    opt.step();  // frees every unit, the root too
+    try {
+      net->forward(t);
+    } catch (const xlaunch::UsageError& e) {
+      if (c->rank() == 0) what = e.what();
+    }
+  });
+  EXPECT_NE(what.find("unit 'blocks.0' of a model prepared at ddp.zero_stage 3 was called outside"), std::string::npos)
+      << what;
+  EXPECT_NE(what.find("model(x), not net->forward(x)"), std::string::npos) << what;
+}

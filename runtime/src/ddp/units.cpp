@@ -289,6 +289,13 @@ void Units::start_forward() {
 
 void Units::before_forward(size_t u) {
   std::lock_guard<std::mutex> lk(mu_);
+  // The root is made whole by the prepared model's call (ForwardScope): a unit called while it is
+  // not was reached around it, and the root's parameters would read as zeros.
+  if (plan_.root_bucket >= 0 && !reducer_.unit_whole(static_cast<size_t>(plan_.root_bucket)))
+    throw UsageError("unit '" + plan_.names[u] + "' of a model prepared at ddp.zero_stage 3 was called outside the "
+                     "prepared model's forward, where the parameters outside its units (embeddings, norms, heads) "
+                     "are not gathered and would read as zeros. Call the model through what acc.prepare returned "
+                     "(model(x), not net->forward(x))");
   current_.push_back(u);
   gather(u);
   for (size_t next : next_units(u, /*backward=*/false)) gather(next);
