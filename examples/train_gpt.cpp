@@ -47,7 +47,7 @@ struct Options {
   double lr = 3e-3;
   double weight_decay = 0.1;
   double clip = 1.0;
-  int64_t warmup = 30;
+  int64_t warmup = -1;  // -1: 30, or a tenth of --steps when that is fewer
   int64_t eval_every = 100;
   int64_t eval_batches = 16;
   int64_t log_every = 10;
@@ -183,7 +183,7 @@ int train(Options o) {
   auto& val_loader = acc.prepare(make_loader(val_bytes, o, false));
   xlaunch::ScheduleOptions schedule;
   schedule.total_steps = o.steps;
-  schedule.warmup_steps = o.warmup;
+  schedule.warmup_steps = o.warmup >= 0 ? o.warmup : std::min<int64_t>(30, o.steps / 10);
   auto cosine = xlaunch::get_scheduler("cosine", adamw, schedule);
   auto& sched = acc.prepare(*cosine);
   acc.init_trackers("gpt", {{"lr", o.lr},
@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
   app.add_option("--lr", o.lr, "AdamW's peak learning rate (warmup, then cosine decay to 0)")->capture_default_str();
   app.add_option("--weight_decay", o.weight_decay, "AdamW's weight decay on matrices")->capture_default_str();
   app.add_option("--clip", o.clip, "Gradient clipping: the global norm's maximum")->capture_default_str();
-  app.add_option("--warmup", o.warmup, "Warmup steps")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "Warmup steps (default: 30, or a tenth of --steps when that is fewer)");
   app.add_option("--eval_every", o.eval_every, "Steps between validation losses")->capture_default_str();
   app.add_option("--eval_batches", o.eval_batches, "Validation batches per evaluation")->capture_default_str();
   app.add_option("--log_every", o.log_every, "Steps between training lines")->capture_default_str();

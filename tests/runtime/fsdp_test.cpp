@@ -372,7 +372,10 @@ TEST(Stage3, AForwardAroundThePreparedModelIsRefused) {
     auto model = acc.prepare(net);
     const at::Tensor t = tokens(c->rank(), 0).narrow(1, 0, kSeq);
     EXPECT_EQ(model(t).size(2), kVocab);  // through the prepared model: fine
-    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+    std::vector<at::Tensor> trainable;
+    for (const auto& p : net->parameters())
+      if (p.requires_grad()) trainable.push_back(p);
+    torch::optim::SGD sgd(trainable, torch::optim::SGDOptions(0.1));
     auto& opt = acc.prepare(sgd);
     opt.step();  // frees every unit, the root too
     try {
