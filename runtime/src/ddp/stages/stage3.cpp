@@ -74,7 +74,7 @@ class Stage3 final : public Stage2 {
     std::shared_ptr<Work> gathering;
     bool whole_now = false;
   };
-  // Points the members' parameters at `whole` (views), or at empty tensors.
+  // Points the members' parameters at `whole` (views), or at broadcast views of `zero` (free).
   void bind(const ReducerBucket& bucket, bool whole);
   std::vector<Unit> units_;
 };
