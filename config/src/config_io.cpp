@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "accelerate_deepspeed.h"
+#include "accelerate_fsdp.h"
 #include "accelerate_keys.h"
 #include "schema.h"
 #include "xlaunch/config/config_error.h"
@@ -311,8 +312,9 @@ LoadedConfig parse_config(const std::string& text, const std::string& file, std:
     throw ConfigError({file, "", line_of(root), describe(root), "a YAML mapping of key: value lines"});
   read_map(root, "", out);
   const YAML::Node& top = root;
-  if (top["distributed_type"] && top["distributed_type"].IsScalar() && top["distributed_type"].Scalar() == "DEEPSPEED")
-    detail::apply_deepspeed(top, out);
+  const std::string type = top["distributed_type"] && top["distributed_type"].IsScalar() ? top["distributed_type"].Scalar() : "";
+  if (type == "DEEPSPEED") detail::apply_deepspeed(top, out);
+  if (type == "FSDP") detail::apply_fsdp(top, out);
   for (const auto& f : fields())
     if (!out.lines.count(f.key)) out.defaulted.push_back(f.key);
   validate(out.config, gpu_count, file, out.lines);

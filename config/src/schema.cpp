@@ -222,10 +222,11 @@ std::map<std::string, Field> hand_fields() {
   add(make(
       "distributed_type",
       [](const YAML::Node& n, LaunchConfig& c, const FieldCtx& ctx) {
-        // DEEPSPEED is an Accelerate file's: it runs as MULTI_GPU (MULTI_CPU with use_cpu) at the ZeRO
-        // stage its deepspeed_config asks for, which accelerate_deepspeed.h reads once the whole file is.
-        const std::string s = read_choice(n, ctx, {"NO", "MULTI_CPU", "MULTI_GPU", "DEEPSPEED"},
-                                          "FSDP, XLA and the other Accelerate types are not supported");
+        // DEEPSPEED and FSDP are an Accelerate file's: they run as MULTI_GPU (MULTI_CPU with use_cpu) at
+        // the ZeRO stage their deepspeed_config or fsdp_config asks for, which accelerate_deepspeed.h and
+        // accelerate_fsdp.h read once the whole file is.
+        const std::string s = read_choice(n, ctx, {"NO", "MULTI_CPU", "MULTI_GPU", "DEEPSPEED", "FSDP"},
+                                          "XLA, MEGATRON_LM and the other Accelerate types are not supported");
         c.distributed_type = s == "NO" ? DistributedType::No
                              : s == "MULTI_CPU" ? DistributedType::MultiCpu
                                                 : DistributedType::MultiGpu;

@@ -164,12 +164,59 @@ TEST(ConfigAccelerate, OlderConfigDefaultJsonWithNullsLoads) {
   EXPECT_TRUE(has(l.unsupported, "dynamo_backend"));
 }
 
-TEST(ConfigAccelerate, FsdpTypeIsRefusedByNameWithTheLine) {
-  const ConfigErrorInfo e = load_error(XLAUNCH_TEST_DATA "/accelerate_fsdp.yaml");
-  EXPECT_EQ(e.key, "distributed_type");
-  EXPECT_EQ(e.line, 3);
-  EXPECT_EQ(e.found, "'FSDP'");
-  EXPECT_TRUE(contains(e.hint, "FSDP")) << e.hint;
+// Accelerate's FSDP2 file (what `accelerate config` writes) runs as ZeRO stage 3, saying so and
+// naming what it ignores.
+TEST(ConfigAccelerate, FsdpFileRunsAsZeroStageThree) {
+  const LoadedConfig l = load_config(XLAUNCH_TEST_DATA "/accelerate_fsdp.yaml");
+  EXPECT_EQ(l.config.distributed_type, DistributedType::MultiGpu);
+  EXPECT_EQ(l.config.ddp.zero_stage, 3);
+  EXPECT_TRUE(l.config.fsdp.reshard_after_forward);
+  EXPECT_EQ(l.config.fsdp.prefetch, 1);
+  EXPECT_FALSE(has(l.unsupported, "fsdp_config"));
+  std::string notes;
+  for (const auto& n : l.notes) notes += n + "\n";
+  EXPECT_TRUE(contains(notes, "fsdp_config.fsdp_reshard_after_forward true runs as xlaunch ddp.zero_stage 3 with "
+                              "fsdp.reshard_after_forward true")) << notes;
+  EXPECT_TRUE(contains(notes, "fsdp_config.fsdp_auto_wrap_policy ignored: xlaunch's units are a Sequential's entries"))
+      << notes;
+  EXPECT_TRUE(contains(notes, "fsdp_config.fsdp_state_dict_type ignored")) << notes;
+}
+
+namespace {
+std::string fsdp_file(const std::string& section) {
+  return "distributed_type: FSDP\nnum_processes: 2\nuse_cpu: true\nfsdp_config:\n" + section;
+}
+}  // namespace
+
+TEST(ConfigAccelerate, FsdpStrategiesMapToStagesAndPrefetch) {
+  LoadedConfig l = parse_config(fsdp_file("  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_backward_prefetch: NO_PREFETCH\n"), "t");
+  EXPECT_EQ(l.config.distributed_type, DistributedType::MultiCpu);
+  EXPECT_EQ(l.config.ddp.zero_stage, 3);
+  EXPECT_FALSE(l.config.fsdp.reshard_after_forward);
+  EXPECT_EQ(l.config.fsdp.prefetch, 0);
+  EXPECT_EQ(parse_config(fsdp_file("  fsdp_sharding_strategy: 1\n"), "t").config.ddp.zero_stage, 3);
+  EXPECT_EQ(parse_config(fsdp_file("  fsdp_sharding_strategy: NO_SHARD\n"), "t").config.ddp.zero_stage, 0);
+  EXPECT_EQ(parse_config("distributed_type: FSDP\nuse_cpu: true\nnum_processes: 2\n", "t").config.ddp.zero_stage, 3);
+  l = parse_config(fsdp_file("  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n"), "t");
+  EXPECT_FALSE(l.config.fsdp.reshard_after_forward);
+}
+
+TEST(ConfigAccelerate, FsdpWhatCannotBeHonouredIsRefusedByKeyAndLine) {
+  ConfigErrorInfo e = error_of(fsdp_file("  fsdp_sharding_strategy: HYBRID_SHARD\n"));
+  EXPECT_EQ(e.key, "fsdp_config.fsdp_sharding_strategy");
+  EXPECT_EQ(e.line, 5);
+  EXPECT_TRUE(contains(e.hint, "hybrid sharding")) << e.hint;
+  e = error_of(fsdp_file("  fsdp_offload_params: true\n"));
+  EXPECT_EQ(e.key, "fsdp_config.fsdp_offload_params");
+  EXPECT_EQ(e.allowed, "false");
+  e = error_of(fsdp_file("  fsdp_activation_checkpointing: true\n"));
+  EXPECT_EQ(e.key, "fsdp_config.fsdp_activation_checkpointing");
+  e = error_of(fsdp_file("  fsdp_version: 3\n"));
+  EXPECT_EQ(e.key, "fsdp_config.fsdp_version");
+  // A value the file also sets under xlaunch's own key must agree.
+  e = error_of(fsdp_file("  fsdp_sharding_strategy: FULL_SHARD\n") + "ddp:\n  zero_stage: 2\n");
+  EXPECT_EQ(e.key, "ddp.zero_stage");
+  EXPECT_TRUE(contains(e.hint, "remove one of the two")) << e.hint;
 }
 
 TEST(ConfigAccelerate, TwoMachinesWithoutAHostfileAreRefusedSayingWhatMpirunNeeds) {

@@ -196,10 +196,13 @@ TEST_F(AccelerateCompat, AccelerateDefaultConfigIsUsedWhenThereIsNoXlaunchConfig
 }
 
 TEST_F(AccelerateCompat, AnUnusableAccelerateDefaultConfigSaysWhyItWasRead) {
-  write_accelerate_config(dir_ + "/hf", read(XLAUNCH_TEST_DATA "/accelerate_fsdp.yaml"));
+  // Accelerate's FSDP file with a type xlaunch does not run (XLA: TPUs).
+  std::string text = read(XLAUNCH_TEST_DATA "/accelerate_fsdp.yaml");
+  text.replace(text.find("distributed_type: FSDP"), std::string("distributed_type: FSDP").size(), "distributed_type: XLA");
+  write_accelerate_config(dir_ + "/hf", text);
   const auto r = launch({"--dry_run"}, {"HF_HOME=" + dir_ + "/hf"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_TRUE(has(r.output, "default_config.yaml:3: key 'distributed_type': found 'FSDP'")) << r.output;
+  EXPECT_TRUE(has(r.output, "default_config.yaml:3: key 'distributed_type': found 'XLA'")) << r.output;
   EXPECT_TRUE(has(r.output, "Accelerate's default config is read because no xlaunch config exists: write one with "
                             "`xlaunch config`, or pass --config_file"))
       << r.output;

@@ -66,7 +66,8 @@ constexpr const char* kNoOffload =
 constexpr const char* kNoZero3 = "ZeRO stage 3 is ddp.zero_stage: 3 in the config file, and its options are the "
                                  "fsdp section's (docs/memory.md)";
 constexpr const char* kNoFsdp = "FSDP is xlaunch's ddp.zero_stage: 3 (FULL_SHARD) in the config file, with the fsdp "
-                                "section's options (docs/memory.md)";
+                                "section's options, and an Accelerate config with distributed_type: FSDP runs as it "
+                                "(docs/memory.md)";
 constexpr const char* kNoMegatron = "Megatron-LM is not supported; xlaunch trains data-parallel";
 constexpr const char* kNoParallelism = "only data parallelism is supported (no tensor, context or sharded parallelism)";
 

@@ -1,0 +1,143 @@
+#include "accelerate_fsdp.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "accelerate_entry.h"
+
+namespace xlaunch::config::detail {
+namespace {
+
+struct FsdpSettings {
+  int zero_stage = 3;
+  bool reshard_after_forward = true;
+  bool no_prefetch = false;
+  std::string source = "fsdp_config (FULL_SHARD, Accelerate's default)";
+  int line = 0;  // where the strategy was given (0: not given)
+  std::vector<std::string> notes;
+};
+
+// FSDP's sharding strategies, by name and by the number Accelerate's prompt writes.
+void read_strategy(const Entry& e, FsdpSettings& s) {
+  std::string v = e.text();
+  std::transform(v.begin(), v.end(), v.begin(), ::toupper);
+  if (v == "FULL_SHARD" || v == "1") {
+    s.zero_stage = 3;
+    s.reshard_after_forward = true;
+  } else if (v == "SHARD_GRAD_OP" || v == "2") {
+    s.zero_stage = 3;
+    s.reshard_after_forward = false;
+  } else if (v == "NO_SHARD" || v == "3") {
+    s.zero_stage = 0;
+  } else if (v == "HYBRID_SHARD" || v == "HYBRID_SHARD_ZERO2" || v == "4" || v == "5") {
+    e.fail("FULL_SHARD, SHARD_GRAD_OP or NO_SHARD",
+           "hybrid sharding (sharded within a machine, replicated across machines) is not built yet; use "
+           "FULL_SHARD (xlaunch's ddp.zero_stage 3), which shards over every rank");
+  } else {
+    e.fail("FULL_SHARD, SHARD_GRAD_OP, NO_SHARD (or 1, 2, 3)");
+  }
+  s.source = e.key + " " + e.text();
+  s.line = e.line;
+}
+
+// The keys that mean nothing to xlaunch, and why.
+const std::map<std::string, std::string>& ignored_keys() {
+  static const std::map<std::string, std::string> k = {
+      {"fsdp_auto_wrap_policy", "xlaunch's units are a Sequential's entries and the modules declared "
+                                "xlaunch::FullyShard<Block> (docs/memory.md)"},
+      {"fsdp_transformer_layer_cls_to_wrap", "xlaunch's units are a Sequential's entries and the modules declared "
+                                             "xlaunch::FullyShard<Block> (docs/memory.md)"},
+      {"fsdp_min_num_params", "xlaunch's units are a Sequential's entries and the modules declared "
+                              "xlaunch::FullyShard<Block> (docs/memory.md)"},
+      {"fsdp_forward_prefetch", "fsdp.prefetch sets how far ahead units are gathered, forward and backward"},
+      {"fsdp_state_dict_type", "xlaunch's checkpoints hold the whole model (gathered) and each rank's optimizer "
+                               "shard; `xlaunch merge-weights` writes safetensors"},
+      {"fsdp_cpu_ram_efficient_loading", "every rank builds the model; acc.prepare broadcasts rank 0's values and "
+                                         "keeps each rank's shard"},
+      {"fsdp_sync_module_states", "acc.prepare always broadcasts rank 0's values"},
+      {"fsdp_use_orig_params", "a prepared model's parameters are always the module's own tensors"},
+  };
+  return k;
+}
+
+FsdpSettings read_fsdp_section(const YAML::Node& section, const std::string& file) {
+  FsdpSettings s;
+  if (!section || section.IsNull()) return s;
+  if (!section.IsMap()) refuse(file, "fsdp_config", line_of(section), describe(section), "a mapping of FSDP settings", "");
+  std::vector<std::string> unknown;
+  int version = 1;
+  const YAML::Node v = section["fsdp_version"];
+  if (v) version = static_cast<int>(Entry{"fsdp_config.fsdp_version", line_of(v), v, file}.integer(1, 2));
+  for (auto it = section.begin(); it != section.end(); ++it) {
+    if (!it->first.IsScalar())
+      refuse(file, "fsdp_config", line_of(it->first), "a key that is " + describe(it->first), "plain key names", "");
+    const std::string leaf = it->first.Scalar();
+    const Entry e{"fsdp_config." + leaf, line_of(it->first), it->second, file};
+    if (leaf == "fsdp_version") continue;
+    if (leaf == "fsdp_sharding_strategy") {
+      read_strategy(e, s);
+    } else if (leaf == "fsdp_reshard_after_forward") {
+      // FSDP2's boolean; Accelerate's first FSDP wrote a strategy name under this key too.
+      const std::string t = e.text();
+      if (version == 2 || t == "true" || t == "false" || t == "True" || t == "False") {
+        s.zero_stage = 3;
+        s.reshard_after_forward = e.boolean();
+        s.source = e.key + " " + (s.reshard_after_forward ? "true" : "false");
+        s.line = e.line;
+      } else {
+        read_strategy(e, s);
+      }
+    } else if (leaf == "fsdp_offload_params") {
+      if (e.boolean())
+        e.fail("false", "offloading the parameters to the CPU is not built; ddp.zero_stage 3 divides them by the "
+                        "number of ranks instead (docs/memory.md)");
+    } else if (leaf == "fsdp_activation_checkpointing") {
+      if (e.boolean())
+        e.fail("false", "activation checkpointing per unit is not built yet; set it to false");
+    } else if (leaf == "fsdp_backward_prefetch") {
+      std::string t = e.text();
+      std::transform(t.begin(), t.end(), t.begin(), ::toupper);
+      if (t == "NO_PREFETCH") s.no_prefetch = true;
+      else if (t != "BACKWARD_PRE" && t != "BACKWARD_POST" && !e.node.IsNull())
+        e.fail("BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH");
+    } else if (ignored_keys().count(leaf)) {
+      if (!e.node.IsNull())
+        s.notes.push_back("fsdp_config." + leaf + " ignored: " + ignored_keys().at(leaf));
+    } else {
+      unknown.push_back(leaf);
+    }
+  }
+  if (!unknown.empty()) {
+    std::string names;
+    for (const auto& k : unknown) names += (names.empty() ? "" : ", ") + k;
+    s.notes.push_back("fsdp_config keys xlaunch does not know, ignored: " + names);
+  }
+  return s;
+}
+
+}  // namespace
+
+void apply_fsdp(const YAML::Node& root, LoadedConfig& out) {
+  const auto at = out.lines.find("fsdp_config");
+  const int section_line = at == out.lines.end() ? out.lines["distributed_type"] : at->second;
+  const FsdpSettings s = read_fsdp_section(root["fsdp_config"], out.file);
+  out.unsupported.erase(std::remove(out.unsupported.begin(), out.unsupported.end(), "fsdp_config"),
+                        out.unsupported.end());
+  if (out.config.use_cpu) out.config.distributed_type = DistributedType::MultiCpu;
+  const int line = s.line ? s.line : section_line;
+  take(out, setting_of(env::kZeroStage), std::to_string(s.zero_stage), s.source, line);
+  if (s.zero_stage == 3)
+    take(out, setting_of(env::kFsdpReshardAfterForward), s.reshard_after_forward ? "true" : "false", s.source, line);
+  if (s.no_prefetch) take(out, setting_of(env::kFsdpPrefetch), "0", "fsdp_config.fsdp_backward_prefetch NO_PREFETCH", line);
+  out.notes.push_back("accelerate config: " + s.source + " runs as xlaunch ddp.zero_stage " +
+                      std::to_string(s.zero_stage) +
+                      (s.zero_stage == 3 ? std::string(" with fsdp.reshard_after_forward ") +
+                                               (s.reshard_after_forward ? "true" : "false")
+                                         : std::string()) +
+                      " (docs/memory.md)");
+  out.notes.insert(out.notes.end(), s.notes.begin(), s.notes.end());
+}
+
+}  // namespace xlaunch::config::detail
