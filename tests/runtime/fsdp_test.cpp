@@ -149,6 +149,25 @@ void expect_close(const Result& got, const Result& want, double tol, const std::
     EXPECT_LE(rel_err(got.params[i], want.params[i]), tol) << what << ": tensor " << i;
 }
 
+// What `fn` throws as UsageError on 2 ranks at stage 3 (comm hook `hook`), the same on both ranks.
+std::string stage3_refusal(const std::function<void(xlaunch::Accelerator&)>& fn, const std::string& hook = "none") {
+  std::vector<std::string> what(2);
+  run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    xlaunch::AcceleratorOptions o;
+    o.cpu = true;
+    o.ddp.zero_stage = 3;
+    o.ddp.comm_hook = hook;
+    xlaunch::Accelerator acc(o, c);
+    try {
+      fn(acc);
+    } catch (const xlaunch::UsageError& e) {
+      what[c->rank()] = e.what();
+    }
+  });
+  EXPECT_EQ(what[0], what[1]) << "every rank says the same";
+  return what[0];
+}
+
 }  // namespace
 
 class Stage3Equivalence : public ::testing::TestWithParam<std::tuple<int, Opt>> {};
@@ -219,38 +238,20 @@ struct SharedImpl : torch::nn::Module {
 TORCH_MODULE(Shared);
 
 TEST(Stage3, TiedWeightsAcrossUnitsAreRefusedNamingBoth) {
-  std::string what;
-  run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
-    xlaunch::AcceleratorOptions o;
-    o.cpu = true;
-    o.ddp.zero_stage = 3;
-    xlaunch::Accelerator acc(o, c);
+  const std::string what = stage3_refusal([](xlaunch::Accelerator& acc) {
     torch::nn::Linear lin(4, 4);
     torch::nn::Sequential seq{Shared(lin), Shared(lin)};
-    try {
-      acc.prepare(seq);
-    } catch (const xlaunch::UsageError& e) {
-      if (c->rank() == 0) what = e.what();
-    }
+    acc.prepare(seq);
   });
   EXPECT_NE(what.find("is used by two units, '0' and '1'"), std::string::npos) << what;
   EXPECT_NE(what.find("Hold the shared module outside both units"), std::string::npos) << what;
 }
 
 TEST(Stage3, UnevenInputsAreRefusedNamingTheFix) {
-  std::string what;
-  run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
-    xlaunch::AcceleratorOptions o;
-    o.cpu = true;
-    o.ddp.zero_stage = 3;
-    xlaunch::Accelerator acc(o, c);
+  const std::string what = stage3_refusal([](xlaunch::Accelerator& acc) {
     Net net;
     acc.prepare(net);
-    try {
-      acc.expect_uneven_inputs();
-    } catch (const xlaunch::UsageError& e) {
-      if (c->rank() == 0) what = e.what();
-    }
+    acc.expect_uneven_inputs();
   });
   EXPECT_NE(what.find("ddp.zero_stage 3"), std::string::npos) << what;
   EXPECT_NE(what.find("Keep even_batches true"), std::string::npos) << what;
@@ -296,38 +297,21 @@ TEST(Stage3, CheckpointsResumeExactlyAndLoadOnEveryLayout) {
 // What cannot work at stage 3 is refused at prepare, on every rank alike, before any collective of
 // the step: LBFGS, an optimizer prepared before its model, PowerSGD.
 TEST(Stage3, RefusesLbfgsAnOptimizerBeforeItsModelAndPowerSgd) {
-  auto refusal = [](const std::function<void(xlaunch::Accelerator&)>& fn, const std::string& hook = "none") {
-    std::vector<std::string> what(2);
-    run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
-      xlaunch::AcceleratorOptions o;
-      o.cpu = true;
-      o.ddp.zero_stage = 3;
-      o.ddp.comm_hook = hook;
-      xlaunch::Accelerator acc(o, c);
-      try {
-        fn(acc);
-      } catch (const xlaunch::UsageError& e) {
-        what[c->rank()] = e.what();
-      }
-    });
-    EXPECT_EQ(what[0], what[1]) << "every rank says the same";
-    return what[0];
-  };
-  const std::string lbfgs = refusal([](xlaunch::Accelerator& acc) {
+  const std::string lbfgs = stage3_refusal([](xlaunch::Accelerator& acc) {
     Net net;
     acc.prepare(net);
     torch::optim::LBFGS opt(net->parameters(), torch::optim::LBFGSOptions(1));
     acc.prepare(opt);
   });
   EXPECT_NE(lbfgs.find("LBFGS cannot be sharded"), std::string::npos) << lbfgs;
-  const std::string before = refusal([](xlaunch::Accelerator& acc) {
+  const std::string before = stage3_refusal([](xlaunch::Accelerator& acc) {
     Net net;
     torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
     acc.prepare(opt);
     acc.prepare(net);
   });
   EXPECT_NE(before.find("prepare the model before the optimizer"), std::string::npos) << before;
-  const std::string powersgd = refusal(
+  const std::string powersgd = stage3_refusal(
       [](xlaunch::Accelerator& acc) {
         Net net;
         acc.prepare(net);
