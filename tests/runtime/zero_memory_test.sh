@@ -4,7 +4,10 @@
 # lifetime), through zero_memory_probe. Prints every rank's figures, then checks on every rank:
 #  - optimizer state bytes at stages 1 and 2 <= 1.05 / 4 of stage 0's (both transports);
 #  - with cpu_allreduce mpi: the peak resident memory (VmHWM) the training added to the process (less
-#    its resident set at main(), before any of xlaunch ran) at stage 2 at least 35% below stage 0's.
+#    its resident set at main(), before any of xlaunch ran) at stage 2 at least 35% below stage 0's
+#    in the median over the 4 ranks, and at least 30% below on every rank. One rank's peak moves by a
+#    few percent from run to run with where glibc's arenas put its buffers (measured 0.59-0.65 over
+#    the ranks of one run), so a single rank is no stable witness for the 35%.
 # Why less the bare process: this LibTorch is a CUDA build, and its libraries alone hold ~350 MB per
 # process before main() on a machine without a GPU (181 MB of it private), the same at every stage:
 # 40% of stage 0's whole peak here, which no sharding can touch. Both figures are printed.
@@ -23,6 +26,7 @@ want_comm=$([ "$transport" = mpi ] && echo mpi || echo shm)
 . "$(dirname "$0")/../common/test_lib.sh"
 test_workdir
 status=0
+added2=()
 for stage in 0 1 2; do
   if ! timeout 120 "$mpirun" "${flags[@]}" -np 4 "$probe" --stage "$stage" --cpu_allreduce "$transport" \
        --hidden 4096 --steps 3 >"$work/$stage.log" 2>&1; then
@@ -49,10 +53,18 @@ for rank in 0 1 2 3; do
     if [ "$(echo "$s * 4 <= 1.05 * $s0" | bc)" != 1 ]; then
       echo "FAIL rank $rank stage $stage: optimizer state $s bytes > 1.05 / 4 of stage 0's $s0"; status=1
     fi
-    if [ "$transport" = mpi ] && [ "$stage" = 2 ] && [ "$(echo "$added <= 0.65" | bc)" != 1 ]; then
-      echo "FAIL rank $rank stage 2: the peak resident memory training added is $added of stage 0's (want <= 0.65)"; status=1
+    if [ "$transport" = mpi ] && [ "$stage" = 2 ]; then
+      added2+=("$added")
+      if [ "$(echo "$added <= 0.70" | bc)" != 1 ]; then
+        echo "FAIL rank $rank stage 2: the peak resident memory training added is $added of stage 0's (want <= 0.70)"; status=1
+      fi
     fi
   done
 done
+if [ "$transport" = mpi ]; then
+  median=$(printf '%s\n' "${added2[@]}" | sort -g | awk '{a[NR]=$1} END {print (a[2] + a[3]) / 2}')
+  echo "stage 2: the peak resident memory training added, the median over the ranks: $median of stage 0's (want <= 0.65)"
+  [ "$(echo "$median <= 0.65" | bc)" = 1 ] || { echo "FAIL stage 2: median $median > 0.65"; status=1; }
+fi
 [ "$status" = 0 ] && echo "PASS zero memory, cpu_allreduce $transport"
 exit $status
