@@ -44,13 +44,12 @@ void read_strategy(const Entry& e, FsdpSettings& s) {
 
 // The keys that mean nothing to xlaunch, and why.
 const std::map<std::string, std::string>& ignored_keys() {
+  static const std::string units =
+      "xlaunch's units are a Sequential's entries and the modules declared xlaunch::FullyShard<Block> (docs/memory.md)";
   static const std::map<std::string, std::string> k = {
-      {"fsdp_auto_wrap_policy", "xlaunch's units are a Sequential's entries and the modules declared "
-                                "xlaunch::FullyShard<Block> (docs/memory.md)"},
-      {"fsdp_transformer_layer_cls_to_wrap", "xlaunch's units are a Sequential's entries and the modules declared "
-                                             "xlaunch::FullyShard<Block> (docs/memory.md)"},
-      {"fsdp_min_num_params", "xlaunch's units are a Sequential's entries and the modules declared "
-                              "xlaunch::FullyShard<Block> (docs/memory.md)"},
+      {"fsdp_auto_wrap_policy", units},
+      {"fsdp_transformer_layer_cls_to_wrap", units},
+      {"fsdp_min_num_params", units},
       {"fsdp_forward_prefetch", "fsdp.prefetch sets how far ahead units are gathered, forward and backward"},
       {"fsdp_state_dict_type", "xlaunch's checkpoints hold the whole model (gathered) and each rank's optimizer "
                                "shard; `xlaunch merge-weights` writes safetensors"},

@@ -45,16 +45,11 @@ class UnitForward {
   at::Tensor done(at::Tensor out);
   template <class T>
   std::decay_t<T> done_any(T&& out) {
-    if constexpr (std::is_same_v<std::decay_t<T>, at::Tensor>) {
-      return done(std::forward<T>(out));
-    } else {
-      keep();
-      return std::forward<T>(out);
-    }
+    if constexpr (std::is_same_v<std::decay_t<T>, at::Tensor>) return done(std::forward<T>(out));
+    else return std::forward<T>(out);  // not freed: whole until its reduce-scatter
   }
 
  private:
-  void keep();
   void* units_ = nullptr;  // ddp/units.h
   size_t unit_ = 0;
 };

@@ -40,12 +40,13 @@ void PreparedOptimizer::step() {
   if (!acc_->optimizers_.empty() && acc_->optimizers_.front().get() == this) {
     if (sharded_) {  // ... and the bytes of every model's buckets, and what every optimizer gathers, once per step
       uint64_t scattered = 0, gathered = 0;
-      for (const auto& m : acc_->models_) scattered += static_cast<uint64_t>(m.reducer->reduce_scattered_bytes());
+      for (const auto& m : acc_->models_) {
+        scattered += static_cast<uint64_t>(m.reducer->reduce_scattered_bytes());
+        // Stage 3: what the units gathered for this step's forwards and backwards.
+        if (m.units) gathered += m.units->take_gathered_bytes();
+      }
       for (const auto& o : acc_->optimizers_)
         if (o->sharded_) gathered += static_cast<uint64_t>(o->sharded_->gathered_bytes());
-      // Stage 3: what the units gathered for this step's forwards and backwards.
-      for (const auto& m : acc_->models_)
-        if (m.units) gathered += m.units->take_gathered_bytes();
       profile::zero_step(acc_->options_.ddp.zero_stage, scattered, skipped_ ? 0 : gathered);
     }
     profile::step_done(acc_->step_);

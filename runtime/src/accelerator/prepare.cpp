@@ -37,16 +37,27 @@ std::string describe_params(const torch::nn::Module& m) {
   return os.str();
 }
 
-// Flattens same-dtype tensors into one buffer per dtype, broadcasts it from `root`, and copies back.
-void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root = 0) {
+// Flattens same-dtype tensors into buffers of at most about `chunk_bytes` (a larger tensor alone),
+// broadcasts each from `root`, and copies back: the copy in flight never holds the whole model.
+void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root = 0,
+                         int64_t chunk_bytes = int64_t{25} << 20) {
   std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
   for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
   for (auto& [dtype, group] : by_dtype) {
-    std::vector<at::Tensor> flat;
-    for (const auto& t : group) flat.push_back(t.detach().reshape({-1}));
-    at::Tensor buffer = at::cat(flat);
-    comm.broadcast(buffer, root);
-    unflatten_into(buffer, group);
+    std::vector<at::Tensor> part, flat;
+    int64_t bytes = 0;
+    for (size_t i = 0; i < group.size(); ++i) {
+      part.push_back(group[i]);
+      flat.push_back(group[i].detach().reshape({-1}));
+      bytes += static_cast<int64_t>(group[i].nbytes());
+      if (bytes < chunk_bytes && i + 1 < group.size()) continue;
+      at::Tensor buffer = at::cat(flat);
+      comm.broadcast(buffer, root);
+      unflatten_into(buffer, part);
+      part.clear();
+      flat.clear();
+      bytes = 0;
+    }
   }
 }
 
@@ -137,22 +148,13 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
            << "\n";
   check_same_everywhere("model", describe_params(*module));
   check_same_everywhere("settings", settings.str());
-  // Stage 3: the buckets are the model's units (ddp/units.h). Rank 0's values are broadcast first,
-  // a few MB at a time, so that the reducer keeps each rank's shard of them and lets the whole
-  // parameters go, unit by unit: the model exists whole once, as the user built it.
+  // Rank 0's values reach every rank before the reducer is built, so that at stage 3 it keeps each
+  // rank's shard of them and lets the whole parameters go, unit by unit: the model exists whole
+  // once, as the user built it. (At stages 0-2 the reducer moves the values as they are.)
+  broadcast_coalesced(*communicator(device_), state);
+  // Stage 3: the buckets are the model's units (ddp/units.h).
   std::unique_ptr<UnitPlan> plan;
   if (shards_parameters(options_.ddp.zero_stage)) {
-    const int64_t chunk = std::max<int64_t>(1 << 20, static_cast<int64_t>(options_.ddp.bucket_cap_mb * (1 << 20)));
-    std::vector<at::Tensor> part;
-    int64_t bytes = 0;
-    for (size_t i = 0; i < state.size(); ++i) {
-      part.push_back(state[i]);
-      bytes += static_cast<int64_t>(state[i].nbytes());
-      if (bytes < chunk && i + 1 < state.size()) continue;
-      broadcast_coalesced(*communicator(device_), part);
-      part.clear();
-      bytes = 0;
-    }
     plan = std::make_unique<UnitPlan>(plan_units(module, params, names));
     if (plan->modules.empty())
       log_main(rank_, "ddp.zero_stage 3 found no unit in the model: every trainable parameter is in the root unit, "
@@ -163,7 +165,6 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
       params, names, [this](const at::Device& d) { return bucket_communicator(d); }, options_.ddp,
       plan ? plan->buckets : std::vector<std::vector<size_t>>{});
   check_same_everywhere("gradient buckets", reducer->layout());
-  if (!plan) broadcast_coalesced(*communicator(device_), state);
   reducer->set_uneven(uneven_);
   std::unique_ptr<Units> units;
   if (plan)

@@ -145,10 +145,6 @@ at::Tensor UnitForward::done(at::Tensor out) {
   return static_cast<Units*>(units_)->after_forward(unit_, std::move(out));
 }
 
-void UnitForward::keep() {
-  if (units_) static_cast<Units*>(units_)->keep(unit_);
-}
-
 }  // namespace detail
 
 UnitPlan plan_units(const std::shared_ptr<torch::nn::Module>& model, const std::vector<at::Tensor>& params,
@@ -311,7 +307,6 @@ at::Tensor Units::after_forward(size_t u, at::Tensor out) {
   return BeforeBackward::apply(out, reinterpret_cast<int64_t>(this), static_cast<int64_t>(u));
 }
 
-void Units::keep(size_t u) { (void)u; }  // whole until its reduce-scatter
 
 void Units::before_backward(size_t u) {
   std::lock_guard<std::mutex> lk(mu_);

@@ -63,7 +63,6 @@ class Units {
   // Around unit u's forward (detail::UnitForward).
   void before_forward(size_t u);
   at::Tensor after_forward(size_t u, at::Tensor out);
-  void keep(size_t u);
   // Unit u's output gradient arrived: its backward is next.
   void before_backward(size_t u);
   // Every unit whole (a checkpoint, save_model), then freed; keep_changes: the shards take what the
