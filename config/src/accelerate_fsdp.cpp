@@ -14,6 +14,7 @@ struct FsdpSettings {
   int zero_stage = 3;
   bool reshard_after_forward = true;
   bool no_prefetch = false;
+  int activation_checkpointing_line = 0;  // where `fsdp_activation_checkpointing: true` is (0: not)
   std::string source = "fsdp_config (FULL_SHARD, Accelerate's default)";
   int line = 0;  // where the strategy was given (0: not given)
   std::vector<std::string> notes;
@@ -93,8 +94,7 @@ FsdpSettings read_fsdp_section(const YAML::Node& section, const std::string& fil
         e.fail("false", "offloading the parameters to the CPU is not built; ddp.zero_stage 3 divides them by the "
                         "number of ranks instead (docs/memory.md)");
     } else if (leaf == "fsdp_activation_checkpointing") {
-      if (e.boolean())
-        e.fail("false", "activation checkpointing per unit is not built yet; set it to false");
+      if (e.boolean()) s.activation_checkpointing_line = e.line;
     } else if (leaf == "fsdp_backward_prefetch") {
       std::string t = e.text();
       std::transform(t.begin(), t.end(), t.begin(), ::toupper);
@@ -130,6 +130,15 @@ void apply_fsdp(const YAML::Node& root, LoadedConfig& out) {
   if (s.zero_stage == 3)
     take(out, setting_of(env::kFsdpReshardAfterForward), s.reshard_after_forward ? "true" : "false", s.source, line);
   if (s.no_prefetch) take(out, setting_of(env::kFsdpPrefetch), "0", "fsdp_config.fsdp_backward_prefetch NO_PREFETCH", line);
+  if (s.activation_checkpointing_line) {
+    if (s.zero_stage != 3)
+      refuse(out.file, "fsdp_config.fsdp_activation_checkpointing", s.activation_checkpointing_line, "true",
+             "false with NO_SHARD",
+             "activation checkpointing recomputes the units of a sharded model (FULL_SHARD or SHARD_GRAD_OP, "
+             "xlaunch's ddp.zero_stage 3); with NO_SHARD there are none");
+    take(out, setting_of(env::kFsdpActivationCheckpointing), "true", "fsdp_config.fsdp_activation_checkpointing true",
+         s.activation_checkpointing_line);
+  }
   out.notes.push_back("accelerate config: " + s.source + " runs as xlaunch ddp.zero_stage " +
                       std::to_string(s.zero_stage) +
                       (s.zero_stage == 3 ? std::string(" with fsdp.reshard_after_forward ") +

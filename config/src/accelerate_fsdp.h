@@ -3,8 +3,9 @@
 // over with a note `xlaunch run` prints in its first lines:
 //   fsdp_sharding_strategy FULL_SHARD (1) / SHARD_GRAD_OP (2) / NO_SHARD (3), or fsdp_version 2's
 //   fsdp_reshard_after_forward  ->  zero_stage 3 with reshard_after_forward true / false, or 0;
-//   fsdp_backward_prefetch NO_PREFETCH  ->  fsdp.prefetch 0.
-// What xlaunch cannot honour (hybrid sharding, offload, activation checkpointing) is refused naming
+//   fsdp_backward_prefetch NO_PREFETCH  ->  fsdp.prefetch 0;
+//   fsdp_activation_checkpointing true  ->  fsdp.activation_checkpointing true (stage 3 only).
+// What xlaunch cannot honour (hybrid sharding, offload) is refused naming
 // the key and the fix; the wrap policy and the other knobs that mean nothing here are named in a note
 // as ignored, with why.
 #pragma once
@@ -17,7 +18,7 @@ namespace xlaunch::config::detail {
 
 // For a file with `distributed_type: FSDP`: reads its fsdp_config (absent or null: Accelerate's
 // defaults, FULL_SHARD) and applies it to `out` (MULTI_GPU, MULTI_CPU with use_cpu; ddp.zero_stage,
-// fsdp.reshard_after_forward, fsdp.prefetch). A value the file also sets under xlaunch's own key
+// fsdp.reshard_after_forward, fsdp.prefetch, fsdp.activation_checkpointing). A value the file also sets under xlaunch's own key
 // must agree, else ConfigError naming both. Throws ConfigError naming "fsdp_config.<key>" and its line.
 void apply_fsdp(const YAML::Node& root, LoadedConfig& out);
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fully sharded data parallelism (docs/memory.md, stage 3): tokens/s and memory of the GPT of
 # examples/gpt_model.h (byte level, DIM wide, LAYERS blocks, AdamW, SEQ-byte sequences, BATCH per
-# rank) for xlaunch at ddp.zero_stage 2, at stage 3 (fsdp.prefetch 1) and at stage 3 with
-# reshard_after_forward false, and PyTorch 2.11's FSDP2 (fully_shard per block and on the root, a
+# rank) for xlaunch at ddp.zero_stage 2, at stage 3 (fsdp.prefetch 1), at stage 3 with
+# reshard_after_forward false and at stage 3 with activation_checkpointing, and PyTorch 2.11's FSDP2 (fully_shard per block and on the root, a
 # gloo CPU mesh, OMP_NUM_THREADS=1 per rank as torchrun sets it: peers/torch_fsdp2_gpt.py), in
 # alternating rounds in one run, medians of the rounds, on 2 and 4 ranks.
 # The xlaunch jobs run over cpu_allreduce: mpi (TRANSPORT), where every page a rank holds is its
@@ -10,7 +10,8 @@
 # Prints per world size and system:
 #   bench=fsdp system=xlaunch|torch-fsdp2 stage=S params_m=P world=W tokens_per_s=X
 #     peak_rss_above_bare_mb=M ratio_vs_torch_fsdp2=R ratio_vs_stage2=Q
-# (stage=3k: stage 3 with reshard_after_forward false; torch-fsdp2 is stage=3.)
+# (stage=3k: stage 3 with reshard_after_forward false; stage=3ac: stage 3 with
+# activation_checkpointing; torch-fsdp2 is stage=3.)
 # Usage: scripts/bench/fsdp.sh [ROUNDS]   (BUILD_DIR, PEERS, PEER_PYTHON, DIM, LAYERS, HEADS, SEQ,
 # BATCH, STEPS, WORLDS, TRANSPORT override)
 set -euo pipefail
@@ -21,7 +22,7 @@ DIM="${DIM:-256}" LAYERS="${LAYERS:-4}" HEADS="${HEADS:-8}" SEQ="${SEQ:-128}" BA
 STEPS="${STEPS:-10}" WORLDS="${WORLDS:-2 4}" TRANSPORT="${TRANSPORT:-mpi}"
 need_bin scripts/bench/bench_fsdp
 BIN="$BUILD_DIR/scripts/bench/bench_fsdp"
-SYSTEMS=(stage2 stage3 stage3k torch-fsdp2)
+SYSTEMS=(stage2 stage3 stage3k stage3ac torch-fsdp2)
 MODEL=(--dim "$DIM" --layers "$LAYERS" --heads "$HEADS" --seq "$SEQ" --batch "$BATCH" --steps "$STEPS")
 
 run_system() {  # system world -> the program's line
@@ -29,6 +30,7 @@ run_system() {  # system world -> the program's line
     stage2)  XLAUNCH_CPU_ALLREDUCE=$TRANSPORT "${MPIRUN[@]}" -np "$2" "$BIN" --stage 2 "${MODEL[@]}" ;;
     stage3)  XLAUNCH_CPU_ALLREDUCE=$TRANSPORT "${MPIRUN[@]}" -np "$2" "$BIN" --stage 3 "${MODEL[@]}" ;;
     stage3k) XLAUNCH_CPU_ALLREDUCE=$TRANSPORT "${MPIRUN[@]}" -np "$2" "$BIN" --stage 3 --reshard_after_forward 0 "${MODEL[@]}" ;;
+    stage3ac) XLAUNCH_CPU_ALLREDUCE=$TRANSPORT "${MPIRUN[@]}" -np "$2" "$BIN" --stage 3 --activation_checkpointing 1 "${MODEL[@]}" ;;
     torch-fsdp2)
       "${MPIRUN[@]}" -np "$2" "$PEERS/mpi_torch_env.sh" python3 "$PEERS/torch_fsdp2_gpt.py" "${MODEL[@]}" 2>/dev/null ;;
   esac
@@ -38,7 +40,7 @@ run_system() {  # system world -> the program's line
 probe=$("${MPIRUN[@]}" -np 2 "$PEERS/mpi_torch_env.sh" python3 "$PEERS/torch_fsdp2_gpt.py" --probe 2>/dev/null || true)
 if ! grep -q "probe=ok" <<<"$probe"; then
   echo "bench=fsdp peer=torch-fsdp2 refused the CPU: ${probe:-no output}" >&2
-  SYSTEMS=(stage2 stage3 stage3k)
+  SYSTEMS=(stage2 stage3 stage3k stage3ac)
 fi
 
 for W in $WORLDS; do

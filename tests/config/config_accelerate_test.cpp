@@ -199,6 +199,10 @@ TEST(ConfigAccelerate, FsdpStrategiesMapToStagesAndPrefetch) {
   EXPECT_EQ(parse_config("distributed_type: FSDP\nuse_cpu: true\nnum_processes: 2\n", "t").config.ddp.zero_stage, 3);
   l = parse_config(fsdp_file("  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n"), "t");
   EXPECT_FALSE(l.config.fsdp.reshard_after_forward);
+  EXPECT_FALSE(l.config.fsdp.activation_checkpointing);
+  l = parse_config(fsdp_file("  fsdp_activation_checkpointing: true\n"), "t");
+  EXPECT_TRUE(l.config.fsdp.activation_checkpointing);
+  EXPECT_EQ(l.config.ddp.zero_stage, 3);
 }
 
 TEST(ConfigAccelerate, FsdpWhatCannotBeHonouredIsRefusedByKeyAndLine) {
@@ -209,8 +213,10 @@ TEST(ConfigAccelerate, FsdpWhatCannotBeHonouredIsRefusedByKeyAndLine) {
   e = error_of(fsdp_file("  fsdp_offload_params: true\n"));
   EXPECT_EQ(e.key, "fsdp_config.fsdp_offload_params");
   EXPECT_EQ(e.allowed, "false");
-  e = error_of(fsdp_file("  fsdp_activation_checkpointing: true\n"));
+  e = error_of(fsdp_file("  fsdp_sharding_strategy: NO_SHARD\n  fsdp_activation_checkpointing: true\n"));
   EXPECT_EQ(e.key, "fsdp_config.fsdp_activation_checkpointing");
+  EXPECT_EQ(e.line, 6);
+  EXPECT_TRUE(contains(e.hint, "FULL_SHARD or SHARD_GRAD_OP")) << e.hint;
   e = error_of(fsdp_file("  fsdp_version: 3\n"));
   EXPECT_EQ(e.key, "fsdp_config.fsdp_version");
   // A value the file also sets under xlaunch's own key must agree.

@@ -12,6 +12,7 @@
 #include <torch/nn/functional/linear.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
@@ -19,6 +20,7 @@
 #include <torch/optim/lbfgs.h>
 #include <torch/optim/sgd.h>
 
+#include <atomic>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -46,6 +48,7 @@ struct Job {
   double clip = 0;
   int prefetch = 1;
   bool reshard = true;
+  bool recompute = false;    // fsdp.activation_checkpointing
   bool one_process = false;  // one rank training on every rank's batch of `world`
   int from = 0;              // the first step's index (its batches)
   std::string load;          // a checkpoint to load after prepare
@@ -72,6 +75,7 @@ Result train(const Job& s, int steps = 50) {
     o.ddp.zero_stage = s.stage;
     o.ddp.fsdp_prefetch = s.prefetch;
     o.ddp.reshard_after_forward = s.reshard;
+    o.ddp.fsdp_activation_checkpointing = s.recompute;
     o.gradient_accumulation_steps = s.accumulation;
     if (s.fp16) {
       o.mixed_precision = "fp16";
@@ -228,6 +232,106 @@ TEST(Stage3, PrefetchAndReshardSettingsChangeNoResult) {
     const Result got = train(v, 10);
     expect_close(got, base, 0, "prefetch " + std::to_string(prefetch) + " reshard " + std::to_string(reshard));
   }
+}
+
+// Activation checkpointing recomputes each unit (the Sequential's blocks, the FullyShard block) in
+// its backward: the same gradients to the last bit, with and without reshard after forward, on 1
+// and 3 ranks, with fp16's scaler and skips.
+TEST(Stage3, ActivationCheckpointingChangesNoResult) {
+  for (const auto& [world, reshard, fp16] : {std::tuple{1, true, false}, std::tuple{3, true, true},
+                                              std::tuple{2, false, false}}) {
+    Job s;
+    s.world = world;
+    s.reshard = reshard;
+    s.fp16 = fp16;
+    const Result base = train(s, 10);
+    Job v = s;
+    v.recompute = true;
+    const Result got = train(v, 10);
+    EXPECT_TRUE(got.sharded_between_steps);
+    EXPECT_EQ(got.skipped, base.skipped);
+    expect_close(got, base, 0, "world " + std::to_string(world) + " reshard " + std::to_string(reshard) + " fp16 " +
+                                   std::to_string(fp16));
+  }
+}
+
+// A unit with dropout, counting its forwards: recomputed, it runs twice a step and draws the same
+// mask again (the generator is put back for the recomputation, and left as without it), and bf16
+// autocast is on again while it recomputes. Each against the same run without checkpointing.
+std::atomic<int> dropout_forwards{0};
+struct DropBlockImpl : torch::nn::Module {
+  DropBlockImpl() : lin(register_module("lin", torch::nn::Linear(8, 8))), drop(register_module("drop", torch::nn::Dropout(0.5))) {}
+  at::Tensor forward(const at::Tensor& x) {
+    ++dropout_forwards;
+    return x + drop(torch::nn::functional::gelu(lin(x)));
+  }
+  torch::nn::Linear lin;
+  torch::nn::Dropout drop;
+};
+TORCH_MODULE(DropBlock);
+
+std::vector<at::Tensor> train_dropout(bool recompute, const std::string& precision, int* forwards) {
+  torch::manual_seed(5);
+  torch::nn::Sequential init(torch::nn::Linear(4, 8), DropBlock(), DropBlock(), torch::nn::Linear(8, 3));
+  std::vector<at::Tensor> out;
+  dropout_forwards = 0;
+  // One rank: the global generator is this thread's alone (ranks as threads would share it).
+  run_ranks(1, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    xlaunch::AcceleratorOptions o;
+    o.cpu = true;
+    o.ddp.zero_stage = 3;
+    o.ddp.fsdp_activation_checkpointing = recompute;
+    o.mixed_precision = precision;
+    xlaunch::Accelerator acc(o, c);
+    torch::nn::Sequential net(torch::nn::Linear(4, 8), DropBlock(), DropBlock(), torch::nn::Linear(8, 3));
+    copy_state(*net, *init);
+    auto model = acc.prepare(net);
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+    auto& opt = acc.prepare(sgd);
+    torch::manual_seed(100);
+    for (int step = 0; step < 5; ++step) {
+      const Batch b = mlp_batch(0, step);
+      acc.backward(torch::nn::functional::cross_entropy(model(b.x.narrow(1, 0, 4)), b.y.remainder(3)));
+      opt.step();
+      opt.zero_grad();
+    }
+    // The generator goes on as without recomputation.
+    out.push_back(at::rand({4}));
+    for (const auto& [name, t] : acc.get_state_dict(model)) out.push_back(t);
+  });
+  *forwards = dropout_forwards;
+  return out;
+}
+
+TEST(Stage3, ActivationCheckpointingReplaysDropoutAndAutocast) {
+  for (const std::string precision : {"no", "bf16"}) {
+    int plain = 0, recomputed = 0;
+    const std::vector<at::Tensor> want = train_dropout(false, precision, &plain);
+    const std::vector<at::Tensor> got = train_dropout(true, precision, &recomputed);
+    EXPECT_EQ(plain, 2 * 5) << precision;               // 2 blocks, 5 steps
+    EXPECT_EQ(recomputed, 2 * plain) << precision;      // each forward again in backward
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(rel_err(got[i], want[i]), 0) << precision << " tensor " << i;
+  }
+}
+
+TEST(Stage3, ActivationCheckpointingBelowStageThreeIsRefused) {
+  std::string what;
+  run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    xlaunch::AcceleratorOptions o;
+    o.cpu = true;
+    o.ddp.zero_stage = 2;
+    o.ddp.fsdp_activation_checkpointing = true;
+    xlaunch::Accelerator acc(o, c);
+    Net net;
+    try {
+      acc.prepare(net);
+    } catch (const xlaunch::UsageError& e) {
+      if (c->rank() == 0) what = e.what();
+    }
+  });
+  EXPECT_NE(what.find("fsdp.activation_checkpointing"), std::string::npos) << what;
+  EXPECT_NE(what.find("Set ddp.zero_stage: 3"), std::string::npos) << what;
 }
 
 struct SharedImpl : torch::nn::Module {

@@ -15,15 +15,23 @@
 // FullyShard<Block> is a Block (the module holder): construct it with Block's arguments, call it,
 // reach the module with ->. Called through the holder (block(x) or block.forward(x)) it gathers the
 // unit first; called through -> it does not. At other stages, and before acc.prepare, it is Block.
+//
+// With fsdp.activation_checkpointing a unit's call keeps only its inputs for backward, and the unit
+// runs again in its backward. That needs a call whose arguments are tensors or numbers and whose
+// result is one tensor (a Sequential entry: tensors in, one tensor out); other calls keep their
+// activations, and the first of them says so once.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace xlaunch {
 
@@ -49,10 +57,51 @@ class UnitForward {
     else return std::forward<T>(out);  // not freed: whole until its reduce-scatter
   }
 
+  // fsdp.activation_checkpointing is on, for this unit of a prepared model.
+  bool recomputes() const;
+  // The unit's output, fn(inputs), keeping only `inputs` for backward, where fn runs again (with
+  // the random generators and autocast as they were) before the unit's gradients are computed.
+  // Without gradients (no_grad, eval) it is fn(inputs).
+  using Recomputable = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
+  at::Tensor recompute(std::vector<at::Tensor> inputs, Recomputable fn);
+  // A call that recomputes() but cannot be recomputed (`why`): said once per unit.
+  void cannot_recompute(const char* why);
+
  private:
   void* units_ = nullptr;  // ddp/units.h
   size_t unit_ = 0;
 };
+
+template <class T>
+constexpr bool kRecomputableArgument = std::is_same_v<std::decay_t<T>, at::Tensor> ||
+                                       std::is_arithmetic_v<std::decay_t<T>> || std::is_enum_v<std::decay_t<T>>;
+
+// module->forward(args...) through unit.recompute(): the arguments are held by value, the tensors
+// among them replaced by what recompute() passes.
+template <class Module, class... Args>
+at::Tensor recompute_forward(UnitForward& unit, std::shared_ptr<Module> module, Args&&... args) {
+  std::tuple<std::decay_t<Args>...> held(std::forward<Args>(args)...);
+  std::vector<at::Tensor> inputs;
+  std::apply(
+      [&](const auto&... a) {
+        ([&](const auto& x) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(x)>, at::Tensor>) inputs.push_back(x);
+        }(a), ...);
+      },
+      held);
+  return unit.recompute(std::move(inputs), [module = std::move(module), held](const std::vector<at::Tensor>& ts) {
+    auto call = held;
+    size_t k = 0;
+    std::apply(
+        [&](auto&... a) {
+          ([&](auto& x) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(x)>, at::Tensor>) x = ts[k++];
+          }(a), ...);
+        },
+        call);
+    return std::apply([&](auto&... a) -> at::Tensor { return module->forward(a...); }, call);
+  });
+}
 
 }  // namespace detail
 
@@ -84,6 +133,14 @@ class FullyShard : public Holder {
   template <class... Args>
   auto forward(Args&&... args) {
     detail::UnitForward unit(this->get());
+    using Out = std::decay_t<decltype(this->get()->forward(std::forward<Args>(args)...))>;
+    if (unit.recomputes()) {
+      if constexpr (std::is_same_v<Out, at::Tensor> && (detail::kRecomputableArgument<Args> && ...))
+        return unit.done(detail::recompute_forward(unit, this->ptr(), std::forward<Args>(args)...));
+      else
+        unit.cannot_recompute("its forward takes arguments other than tensors and numbers, or returns other than "
+                              "one tensor");
+    }
     return unit.done_any(this->get()->forward(std::forward<Args>(args)...));
   }
 

@@ -178,7 +178,12 @@ T default_of(const char* s) {
   X(S, reshard_after_forward, bool, ENV(kFsdpReshardAfterForward, "XLAUNCH_FSDP_RESHARD_AFTER_FORWARD", Bool), "1",  \
     NO_CLI, ANY, ACC_AT(ddp.reshard_after_forward),                                                                  \
     "1: free a unit's gathered parameters after its forward and gather them again for its backward; 0: keep them "   \
-    "until its backward (less communication, stage-2 memory)")
+    "until its backward (less communication, stage-2 memory)")                                                        \
+  X(S, activation_checkpointing, bool,                                                                               \
+    ENV(kFsdpActivationCheckpointing, "XLAUNCH_FSDP_ACTIVATION_CHECKPOINTING", Bool), "0", NO_CLI, ANY,              \
+    ACC_AT(ddp.fsdp_activation_checkpointing),                                                                       \
+    "1: keep only each unit's inputs in forward and run the unit again in its backward (one unit's activations "     \
+    "at a time, for one more forward)")
 
 #define XLAUNCH_SETTINGS_LOADER(X, S)                                                                                 \
   X(S, num_workers, int, ENV(kNumWorkers, "XLAUNCH_NUM_WORKERS", String), "2", NO_CLI,                               \

@@ -2,6 +2,7 @@
 // before the first collective of their own (STYLE.md 5), rank 0's weights reach every rank, and
 // each model gets its gradient reducer. And what a prepared model's forward does first
 // (ForwardScope). Schedulers: schedulers.cpp.
+#include <ATen/autocast_mode.h>
 #include <ATen/ops/cat.h>
 
 #include <algorithm>
@@ -101,9 +102,22 @@ ForwardScope::ForwardScope(Accelerator& acc, size_t model_id)
   watch::mark_alive(status::Phase::Forward);
   detail::AcceleratorImpl& a = *acc.impl_;
   a.broadcast_buffers(model_id);
-  if (Units* units = a.models_.at(model_id).units.get()) units->start_forward();
-  if (a.mixed_precision_ != MixedPrecision::No)
+  Units* units = a.models_.at(model_id).units.get();
+  if (units) units->start_forward();
+  if (a.mixed_precision_ == MixedPrecision::No) return;
+  if (!units) {
     autocast_ = std::make_shared<AutocastGuard>(a.device_.type(), a.mixed_precision_);
+    return;
+  }
+  // Stage 3: autocast keeps no cast copies of the parameters, which would hold every unit's weights
+  // (in the lower precision) for the whole forward, past each unit's free.
+  struct WithoutCastCache {
+    bool cache = at::autocast::is_autocast_cache_enabled();
+    AutocastGuard guard;
+    WithoutCastCache(c10::DeviceType d, MixedPrecision mp) : guard(d, mp) { at::autocast::set_autocast_cache_enabled(false); }
+    ~WithoutCastCache() { at::autocast::set_autocast_cache_enabled(cache); }
+  };
+  autocast_ = std::make_shared<WithoutCastCache>(a.device_.type(), a.mixed_precision_);
 }
 
 ForwardScope::~ForwardScope() = default;
@@ -132,6 +146,10 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
   }
   for (const auto& item : module->named_buffers()) state.push_back(item.value());
   if (params.empty()) throw UsageError("acc.prepare: the model has no trainable parameters");
+  if (options_.ddp.fsdp_activation_checkpointing && !shards_parameters(options_.ddp.zero_stage))
+    throw UsageError("acc.prepare: fsdp.activation_checkpointing (XLAUNCH_FSDP_ACTIVATION_CHECKPOINTING) recomputes "
+                     "the units of ddp.zero_stage 3, and ddp.zero_stage is " + std::to_string(options_.ddp.zero_stage) +
+                     ". Set ddp.zero_stage: 3, or fsdp.activation_checkpointing: false (docs/memory.md)");
   // Agree on the model and the settings before building the buckets, whose allocation may itself
   // be collective (shared memory).
   std::ostringstream settings;
@@ -145,7 +163,7 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
            << options_.ddp.comm_hook << "\npowersgd_rank " << options_.ddp.powersgd_rank << "\npowersgd_start_step "
            << options_.ddp.powersgd_start_step << "\nzero_stage " << options_.ddp.zero_stage << "\nfsdp.prefetch "
            << options_.ddp.fsdp_prefetch << "\nfsdp.reshard_after_forward " << options_.ddp.reshard_after_forward
-           << "\n";
+           << "\nfsdp.activation_checkpointing " << options_.ddp.fsdp_activation_checkpointing << "\n";
   check_same_everywhere("model", describe_params(*module));
   check_same_everywhere("settings", settings.str());
   // Rank 0's values reach every rank before the reducer is built, so that at stage 3 it keeps each
@@ -169,7 +187,7 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
   std::unique_ptr<Units> units;
   if (plan)
     units = std::make_unique<Units>(std::move(*plan), *reducer, options_.ddp.fsdp_prefetch,
-                                    options_.ddp.reshard_after_forward);
+                                    options_.ddp.reshard_after_forward, options_.ddp.fsdp_activation_checkpointing);
   models_.push_back({std::move(module), std::move(reducer), std::move(units)});
   check_uneven_supported();
   return models_.size() - 1;

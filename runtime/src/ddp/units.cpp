@@ -1,15 +1,24 @@
 #include "ddp/units.h"
 
+#include <ATen/autocast_mode.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/Context.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "check.h"
+#include "state/log_main.h"
 #include "xlaunch/error.h"
 #include "xlaunch/fully_shard.h"
 #include "xlaunch/reducer.h"
@@ -52,12 +61,35 @@ struct ContentAccess {
 AnyContent any_content();
 template struct ContentAccess<&torch::nn::AnyModule::content_>;
 
+// What a Sequential entry's recomputable forward throws when its output is no single tensor.
+struct NotOneTensor {};
+
 class UnitPlaceholder final : public torch::nn::AnyModulePlaceholder {
  public:
   explicit UnitPlaceholder(std::unique_ptr<torch::nn::AnyModulePlaceholder> inner)
       : torch::nn::AnyModulePlaceholder(inner->type_info), inner_(std::move(inner)) {}
   torch::nn::AnyValue forward(std::vector<torch::nn::AnyValue>&& arguments) override {
     detail::UnitForward unit(inner_->ptr().get());
+    if (unit.recomputes() && !other_output_) {
+      std::vector<at::Tensor> inputs;
+      for (torch::nn::AnyValue& a : arguments)
+        if (at::Tensor* t = a.try_get<at::Tensor>()) inputs.push_back(*t);
+      if (inputs.size() == arguments.size()) {
+        std::shared_ptr<torch::nn::AnyModulePlaceholder> inner = inner_->copy();
+        try {
+          return torch::nn::AnyValue(unit.done(unit.recompute(inputs, [inner](const std::vector<at::Tensor>& ts) {
+            std::vector<torch::nn::AnyValue> args;
+            for (const at::Tensor& t : ts) args.emplace_back(t);
+            torch::nn::AnyValue out = inner->forward(std::move(args));
+            if (at::Tensor* t = out.try_get<at::Tensor>()) return *t;
+            throw NotOneTensor{};
+          })));
+        } catch (const NotOneTensor&) {
+          other_output_ = true;  // computed without autograd: computed again below, with it
+        }
+      }
+      unit.cannot_recompute("its forward takes arguments other than tensors, or returns other than one tensor");
+    }
     torch::nn::AnyValue out = inner_->forward(std::move(arguments));
     if (at::Tensor* t = out.try_get<at::Tensor>()) return torch::nn::AnyValue(unit.done(std::move(*t)));
     return unit.done_any(std::move(out));
@@ -72,6 +104,7 @@ class UnitPlaceholder final : public torch::nn::AnyModulePlaceholder {
 
  private:
   std::unique_ptr<torch::nn::AnyModulePlaceholder> inner_;
+  bool other_output_ = false;  // its forward returned other than one tensor: not recomputed
 };
 
 // Routes the Sequential's calls of `entry` through UnitForward (once).
@@ -145,6 +178,17 @@ at::Tensor UnitForward::done(at::Tensor out) {
   return static_cast<Units*>(units_)->after_forward(unit_, std::move(out));
 }
 
+bool UnitForward::recomputes() const { return units_ && static_cast<Units*>(units_)->recomputes(); }
+
+at::Tensor UnitForward::recompute(std::vector<at::Tensor> inputs, Recomputable fn) {
+  if (!units_) return fn(inputs);
+  return static_cast<Units*>(units_)->recompute_forward(unit_, std::move(inputs), std::move(fn));
+}
+
+void UnitForward::cannot_recompute(const char* why) {
+  if (units_) static_cast<Units*>(units_)->cannot_recompute(unit_, why);
+}
+
 }  // namespace detail
 
 UnitPlan plan_units(const std::shared_ptr<torch::nn::Module>& model, const std::vector<at::Tensor>& params,
@@ -213,8 +257,166 @@ struct BeforeBackward : torch::autograd::Function<BeforeBackward> {
 };
 }  // namespace
 
-Units::Units(UnitPlan plan, Reducer& reducer, int prefetch, bool reshard_after_forward)
-    : plan_(std::move(plan)), reducer_(reducer), prefetch_(prefetch), reshard_after_forward_(reshard_after_forward) {
+// ---- activation checkpointing ------------------------------------------------------------------
+
+namespace {
+
+// The random generators and autocast: as a unit's forward found them (captured), or as they are
+// now. The CUDA generator is that of the device the unit's inputs are on.
+struct ForwardContext {
+  std::optional<at::Device> cuda;
+  at::Tensor cpu_rng, cuda_rng;
+  std::array<bool, 2> autocast{};
+  std::array<at::ScalarType, 2> dtype{};
+
+  static constexpr std::array<at::DeviceType, 2> kDevices{at::kCPU, at::kCUDA};
+  static const at::Generator& generator(at::Device d) { return at::globalContext().defaultGenerator(d); }
+
+  static ForwardContext now(std::optional<at::Device> cuda) {
+    ForwardContext c;
+    c.cuda = cuda;
+    c.cpu_rng = state_of(generator(at::Device(at::kCPU)));
+    if (cuda) c.cuda_rng = state_of(generator(*cuda));
+    for (size_t d = 0; d < kDevices.size(); ++d) {
+      c.autocast[d] = at::autocast::is_autocast_enabled(kDevices[d]);
+      c.dtype[d] = at::autocast::get_autocast_dtype(kDevices[d]);
+    }
+    return c;
+  }
+  static ForwardContext captured(const std::vector<at::Tensor>& inputs) {
+    std::optional<at::Device> cuda;
+    for (const at::Tensor& t : inputs)
+      if (t.defined() && t.is_cuda()) {
+        cuda = t.device();
+        break;
+      }
+    return now(cuda);
+  }
+  // Makes this thread's state `c`.
+  static void put(const ForwardContext& c) {
+    set_state_of(generator(at::Device(at::kCPU)), c.cpu_rng);
+    if (c.cuda) set_state_of(generator(*c.cuda), c.cuda_rng);
+    for (size_t d = 0; d < kDevices.size(); ++d) {
+      at::autocast::set_autocast_enabled(kDevices[d], c.autocast[d]);
+      at::autocast::set_autocast_dtype(kDevices[d], c.dtype[d]);
+    }
+  }
+  static at::Tensor state_of(at::Generator g) {
+    std::lock_guard<std::mutex> lk(g.mutex());
+    return g.get_state();
+  }
+  static void set_state_of(at::Generator g, const at::Tensor& state) {
+    std::lock_guard<std::mutex> lk(g.mutex());
+    g.set_state(state);
+  }
+};
+
+// While alive: this thread's generators and autocast are as in `forward`, and autocast keeps no cast
+// copies of the parameters (they would outlive the unit's gather); then as they were.
+class Replay {
+ public:
+  explicit Replay(const ForwardContext& forward)
+      : before_(ForwardContext::now(forward.cuda)), cache_(at::autocast::is_autocast_cache_enabled()) {
+    ForwardContext::put(forward);
+    at::autocast::set_autocast_cache_enabled(false);
+  }
+  ~Replay() {
+    ForwardContext::put(before_);
+    at::autocast::set_autocast_cache_enabled(cache_);
+  }
+  Replay(const Replay&) = delete;
+  Replay& operator=(const Replay&) = delete;
+
+ private:
+  ForwardContext before_;
+  bool cache_;
+};
+
+// The autograd node a recomputed unit's output hangs from (units.h).
+class RecomputeUnit final : public torch::autograd::Node {
+ public:
+  RecomputeUnit(Units& units, size_t unit, detail::UnitForward::Recomputable fn, const std::vector<at::Tensor>& inputs)
+      : units_(units), unit_(unit), fn_(std::move(fn)), context_(ForwardContext::captured(inputs)) {
+    for (const at::Tensor& t : inputs) {
+      saved_.emplace_back(t, /*is_output=*/false);
+      requires_grad_.push_back(t.requires_grad());
+    }
+  }
+  std::string name() const override { return "xlaunch::RecomputeUnit"; }
+  void release_variables() override {
+    saved_.clear();
+    fn_ = nullptr;
+  }
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    if (!fn_)
+      throw UsageError("backward through a unit of a model prepared at ddp.zero_stage 3 with fsdp."
+                       "activation_checkpointing ran twice (retain_graph): a recomputed unit keeps nothing for a "
+                       "second backward; run one backward per forward");
+    units_.before_backward(unit_);
+    std::vector<at::Tensor> inputs;
+    for (torch::autograd::SavedVariable& v : saved_) {
+      const at::Tensor t = v.unpack(shared_from_this());
+      inputs.push_back(t.defined() ? t.detach().requires_grad_(requires_grad_[inputs.size()]) : t);
+    }
+    at::Tensor out;
+    {
+      const Replay replay(context_);
+      const at::AutoGradMode with_grad(true);
+      out = fn_(inputs);
+    }
+    const at::Tensor grad = grads.at(0).defined() ? grads[0] : input_metadata(0).zeros_like();
+    if (out.requires_grad()) torch::autograd::backward({out}, {grad});
+    release_variables();
+    torch::autograd::variable_list out_grads;
+    for (size_t k = 0; k < inputs.size(); ++k)
+      out_grads.push_back(requires_grad_[k] && inputs[k].defined() ? inputs[k].grad() : at::Tensor());
+    return out_grads;
+  }
+
+ private:
+  Units& units_;
+  size_t unit_;
+  detail::UnitForward::Recomputable fn_;
+  ForwardContext context_;
+  std::vector<torch::autograd::SavedVariable> saved_;
+  std::vector<bool> requires_grad_;
+};
+
+}  // namespace
+
+at::Tensor Units::recompute_forward(size_t u, std::vector<at::Tensor> inputs, detail::UnitForward::Recomputable fn) {
+  if (!at::GradMode::is_enabled()) return fn(inputs);
+  auto node = std::shared_ptr<RecomputeUnit>(new RecomputeUnit(*this, u, fn, inputs), torch::autograd::deleteNode);
+  node->set_next_edges(torch::autograd::collect_next_edges(inputs));
+  at::Tensor out;
+  {
+    const at::NoGradGuard no_grad;
+    out = fn(inputs);
+  }
+  // The output must be a tensor of its own to hang from the node (a unit returning its input, or a
+  // view of it, would hang the input there).
+  for (const at::Tensor& t : inputs)
+    if (t.defined() && out.defined() && t.is_alias_of(out)) out = out.clone();
+  if (out.is_view()) out = out.clone();
+  torch::autograd::create_gradient_edge(out, node);
+  return out;
+}
+
+void Units::cannot_recompute(size_t u, const char* why) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (said_not_recomputed_[u]) return;
+  said_not_recomputed_[u] = true;
+  log_main(reducer_.rank(), "fsdp.activation_checkpointing: unit '" + plan_.names[u] + "' keeps its activations: " +
+                                why + " (docs/memory.md)");
+}
+
+Units::Units(UnitPlan plan, Reducer& reducer, int prefetch, bool reshard_after_forward, bool recompute)
+    : plan_(std::move(plan)),
+      reducer_(reducer),
+      prefetch_(prefetch),
+      reshard_after_forward_(reshard_after_forward),
+      recompute_(recompute),
+      said_not_recomputed_(plan_.modules.size(), false) {
   for (size_t b = 0; b < plan_.buckets.size(); ++b) {
     const at::Tensor& first = reducer_.params()[plan_.buckets[b].front()];
     bytes_.push_back(static_cast<uint64_t>(reducer_.bucket_shard(b) * reducer_.world()) * first.element_size());
@@ -304,9 +506,10 @@ at::Tensor Units::after_forward(size_t u, at::Tensor out) {
   const bool backward_follows = out.requires_grad();
   reducer_.free_unit(plan_.bucket[u], /*keep_changes=*/false);
   if (!backward_follows) return out;
+  // A recomputed unit's node gathers it itself.
+  if (dynamic_cast<RecomputeUnit*>(out.grad_fn().get())) return out;
   return BeforeBackward::apply(out, reinterpret_cast<int64_t>(this), static_cast<int64_t>(u));
 }
-
 
 void Units::before_backward(size_t u) {
   std::lock_guard<std::mutex> lk(mu_);

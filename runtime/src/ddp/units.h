@@ -17,6 +17,12 @@
 // gradient arrives, starting the gathers of the units before it. The reducer frees each unit as its
 // reduce-scatter starts (stages/stage3.cpp), and after every backward.
 //
+// With activation checkpointing (recompute) a unit's forward runs without autograd, and its output
+// hangs from one node (RecomputeUnit) holding only the unit's inputs; when the output's gradient
+// arrives the node gathers the unit, runs its forward again with autograd (the random generators
+// and autocast as they were in forward) and backward through it, at once: the unit's parameters
+// receive their gradients there, and the node hands on its inputs' gradients.
+//
 // Every rank runs the same forward, so the gathers are issued in the same order everywhere, on the
 // autograd thread in backward as the reduce-scatters are.
 #pragma once
@@ -26,10 +32,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "xlaunch/fully_shard.h"
 
 namespace xlaunch {
 
@@ -52,7 +61,7 @@ UnitPlan plan_units(const std::shared_ptr<torch::nn::Module>& model, const std::
 
 class Units {
  public:
-  Units(UnitPlan plan, Reducer& reducer, int prefetch, bool reshard_after_forward);
+  Units(UnitPlan plan, Reducer& reducer, int prefetch, bool reshard_after_forward, bool recompute);
   ~Units();
   Units(const Units&) = delete;
   Units& operator=(const Units&) = delete;
@@ -63,6 +72,10 @@ class Units {
   // Around unit u's forward (detail::UnitForward).
   void before_forward(size_t u);
   at::Tensor after_forward(size_t u, at::Tensor out);
+  // Activation checkpointing (see above): unit u's output fn(inputs), recomputed in its backward.
+  bool recomputes() const { return recompute_; }
+  at::Tensor recompute_forward(size_t u, std::vector<at::Tensor> inputs, detail::UnitForward::Recomputable fn);
+  void cannot_recompute(size_t u, const char* why);
   // Unit u's output gradient arrived: its backward is next.
   void before_backward(size_t u);
   // Every unit whole (a checkpoint, save_model), then freed; keep_changes: the shards take what the
@@ -88,6 +101,8 @@ class Units {
   Reducer& reducer_;
   int prefetch_;
   bool reshard_after_forward_;
+  bool recompute_;
+  std::vector<bool> said_not_recomputed_;
   std::mutex mu_;
   std::vector<size_t> order_;     // the units of the last complete forward, in call order
   std::vector<size_t> current_;   // of the forward running
