@@ -19,9 +19,12 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/lbfgs.h>
 #include <torch/optim/sgd.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <set>
 #include <limits>
 #include <mutex>
 
@@ -154,13 +157,15 @@ void expect_close(const Result& got, const Result& want, double tol, const std::
 }
 
 // What `fn` throws as UsageError on 2 ranks at stage 3 (comm hook `hook`), the same on both ranks.
-std::string stage3_refusal(const std::function<void(xlaunch::Accelerator&)>& fn, const std::string& hook = "none") {
+std::string stage3_refusal(const std::function<void(xlaunch::Accelerator&)>& fn, const std::string& hook = "none",
+                           bool recompute = false) {
   std::vector<std::string> what(2);
   run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
     xlaunch::AcceleratorOptions o;
     o.cpu = true;
     o.ddp.zero_stage = 3;
     o.ddp.comm_hook = hook;
+    o.ddp.fsdp_activation_checkpointing = recompute;
     xlaunch::Accelerator acc(o, c);
     try {
       fn(acc);
@@ -233,6 +238,13 @@ TEST(Stage3, PrefetchAndReshardSettingsChangeNoResult) {
     expect_close(got, base, 0, "prefetch " + std::to_string(prefetch) + " reshard " + std::to_string(reshard));
   }
 }
+
+struct SharedImpl : torch::nn::Module {
+  explicit SharedImpl(torch::nn::Linear shared) : lin(register_module("lin", shared)) {}
+  at::Tensor forward(const at::Tensor& x) { return lin(x); }
+  torch::nn::Linear lin;
+};
+TORCH_MODULE(Shared);
 
 // Activation checkpointing recomputes each unit (the Sequential's blocks, the FullyShard block) in
 // its backward: the same gradients to the last bit, with and without reshard after forward, on 1
@@ -315,6 +327,77 @@ TEST(Stage3, ActivationCheckpointingReplaysDropoutAndAutocast) {
   }
 }
 
+// What autograd keeps of a checkpointed forward: one node per unit (the Sequential's two blocks and
+// the FullyShard one), and nothing of what runs inside them (GELU is only there).
+std::map<std::string, int> graph_nodes(bool recompute) {
+  std::map<std::string, int> names;
+  run_ranks(1, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    xlaunch::AcceleratorOptions o;
+    o.cpu = true;
+    o.ddp.zero_stage = 3;
+    o.ddp.fsdp_activation_checkpointing = recompute;
+    xlaunch::Accelerator acc(o, c);
+    Net net;
+    auto model = acc.prepare(net);
+    const at::Tensor logits = model(tokens(0, 0).narrow(1, 0, kSeq));
+    std::vector<std::shared_ptr<torch::autograd::Node>> todo{logits.grad_fn()};
+    std::set<torch::autograd::Node*> seen;
+    while (!todo.empty()) {
+      auto node = todo.back();
+      todo.pop_back();
+      if (!node || !seen.insert(node.get()).second) continue;
+      ++names[node->name()];
+      for (const auto& edge : node->next_edges()) todo.push_back(edge.function);
+    }
+  });
+  return names;
+}
+
+TEST(Stage3, ActivationCheckpointingKeepsOnlyEachUnitsInputs) {
+  const std::map<std::string, int> kept = graph_nodes(false), recomputed = graph_nodes(true);
+  EXPECT_EQ(kept.count("xlaunch::RecomputeUnit"), 0u);
+  EXPECT_GE(kept.count("GeluBackward0"), 1u);
+  ASSERT_EQ(recomputed.count("xlaunch::RecomputeUnit"), 1u);
+  EXPECT_EQ(recomputed.at("xlaunch::RecomputeUnit"), 3);
+  EXPECT_EQ(recomputed.count("GeluBackward0"), 0u);
+}
+
+struct RootAndUnitImpl : torch::nn::Module {
+  RootAndUnitImpl() {
+    lin = register_module("lin", torch::nn::Linear(4, 4));
+    seq = register_module("seq", torch::nn::Sequential(Shared(lin)));
+  }
+  at::Tensor forward(const at::Tensor& x) { return seq->forward(lin(x)); }
+  torch::nn::Linear lin{nullptr};
+  torch::nn::Sequential seq{nullptr};
+};
+TORCH_MODULE(RootAndUnit);
+
+struct TwiceImpl : torch::nn::Module {
+  TwiceImpl() { block = register_module("block", xlaunch::FullyShard<Block>()); }
+  at::Tensor forward(const at::Tensor& x) { return block(block(x)); }
+  xlaunch::FullyShard<Block> block{nullptr};
+};
+TORCH_MODULE(Twice);
+
+// What a recomputation cannot do right is refused, naming the module and the fix: a root
+// parameter used inside a unit (at prepare), a unit called twice in one forward.
+TEST(Stage3, ActivationCheckpointingRefusesWhatItCannotRecompute) {
+  const std::string root = stage3_refusal([](xlaunch::Accelerator& acc) {
+    RootAndUnit net;
+    acc.prepare(net);
+  }, "none", true);
+  EXPECT_NE(root.find("lin.weight' belongs to the root unit and is used inside unit 'seq.0'"),
+            std::string::npos) << root;
+  EXPECT_NE(root.find("fsdp.activation_checkpointing: false"), std::string::npos) << root;
+  const std::string twice = stage3_refusal([](xlaunch::Accelerator& acc) {
+    Twice net;
+    auto model = acc.prepare(net);
+    model(at::randn({2, kDim}));
+  }, "none", true);
+  EXPECT_NE(twice.find("unit 'block' was called twice in one forward"), std::string::npos) << twice;
+}
+
 TEST(Stage3, ActivationCheckpointingBelowStageThreeIsRefused) {
   std::string what;
   run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
@@ -334,12 +417,6 @@ TEST(Stage3, ActivationCheckpointingBelowStageThreeIsRefused) {
   EXPECT_NE(what.find("Set ddp.zero_stage: 3"), std::string::npos) << what;
 }
 
-struct SharedImpl : torch::nn::Module {
-  explicit SharedImpl(torch::nn::Linear shared) : lin(register_module("lin", shared)) {}
-  at::Tensor forward(const at::Tensor& x) { return lin(x); }
-  torch::nn::Linear lin;
-};
-TORCH_MODULE(Shared);
 
 TEST(Stage3, TiedWeightsAcrossUnitsAreRefusedNamingBoth) {
   const std::string what = stage3_refusal([](xlaunch::Accelerator& acc) {

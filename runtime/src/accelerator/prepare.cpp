@@ -146,10 +146,6 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
   }
   for (const auto& item : module->named_buffers()) state.push_back(item.value());
   if (params.empty()) throw UsageError("acc.prepare: the model has no trainable parameters");
-  if (options_.ddp.fsdp_activation_checkpointing && !shards_parameters(options_.ddp.zero_stage))
-    throw UsageError("acc.prepare: fsdp.activation_checkpointing (XLAUNCH_FSDP_ACTIVATION_CHECKPOINTING) recomputes "
-                     "the units of ddp.zero_stage 3, and ddp.zero_stage is " + std::to_string(options_.ddp.zero_stage) +
-                     ". Set ddp.zero_stage: 3, or fsdp.activation_checkpointing: false (docs/memory.md)");
   // Agree on the model and the settings before building the buckets, whose allocation may itself
   // be collective (shared memory).
   std::ostringstream settings;
@@ -166,6 +162,11 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
            << "\nfsdp.activation_checkpointing " << options_.ddp.fsdp_activation_checkpointing << "\n";
   check_same_everywhere("model", describe_params(*module));
   check_same_everywhere("settings", settings.str());
+  // After the agreement: every rank refuses alike.
+  if (options_.ddp.fsdp_activation_checkpointing && !shards_parameters(options_.ddp.zero_stage))
+    throw UsageError("acc.prepare: fsdp.activation_checkpointing (XLAUNCH_FSDP_ACTIVATION_CHECKPOINTING) recomputes "
+                     "the units of ddp.zero_stage 3, and ddp.zero_stage is " + std::to_string(options_.ddp.zero_stage) +
+                     ". Set ddp.zero_stage: 3, or fsdp.activation_checkpointing: false (docs/memory.md)");
   // Rank 0's values reach every rank before the reducer is built, so that at stage 3 it keeps each
   // rank's shard of them and lets the whole parameters go, unit by unit: the model exists whole
   // once, as the user built it. (At stages 0-2 the reducer moves the values as they are.)
@@ -174,6 +175,12 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
   std::unique_ptr<UnitPlan> plan;
   if (shards_parameters(options_.ddp.zero_stage)) {
     plan = std::make_unique<UnitPlan>(plan_units(module, params, names));
+    // A unit's recomputation runs a backward of its own, where a root parameter it uses would
+    // receive a gradient before the step's backward gives it another.
+    if (options_.ddp.fsdp_activation_checkpointing && !plan->root_param_in_unit.empty())
+      throw UsageError("acc.prepare at ddp.zero_stage 3 with fsdp.activation_checkpointing: " + plan->root_param_in_unit +
+                       ", and a recomputed unit's parameters receive their gradients in a backward of its own. Hold "
+                       "that module inside the unit that uses it, or set fsdp.activation_checkpointing: false");
     if (plan->modules.empty())
       log_main(rank_, "ddp.zero_stage 3 found no unit in the model: every trainable parameter is in the root unit, "
                       "whole for the whole step (stage 2's memory). Declare the blocks as xlaunch::FullyShard<Block> "

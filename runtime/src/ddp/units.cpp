@@ -61,6 +61,82 @@ struct ContentAccess {
 AnyContent any_content();
 template struct ContentAccess<&torch::nn::AnyModule::content_>;
 
+// ---- activation checkpointing: what a recomputation replays -----------------------------------
+
+// The random generators and autocast: as a unit's forward found them (captured), or as they are
+// now. The CUDA generator is that of the device the unit's inputs are on.
+struct ForwardContext {
+  std::optional<at::Device> cuda;
+  at::Tensor cpu_rng, cuda_rng;
+  std::array<bool, 2> autocast{};
+  std::array<at::ScalarType, 2> dtype{};
+
+  static constexpr std::array<at::DeviceType, 2> kDevices{at::kCPU, at::kCUDA};
+  static const at::Generator& generator(at::Device d) { return at::globalContext().defaultGenerator(d); }
+
+  static ForwardContext now(std::optional<at::Device> cuda) {
+    ForwardContext c;
+    c.cuda = cuda;
+    c.cpu_rng = state_of(generator(at::Device(at::kCPU)));
+    if (cuda) c.cuda_rng = state_of(generator(*cuda));
+    for (size_t d = 0; d < kDevices.size(); ++d) {
+      c.autocast[d] = at::autocast::is_autocast_enabled(kDevices[d]);
+      c.dtype[d] = at::autocast::get_autocast_dtype(kDevices[d]);
+    }
+    return c;
+  }
+  static ForwardContext captured(const std::vector<at::Tensor>& inputs) {
+    std::optional<at::Device> cuda;
+    for (const at::Tensor& t : inputs)
+      if (t.defined() && t.is_cuda()) {
+        cuda = t.device();
+        break;
+      }
+    return now(cuda);
+  }
+  // Makes this thread's state `c`.
+  static void put(const ForwardContext& c) {
+    set_state_of(generator(at::Device(at::kCPU)), c.cpu_rng);
+    if (c.cuda) set_state_of(generator(*c.cuda), c.cuda_rng);
+    for (size_t d = 0; d < kDevices.size(); ++d) {
+      at::autocast::set_autocast_enabled(kDevices[d], c.autocast[d]);
+      at::autocast::set_autocast_dtype(kDevices[d], c.dtype[d]);
+    }
+  }
+  static at::Tensor state_of(at::Generator g) {
+    std::lock_guard<std::mutex> lk(g.mutex());
+    return g.get_state();
+  }
+  static void set_state_of(at::Generator g, const at::Tensor& state) {
+    std::lock_guard<std::mutex> lk(g.mutex());
+    g.set_state(state);
+  }
+};
+
+// While alive: this thread's generators and autocast are as in `forward`, and autocast keeps no cast
+// copies of the parameters (they would outlive the unit's gather); then as they were.
+class Replay {
+ public:
+  explicit Replay(const ForwardContext& forward)
+      : before_(ForwardContext::now(forward.cuda)), cache_(at::autocast::is_autocast_cache_enabled()) {
+    ForwardContext::put(forward);
+    at::autocast::set_autocast_cache_enabled(false);
+  }
+  ~Replay() {
+    try {
+      ForwardContext::put(before_);
+    } catch (...) {  // a generator refusing its own state back: nothing better to do here
+    }
+    at::autocast::set_autocast_cache_enabled(cache_);
+  }
+  Replay(const Replay&) = delete;
+  Replay& operator=(const Replay&) = delete;
+
+ private:
+  ForwardContext before_;
+  bool cache_;
+};
+
 // What a Sequential entry's recomputable forward throws when its output is no single tensor.
 struct NotOneTensor {};
 
@@ -76,6 +152,7 @@ class UnitPlaceholder final : public torch::nn::AnyModulePlaceholder {
         if (at::Tensor* t = a.try_get<at::Tensor>()) inputs.push_back(*t);
       if (inputs.size() == arguments.size()) {
         std::shared_ptr<torch::nn::AnyModulePlaceholder> inner = inner_->copy();
+        const ForwardContext before = ForwardContext::captured(inputs);
         try {
           return torch::nn::AnyValue(unit.done(unit.recompute(inputs, [inner](const std::vector<at::Tensor>& ts) {
             std::vector<torch::nn::AnyValue> args;
@@ -85,7 +162,9 @@ class UnitPlaceholder final : public torch::nn::AnyModulePlaceholder {
             throw NotOneTensor{};
           })));
         } catch (const NotOneTensor&) {
-          other_output_ = true;  // computed without autograd: computed again below, with it
+          // Computed without autograd: computed again below, with it, drawing what it drew.
+          other_output_ = true;
+          ForwardContext::put(before);
         }
       }
       unit.cannot_recompute("its forward takes arguments other than tensors, or returns other than one tensor");
@@ -200,6 +279,11 @@ UnitPlan plan_units(const std::shared_ptr<torch::nn::Module>& model, const std::
   std::map<size_t, std::vector<size_t>> users;
   for (size_t u = 0; u < walk.unit_params.size(); ++u)
     for (size_t i : walk.unit_params[u]) users[i].push_back(u);
+  UnitPlan plan;
+  for (const auto& [i, us] : users)
+    if (walk.root.count(i) && plan.root_param_in_unit.empty())
+      plan.root_param_in_unit = "parameter '" + names[i] + "' belongs to the root unit and is used inside unit '" +
+                                walk.unit_names[us[0]] + "'";
   for (const auto& [i, us] : users) {
     if (us.size() < 2 || walk.root.count(i)) continue;
     throw UsageError("acc.prepare at ddp.zero_stage 3: parameter '" + names[i] + "' is used by two units, '" +
@@ -207,7 +291,6 @@ UnitPlan plan_units(const std::shared_ptr<torch::nn::Module>& model, const std::
                      "is gathered and freed on its own. Hold the shared module outside both units (a member of the "
                      "model itself: the root unit, whole for the whole step), or put both users in one unit");
   }
-  UnitPlan plan;
   std::vector<std::vector<size_t>> kept;
   for (size_t u = 0; u < walk.unit_params.size(); ++u) {
     std::vector<size_t> ids;
@@ -261,77 +344,6 @@ struct BeforeBackward : torch::autograd::Function<BeforeBackward> {
 
 namespace {
 
-// The random generators and autocast: as a unit's forward found them (captured), or as they are
-// now. The CUDA generator is that of the device the unit's inputs are on.
-struct ForwardContext {
-  std::optional<at::Device> cuda;
-  at::Tensor cpu_rng, cuda_rng;
-  std::array<bool, 2> autocast{};
-  std::array<at::ScalarType, 2> dtype{};
-
-  static constexpr std::array<at::DeviceType, 2> kDevices{at::kCPU, at::kCUDA};
-  static const at::Generator& generator(at::Device d) { return at::globalContext().defaultGenerator(d); }
-
-  static ForwardContext now(std::optional<at::Device> cuda) {
-    ForwardContext c;
-    c.cuda = cuda;
-    c.cpu_rng = state_of(generator(at::Device(at::kCPU)));
-    if (cuda) c.cuda_rng = state_of(generator(*cuda));
-    for (size_t d = 0; d < kDevices.size(); ++d) {
-      c.autocast[d] = at::autocast::is_autocast_enabled(kDevices[d]);
-      c.dtype[d] = at::autocast::get_autocast_dtype(kDevices[d]);
-    }
-    return c;
-  }
-  static ForwardContext captured(const std::vector<at::Tensor>& inputs) {
-    std::optional<at::Device> cuda;
-    for (const at::Tensor& t : inputs)
-      if (t.defined() && t.is_cuda()) {
-        cuda = t.device();
-        break;
-      }
-    return now(cuda);
-  }
-  // Makes this thread's state `c`.
-  static void put(const ForwardContext& c) {
-    set_state_of(generator(at::Device(at::kCPU)), c.cpu_rng);
-    if (c.cuda) set_state_of(generator(*c.cuda), c.cuda_rng);
-    for (size_t d = 0; d < kDevices.size(); ++d) {
-      at::autocast::set_autocast_enabled(kDevices[d], c.autocast[d]);
-      at::autocast::set_autocast_dtype(kDevices[d], c.dtype[d]);
-    }
-  }
-  static at::Tensor state_of(at::Generator g) {
-    std::lock_guard<std::mutex> lk(g.mutex());
-    return g.get_state();
-  }
-  static void set_state_of(at::Generator g, const at::Tensor& state) {
-    std::lock_guard<std::mutex> lk(g.mutex());
-    g.set_state(state);
-  }
-};
-
-// While alive: this thread's generators and autocast are as in `forward`, and autocast keeps no cast
-// copies of the parameters (they would outlive the unit's gather); then as they were.
-class Replay {
- public:
-  explicit Replay(const ForwardContext& forward)
-      : before_(ForwardContext::now(forward.cuda)), cache_(at::autocast::is_autocast_cache_enabled()) {
-    ForwardContext::put(forward);
-    at::autocast::set_autocast_cache_enabled(false);
-  }
-  ~Replay() {
-    ForwardContext::put(before_);
-    at::autocast::set_autocast_cache_enabled(cache_);
-  }
-  Replay(const Replay&) = delete;
-  Replay& operator=(const Replay&) = delete;
-
- private:
-  ForwardContext before_;
-  bool cache_;
-};
-
 // The autograd node a recomputed unit's output hangs from (units.h).
 class RecomputeUnit final : public torch::autograd::Node {
  public:
@@ -343,6 +355,7 @@ class RecomputeUnit final : public torch::autograd::Node {
     }
   }
   std::string name() const override { return "xlaunch::RecomputeUnit"; }
+  at::Tensor forward(const std::vector<at::Tensor>& inputs) const { return fn_(inputs); }
   void release_variables() override {
     saved_.clear();
     fn_ = nullptr;
@@ -352,6 +365,10 @@ class RecomputeUnit final : public torch::autograd::Node {
       throw UsageError("backward through a unit of a model prepared at ddp.zero_stage 3 with fsdp."
                        "activation_checkpointing ran twice (retain_graph): a recomputed unit keeps nothing for a "
                        "second backward; run one backward per forward");
+    if (at::GradMode::is_enabled())
+      throw UsageError("a backward with create_graph (a gradient of gradients) reached unit '" + units_.plan().names[unit_] +
+                       "', recomputed by fsdp.activation_checkpointing, whose backward builds no graph of its own. "
+                       "Set fsdp.activation_checkpointing: false for higher-order gradients");
     units_.before_backward(unit_);
     std::vector<at::Tensor> inputs;
     for (torch::autograd::SavedVariable& v : saved_) {
@@ -386,18 +403,24 @@ class RecomputeUnit final : public torch::autograd::Node {
 
 at::Tensor Units::recompute_forward(size_t u, std::vector<at::Tensor> inputs, detail::UnitForward::Recomputable fn) {
   if (!at::GradMode::is_enabled()) return fn(inputs);
-  auto node = std::shared_ptr<RecomputeUnit>(new RecomputeUnit(*this, u, fn, inputs), torch::autograd::deleteNode);
+  auto node = std::shared_ptr<RecomputeUnit>(new RecomputeUnit(*this, u, std::move(fn), inputs),
+                                             torch::autograd::deleteNode);
   node->set_next_edges(torch::autograd::collect_next_edges(inputs));
   at::Tensor out;
   {
     const at::NoGradGuard no_grad;
-    out = fn(inputs);
+    out = node->forward(inputs);
   }
-  // The output must be a tensor of its own to hang from the node (a unit returning its input, or a
-  // view of it, would hang the input there).
+  if (!out.defined() || !(out.is_floating_point() || out.is_complex())) return out;  // no gradient to take
+  // The output must be a tensor of its own to hang from the node: one returning an input, a
+  // parameter or a view (of the gathered parameters, freed next) would hang that there.
+  bool own = !out.requires_grad() && !out.is_view();
   for (const at::Tensor& t : inputs)
-    if (t.defined() && out.defined() && t.is_alias_of(out)) out = out.clone();
-  if (out.is_view()) out = out.clone();
+    if (t.defined() && t.is_alias_of(out)) own = false;
+  if (!own) {
+    const at::NoGradGuard no_grad;
+    out = out.clone();
+  }
   torch::autograd::create_gradient_edge(out, node);
   return out;
 }
@@ -494,6 +517,11 @@ void Units::before_forward(size_t u) {
                      "prepared model's forward, where the parameters outside its units (embeddings, norms, heads) "
                      "are not gathered and would read as zeros. Call the model through what acc.prepare returned "
                      "(model(x), not net->forward(x))");
+  if (recompute_ && std::find(current_.begin(), current_.end(), u) != current_.end())
+    throw UsageError("unit '" + plan_.names[u] + "' was called twice in one forward, and fsdp."
+                     "activation_checkpointing recomputes each call in a backward of its own, where its parameters "
+                     "would receive their gradients twice. Call each unit once per forward, or set fsdp."
+                     "activation_checkpointing: false");
   current_.push_back(u);
   gather(u);
   for (size_t next : next_units(u, /*backward=*/false)) gather(next);

@@ -52,6 +52,9 @@ struct UnitPlan {
   // The reducer's buckets: indices into the parameters given.
   std::vector<std::vector<size_t>> buckets;
   int root_bucket = -1;  // -1: every trainable parameter is in a unit
+  // The first parameter of the root that a unit's modules reach, said ("parameter 'x' belongs to the
+  // root unit and is used inside unit 'y'"), or empty.
+  std::string root_param_in_unit;
 };
 
 // Cuts `model` (see above). params/names: the reducer's trainable parameters and their names.
