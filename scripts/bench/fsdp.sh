@@ -27,10 +27,10 @@ MODEL=(--dim "$DIM" --layers "$LAYERS" --heads "$HEADS" --seq "$SEQ" --batch "$B
 
 run_system() {  # system world -> the program's line
   case "$1" in
-    stage2)  XLAUNCH_CPU_ALLREDUCE=$TRANSPORT "${MPIRUN[@]}" -np "$2" "$BIN" --stage 2 "${MODEL[@]}" ;;
-    stage3)  XLAUNCH_CPU_ALLREDUCE=$TRANSPORT "${MPIRUN[@]}" -np "$2" "$BIN" --stage 3 "${MODEL[@]}" ;;
-    stage3k) XLAUNCH_CPU_ALLREDUCE=$TRANSPORT "${MPIRUN[@]}" -np "$2" "$BIN" --stage 3 --reshard_after_forward 0 "${MODEL[@]}" ;;
-    stage3ac) XLAUNCH_CPU_ALLREDUCE=$TRANSPORT "${MPIRUN[@]}" -np "$2" "$BIN" --stage 3 --activation_checkpointing 1 "${MODEL[@]}" ;;
+    stage2)  "${MPIRUN[@]}" -np "$2" "$BIN" --cpu_allreduce "$TRANSPORT" --stage 2 "${MODEL[@]}" ;;
+    stage3)  "${MPIRUN[@]}" -np "$2" "$BIN" --cpu_allreduce "$TRANSPORT" --stage 3 "${MODEL[@]}" ;;
+    stage3k) "${MPIRUN[@]}" -np "$2" "$BIN" --cpu_allreduce "$TRANSPORT" --stage 3 --reshard_after_forward 0 "${MODEL[@]}" ;;
+    stage3ac) "${MPIRUN[@]}" -np "$2" "$BIN" --cpu_allreduce "$TRANSPORT" --stage 3 --activation_checkpointing 1 "${MODEL[@]}" ;;
     torch-fsdp2)
       "${MPIRUN[@]}" -np "$2" "$PEERS/mpi_torch_env.sh" python3 "$PEERS/torch_fsdp2_gpt.py" "${MODEL[@]}" 2>/dev/null ;;
   esac

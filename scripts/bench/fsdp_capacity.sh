@@ -38,9 +38,9 @@ MPIRUN+=(-x MALLOC_MMAP_THRESHOLD_)
 run() {  # system depth -> the program's line (one warm-up step and one timed step)
   local model=(--dim "$DIM" --layers "$2" --heads "$HEADS" --seq "$SEQ" --batch "$BATCH" --steps 1 --warmup 1)
   case "$1" in
-    stage2) XLAUNCH_CPU_ALLREDUCE=mpi "${MPIRUN[@]}" -np "$WORLD" "$BIN" --stage 2 "${model[@]}" ;;
-    stage3) XLAUNCH_CPU_ALLREDUCE=mpi "${MPIRUN[@]}" -np "$WORLD" "$BIN" --stage 3 "${model[@]}" ;;
-    stage3ac) XLAUNCH_CPU_ALLREDUCE=mpi "${MPIRUN[@]}" -np "$WORLD" "$BIN" --stage 3 --activation_checkpointing 1 \
+    stage2) "${MPIRUN[@]}" -np "$WORLD" "$BIN" --cpu_allreduce mpi --stage 2 "${model[@]}" ;;
+    stage3) "${MPIRUN[@]}" -np "$WORLD" "$BIN" --cpu_allreduce mpi --stage 3 "${model[@]}" ;;
+    stage3ac) "${MPIRUN[@]}" -np "$WORLD" "$BIN" --cpu_allreduce mpi --stage 3 --activation_checkpointing 1 \
                 "${model[@]}" ;;
     torch-fsdp2) "${MPIRUN[@]}" -np "$WORLD" "$PEERS/mpi_torch_env.sh" python3 "$PEERS/torch_fsdp2_gpt.py" \
                    "${model[@]}" 2>/dev/null ;;

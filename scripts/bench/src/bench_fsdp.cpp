@@ -1,7 +1,7 @@
 // Tokens per second and memory of the GPT of examples/gpt_model.h at a ZeRO stage (docs/memory.md):
 // the work of peers/torch_fsdp2_gpt.py (random byte tokens, AdamW, cross entropy, per-rank batch).
 //   --stage S  --dim D --layers L --heads H --seq T --batch B --steps N --warmup K
-//   --prefetch P --reshard_after_forward 0|1 --activation_checkpointing 0|1
+//   --prefetch P --reshard_after_forward 0|1 --activation_checkpointing 0|1 --cpu_allreduce auto|mpi
 //   (the fsdp section; default: the environment's)
 // Prints on rank 0:
 //   xlaunch-fsdp stage=S world=W params_m=P tokens_per_s=X peak_rss_above_bare_mb=R peak_rss_mb=T
@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
     else if (k == "--prefetch") options.ddp.fsdp_prefetch = std::stoi(v);
     else if (k == "--reshard_after_forward") options.ddp.reshard_after_forward = v != "0";
     else if (k == "--activation_checkpointing") options.ddp.fsdp_activation_checkpointing = v != "0";
+    else if (k == "--cpu_allreduce") options.cpu_allreduce = v;
     else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
   }
 
