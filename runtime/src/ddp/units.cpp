@@ -146,13 +146,13 @@ class UnitPlaceholder final : public torch::nn::AnyModulePlaceholder {
       : torch::nn::AnyModulePlaceholder(inner->type_info), inner_(std::move(inner)) {}
   torch::nn::AnyValue forward(std::vector<torch::nn::AnyValue>&& arguments) override {
     detail::UnitForward unit(inner_->ptr().get());
-    if (unit.recomputes() && !other_output_) {
+    // (Without gradients there is nothing to recompute: the plain call below.)
+    if (unit.recomputes() && !other_output_ && at::GradMode::is_enabled()) {
       std::vector<at::Tensor> inputs;
       for (torch::nn::AnyValue& a : arguments)
         if (at::Tensor* t = a.try_get<at::Tensor>()) inputs.push_back(*t);
       if (inputs.size() == arguments.size()) {
         std::shared_ptr<torch::nn::AnyModulePlaceholder> inner = inner_->copy();
-        const ForwardContext before = ForwardContext::captured(inputs);
         try {
           return torch::nn::AnyValue(unit.done(unit.recompute(inputs, [inner](const std::vector<at::Tensor>& ts) {
             std::vector<torch::nn::AnyValue> args;
@@ -162,9 +162,9 @@ class UnitPlaceholder final : public torch::nn::AnyModulePlaceholder {
             throw NotOneTensor{};
           })));
         } catch (const NotOneTensor&) {
-          // Computed without autograd: computed again below, with it, drawing what it drew.
+          // Computed without autograd: computed again below, with it, drawing what it drew (the
+          // generators were put back by Units::recompute_forward).
           other_output_ = true;
-          ForwardContext::put(before);
         }
       }
       unit.cannot_recompute("its forward takes arguments other than tensors, or returns other than one tensor");
@@ -355,7 +355,16 @@ class RecomputeUnit final : public torch::autograd::Node {
     }
   }
   std::string name() const override { return "xlaunch::RecomputeUnit"; }
-  at::Tensor forward(const std::vector<at::Tensor>& inputs) const { return fn_(inputs); }
+  // The unit's forward, without autograd; one that throws NotOneTensor leaves this thread's
+  // generators and autocast as it found them, for the call made again without recomputation.
+  at::Tensor forward(const std::vector<at::Tensor>& inputs) const {
+    try {
+      return fn_(inputs);
+    } catch (const NotOneTensor&) {
+      ForwardContext::put(context_);
+      throw;
+    }
+  }
   void release_variables() override {
     saved_.clear();
     fn_ = nullptr;
