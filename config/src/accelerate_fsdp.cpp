@@ -15,6 +15,9 @@ struct FsdpSettings {
   bool reshard_after_forward = true;
   bool no_prefetch = false;
   int activation_checkpointing_line = 0;  // where `fsdp_activation_checkpointing: true` is (0: not)
+  // The wrap policy's three keys, as given (empty: not given), and where.
+  std::string wrap_policy, layer_types, min_params;
+  int wrap_line = 0;
   std::string source = "fsdp_config (FULL_SHARD, Accelerate's default)";
   int line = 0;  // where the strategy was given (0: not given)
   std::vector<std::string> notes;
@@ -45,12 +48,7 @@ void read_strategy(const Entry& e, FsdpSettings& s) {
 
 // The keys that mean nothing to xlaunch, and why.
 const std::map<std::string, std::string>& ignored_keys() {
-  static const std::string units =
-      "xlaunch's units are a Sequential's entries and the modules declared xlaunch::FullyShard<Block> (docs/memory.md)";
   static const std::map<std::string, std::string> k = {
-      {"fsdp_auto_wrap_policy", units},
-      {"fsdp_transformer_layer_cls_to_wrap", units},
-      {"fsdp_min_num_params", units},
       {"fsdp_forward_prefetch", "fsdp.prefetch sets how far ahead units are gathered, forward and backward"},
       {"fsdp_state_dict_type", "xlaunch's checkpoints hold the whole model (gathered) and each rank's optimizer "
                                "shard; `xlaunch merge-weights` writes safetensors"},
@@ -95,6 +93,30 @@ FsdpSettings read_fsdp_section(const YAML::Node& section, const std::string& fil
                         "number of ranks instead (docs/memory.md)");
     } else if (leaf == "fsdp_activation_checkpointing") {
       if (e.boolean()) s.activation_checkpointing_line = e.line;
+    } else if (leaf == "fsdp_auto_wrap_policy") {
+      std::string t = e.text();
+      std::transform(t.begin(), t.end(), t.begin(), ::toupper);
+      if (t != "TRANSFORMER_BASED_WRAP" && t != "SIZE_BASED_WRAP" && t != "NO_WRAP" && !e.node.IsNull())
+        e.fail("TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP");
+      s.wrap_policy = e.node.IsNull() ? "" : t;
+      s.wrap_line = e.line;
+    } else if (leaf == "fsdp_transformer_layer_cls_to_wrap") {
+      // "GPT2Block" or "T5Block,T5LayerNorm" (Accelerate's prompt), or a list of names.
+      std::string names;
+      if (e.node.IsSequence()) {
+        for (const YAML::Node& n : e.node) {
+          if (!n.IsScalar()) e.fail("module class names: a comma-separated string or a list of names");
+          names += (names.empty() ? "" : ",") + n.Scalar();
+        }
+      } else if (!e.node.IsNull()) {
+        if (!e.node.IsScalar()) e.fail("module class names: a comma-separated string or a list of names");
+        names = e.text();
+      }
+      names.erase(std::remove(names.begin(), names.end(), ' '), names.end());
+      s.layer_types = names;
+      if (!s.wrap_line) s.wrap_line = e.line;
+    } else if (leaf == "fsdp_min_num_params") {
+      if (!e.node.IsNull()) s.min_params = std::to_string(e.integer(0, 999999999999999999L));
     } else if (leaf == "fsdp_backward_prefetch") {
       std::string t = e.text();
       std::transform(t.begin(), t.end(), t.begin(), ::toupper);
@@ -116,12 +138,45 @@ FsdpSettings read_fsdp_section(const YAML::Node& section, const std::string& fil
   return s;
 }
 
+// fsdp.wrap for the file's wrap policy (xlaunch/wrap_policy.h); notes what differs from Accelerate.
+std::string wrap_setting(FsdpSettings& s) {
+  const std::string key = "fsdp_config.fsdp_auto_wrap_policy";
+  if (s.wrap_policy == "NO_WRAP") return "none";
+  if (s.wrap_policy == "SIZE_BASED_WRAP") {
+    std::string n = s.min_params;
+    if (n.empty()) {
+      n = "100000000";
+      s.notes.push_back(key + " SIZE_BASED_WRAP without fsdp_min_num_params: Accelerate's default, 100000000, as "
+                              "fsdp.wrap size:100000000");
+    }
+    return n == "0" ? "auto" : "size:" + n;
+  }
+  if (!s.layer_types.empty()) {
+    if (s.wrap_policy.empty())
+      s.notes.push_back("fsdp_config.fsdp_transformer_layer_cls_to_wrap without " + key +
+                        ": read as TRANSFORMER_BASED_WRAP (fsdp.wrap type:" + s.layer_types + ")");
+    return "type:" + s.layer_types;
+  }
+  if (s.wrap_policy == "TRANSFORMER_BASED_WRAP")
+    s.notes.push_back(key + " TRANSFORMER_BASED_WRAP without fsdp_transformer_layer_cls_to_wrap: Accelerate takes "
+                            "the model's _no_split_modules, which a C++ module has not; xlaunch's units are every "
+                            "Sequential entry and FullyShard module (fsdp.wrap auto). Name the block type to narrow "
+                            "them (docs/memory.md)");
+  else if (s.wrap_policy.empty())
+    s.notes.push_back("fsdp_config without " + key + ": Accelerate wraps nothing (NO_WRAP, the whole model one "
+                      "unit); xlaunch keeps its default, every Sequential entry and FullyShard module a unit "
+                      "(fsdp.wrap auto). Set fsdp_auto_wrap_policy: NO_WRAP for Accelerate's behaviour");
+  if (!s.min_params.empty() && s.wrap_policy != "SIZE_BASED_WRAP")
+    s.notes.push_back("fsdp_config.fsdp_min_num_params ignored: it counts with SIZE_BASED_WRAP only");
+  return "auto";
+}
+
 }  // namespace
 
 void apply_fsdp(const YAML::Node& root, LoadedConfig& out) {
   const auto at = out.lines.find("fsdp_config");
   const int section_line = at == out.lines.end() ? out.lines["distributed_type"] : at->second;
-  const FsdpSettings s = read_fsdp_section(root["fsdp_config"], out.file);
+  FsdpSettings s = read_fsdp_section(root["fsdp_config"], out.file);
   out.unsupported.erase(std::remove(out.unsupported.begin(), out.unsupported.end(), "fsdp_config"),
                         out.unsupported.end());
   if (out.config.use_cpu) out.config.distributed_type = DistributedType::MultiCpu;
@@ -129,6 +184,11 @@ void apply_fsdp(const YAML::Node& root, LoadedConfig& out) {
   take(out, setting_of(env::kZeroStage), std::to_string(s.zero_stage), s.source, line);
   if (s.zero_stage == 3)
     take(out, setting_of(env::kFsdpReshardAfterForward), s.reshard_after_forward ? "true" : "false", s.source, line);
+  if (s.zero_stage == 3) {
+    const std::string wrap = wrap_setting(s);
+    if (wrap != "auto") take(out, setting_of(env::kFsdpWrap), wrap, "fsdp_config.fsdp_auto_wrap_policy",
+                               s.wrap_line ? s.wrap_line : section_line);
+  }
   if (s.no_prefetch) take(out, setting_of(env::kFsdpPrefetch), "0", "fsdp_config.fsdp_backward_prefetch NO_PREFETCH", line);
   if (s.activation_checkpointing_line) {
     if (s.zero_stage != 3)

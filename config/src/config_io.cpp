@@ -188,7 +188,10 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
     auto l = lines.find(key);
     throw ConfigError({file, key, l == lines.end() ? 0 : l->second, found, allowed, hint});
   };
-  auto q = [](auto v) { return "'" + show(static_cast<double>(v)) + "'"; };
+  auto q = [](const auto& v) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>) return "'" + v + "'";
+    else return "'" + show(static_cast<double>(v)) + "'";
+  };
   // Each row's own check (xlaunch/settings.h): RANGE's condition on the value v, ONE_OF's names.
   // (An enum, such as mixed_precision's, holds nothing else.)
   auto one_of = [&](const auto& v, const auto& names, const std::string& key, const std::string& hint) {

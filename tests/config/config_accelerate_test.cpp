@@ -12,6 +12,7 @@
 #include "config_test_util.h"
 #include "xlaunch/config/config_error.h"
 #include "xlaunch/config/config_io.h"
+#include "xlaunch/wrap_policy.h"
 
 using namespace xlaunch::config;
 
@@ -177,8 +178,10 @@ TEST(ConfigAccelerate, FsdpFileRunsAsZeroStageThree) {
   for (const auto& n : l.notes) notes += n + "\n";
   EXPECT_TRUE(contains(notes, "fsdp_config.fsdp_reshard_after_forward true runs as xlaunch ddp.zero_stage 3 with "
                               "fsdp.reshard_after_forward true")) << notes;
-  EXPECT_TRUE(contains(notes, "fsdp_config.fsdp_auto_wrap_policy ignored: xlaunch's units are a Sequential's entries"))
-      << notes;
+  // TRANSFORMER_BASED_WRAP naming no class: xlaunch's own units, said.
+  EXPECT_EQ(l.config.fsdp.wrap, "auto");
+  EXPECT_TRUE(contains(notes, "fsdp_config.fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP without "
+                              "fsdp_transformer_layer_cls_to_wrap")) << notes;
   EXPECT_TRUE(contains(notes, "fsdp_config.fsdp_state_dict_type ignored")) << notes;
 }
 
@@ -203,6 +206,74 @@ TEST(ConfigAccelerate, FsdpStrategiesMapToStagesAndPrefetch) {
   l = parse_config(fsdp_file("  fsdp_activation_checkpointing: true\n"), "t");
   EXPECT_TRUE(l.config.fsdp.activation_checkpointing);
   EXPECT_EQ(l.config.ddp.zero_stage, 3);
+}
+
+// Accelerate's wrap policies are fsdp.wrap's (xlaunch/wrap_policy.h).
+TEST(ConfigAccelerate, FsdpWrapPoliciesMapToFsdpWrap) {
+  const auto wrap_of = [](const std::string& section) { return parse_config(fsdp_file(section), "t").config.fsdp.wrap; };
+  EXPECT_EQ(wrap_of("  fsdp_auto_wrap_policy: NO_WRAP\n"), "none");
+  EXPECT_EQ(wrap_of("  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n  fsdp_transformer_layer_cls_to_wrap: "
+                    "GPT2Block, LlamaDecoderLayer\n"),
+            "type:GPT2Block,LlamaDecoderLayer");
+  EXPECT_EQ(wrap_of("  fsdp_transformer_layer_cls_to_wrap: [Block, Attn]\n"), "type:Block,Attn");
+  EXPECT_EQ(wrap_of("  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n  fsdp_min_num_params: 2000000\n"), "size:2000000");
+  EXPECT_EQ(wrap_of("  fsdp_auto_wrap_policy: size_based_wrap\n"), "size:100000000");
+  EXPECT_EQ(wrap_of("  fsdp_min_num_params: 2000000\n"), "auto");
+  EXPECT_EQ(wrap_of("  fsdp_sharding_strategy: FULL_SHARD\n"), "auto");
+  // NO_SHARD has no units: the policy is not taken over.
+  EXPECT_EQ(wrap_of("  fsdp_sharding_strategy: NO_SHARD\n  fsdp_auto_wrap_policy: NO_WRAP\n"), "auto");
+  std::string notes;
+  for (const auto& n : parse_config(fsdp_file("  fsdp_min_num_params: 5\n"), "t").notes) notes += n + "\n";
+  EXPECT_TRUE(contains(notes, "fsdp_config without fsdp_config.fsdp_auto_wrap_policy: Accelerate wraps nothing"))
+      << notes;
+  EXPECT_TRUE(contains(notes, "fsdp_min_num_params ignored")) << notes;
+
+  ConfigErrorInfo e = error_of(fsdp_file("  fsdp_auto_wrap_policy: LAMBDA\n"));
+  EXPECT_EQ(e.key, "fsdp_config.fsdp_auto_wrap_policy");
+  EXPECT_EQ(e.line, 5);
+  EXPECT_TRUE(contains(e.allowed, "SIZE_BASED_WRAP")) << e.allowed;
+  e = error_of(fsdp_file("  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n  fsdp_min_num_params: lots\n"));
+  EXPECT_EQ(e.key, "fsdp_config.fsdp_min_num_params");
+  // The file's own fsdp.wrap must agree with the policy.
+  e = error_of(fsdp_file("  fsdp_auto_wrap_policy: NO_WRAP\n") + "fsdp:\n  wrap: auto\n");
+  EXPECT_EQ(e.key, "fsdp.wrap");
+  EXPECT_TRUE(contains(e.hint, "remove one of the two")) << e.hint;
+}
+
+// fsdp.wrap's spellings: what the file, XLAUNCH_FSDP_WRAP and the runtime read.
+TEST(ConfigFsdpWrap, SpellingsParseAndBadOnesAreRefusedNamingTheKey) {
+  using xlaunch::WrapPolicy;
+  EXPECT_EQ(WrapPolicy::parse("auto")->kind, WrapPolicy::Kind::kAuto);
+  EXPECT_EQ(WrapPolicy::parse("none")->kind, WrapPolicy::Kind::kNone);
+  const auto type = WrapPolicy::parse("type:Block, gpt::Attn");
+  ASSERT_TRUE(type);
+  EXPECT_EQ(type->names, (std::vector<std::string>{"Block", "gpt::Attn"}));
+  EXPECT_EQ(type->spelling(), "type:Block,gpt::Attn");
+  EXPECT_TRUE(type->names_type("BlockImpl"));
+  EXPECT_TRUE(type->names_type("(anonymous namespace)::BlockImpl"));
+  EXPECT_TRUE(type->names_type("other::Block"));  // unqualified: any namespace
+  EXPECT_TRUE(type->names_type("gpt::AttnImpl"));
+  EXPECT_FALSE(type->names_type("other::AttnImpl"));  // qualified: that namespace only
+  EXPECT_FALSE(type->names_type("BlockStack"));
+  const auto name = WrapPolicy::parse("name:blocks.*,head");
+  ASSERT_TRUE(name);
+  EXPECT_TRUE(name->names_path("blocks.3"));
+  EXPECT_TRUE(name->names_path("blocks.3.mlp"));
+  EXPECT_TRUE(name->names_path("head"));
+  EXPECT_FALSE(name->names_path("head.0"));
+  EXPECT_FALSE(name->names_path("blocks"));
+  EXPECT_EQ(WrapPolicy::parse("size:1000")->min_params, 1000);
+  for (const char* bad : {"size:0", "size:", "size:1e6", "size:-3", "type:", "type:A,,B", "name:", "all", "Type:A",
+                          "size:99999999999999999999"}) {
+    std::string why;
+    EXPECT_FALSE(WrapPolicy::parse(bad, &why)) << bad;
+    EXPECT_FALSE(why.empty()) << bad;
+  }
+  const ConfigErrorInfo e = error_of("fsdp:\n  wrap: size:big\n");
+  EXPECT_EQ(e.key, "fsdp.wrap");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_TRUE(contains(e.allowed, "type:NAME")) << e.allowed;
+  EXPECT_EQ(parse_config("fsdp:\n  wrap: type:Block\n", "t").config.fsdp.wrap, "type:Block");
 }
 
 TEST(ConfigAccelerate, FsdpWhatCannotBeHonouredIsRefusedByKeyAndLine) {

@@ -3,7 +3,8 @@
 // under mpirun on 2, 3 and 4 ranks with the buckets on flat MPI (cpu_allreduce "mpi") and on shared
 // memory ("auto"), against stage 0 on as many ranks: within 1e-5 (relative) after 30 steps, every
 // rank's whole model (get_state_dict) bitwise equal to rank 0's, and each rank's optimizer state
-// its 1/W. A unit that some steps do not use (find_unused_parameters) matches stage 0 too.
+// its 1/W. A unit that some steps do not use (find_unused_parameters) matches stage 0 too, and so does
+// a wrap policy's cut (fsdp.wrap) that leaves that block to the root.
 // fsdp_test.cpp checks the same logic with ranks as threads, against one process too.
 #include <gtest/gtest.h>
 
@@ -31,6 +32,7 @@ struct Job {
   bool adamw = true;
   bool skip_extra = false;  // the FullyShard unit unused on some steps (find_unused_parameters)
   int steps = 30;
+  std::string wrap = "auto";  // fsdp.wrap
 };
 
 struct Result {
@@ -46,6 +48,7 @@ Result train(const Job& s) {
   o.cpu_allreduce = s.transport;
   o.ddp.zero_stage = s.stage;
   o.ddp.find_unused_parameters = s.skip_extra;
+  o.ddp.fsdp_wrap = s.wrap;
   xlaunch::Accelerator acc(o);
   const int rank = acc.process_index();
   torch::manual_seed(11);
@@ -124,6 +127,14 @@ TEST_P(FsdpMpi, SgdMomentumMatchesStageZero) {
 
 TEST_P(FsdpMpi, AUnitSomeStepsDoNotUseMatchesStageZero) {
   Job j = job();
+  j.skip_extra = true;
+  expect_matches_stage_zero(j);
+}
+
+// A wrap policy that leaves the FullyShard block to the root (unused on some steps there).
+TEST_P(FsdpMpi, AWrapPolicyCutMatchesStageZero) {
+  Job j = job();
+  j.wrap = "name:blocks.*";
   j.skip_extra = true;
   expect_matches_stage_zero(j);
 }

@@ -11,6 +11,7 @@
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/linear.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
@@ -35,6 +36,8 @@
 #include "xlaunch/error.h"
 #include "xlaunch/fully_shard.h"
 #include "fsdp_model.h"
+#include "ddp/units.h"
+#include "xlaunch/wrap_policy.h"
 
 using namespace xlaunch::test;
 
@@ -52,6 +55,7 @@ struct Job {
   int prefetch = 1;
   bool reshard = true;
   bool recompute = false;    // fsdp.activation_checkpointing
+  std::string wrap = "auto";  // fsdp.wrap
   bool one_process = false;  // one rank training on every rank's batch of `world`
   int from = 0;              // the first step's index (its batches)
   std::string load;          // a checkpoint to load after prepare
@@ -79,6 +83,7 @@ Result train(const Job& s, int steps = 50) {
     o.ddp.fsdp_prefetch = s.prefetch;
     o.ddp.reshard_after_forward = s.reshard;
     o.ddp.fsdp_activation_checkpointing = s.recompute;
+    o.ddp.fsdp_wrap = s.wrap;
     o.gradient_accumulation_steps = s.accumulation;
     if (s.fp16) {
       o.mixed_precision = "fp16";
@@ -159,7 +164,7 @@ void expect_close(const Result& got, const Result& want, double tol, const std::
 // What `fn` throws as UsageError on 2 ranks at stage 3 (comm hook `hook`), the same on both ranks.
 // (At `stage` when it is not 3: what a stage-3 setting meets below it.)
 std::string stage3_refusal(const std::function<void(xlaunch::Accelerator&)>& fn, const std::string& hook = "none",
-                           bool recompute = false, int stage = 3) {
+                           bool recompute = false, int stage = 3, const std::string& wrap = "auto") {
   std::vector<std::string> what(2);
   run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
     xlaunch::AcceleratorOptions o;
@@ -167,6 +172,7 @@ std::string stage3_refusal(const std::function<void(xlaunch::Accelerator&)>& fn,
     o.ddp.zero_stage = stage;
     o.ddp.comm_hook = hook;
     o.ddp.fsdp_activation_checkpointing = recompute;
+    o.ddp.fsdp_wrap = wrap;
     xlaunch::Accelerator acc(o, c);
     try {
       fn(acc);
@@ -408,6 +414,136 @@ TEST(Stage3, ActivationCheckpointingBelowStageThreeIsRefused) {
   EXPECT_NE(what.find("Set ddp.zero_stage: 3"), std::string::npos) << what;
 }
 
+
+// ---- the wrap policy (fsdp.wrap, xlaunch/wrap_policy.h) ----------------------------------------
+
+namespace {
+
+// A Sequential that a Sequential can hold (AnyModule needs a forward of fixed types).
+struct StackImpl : torch::nn::SequentialImpl {
+  using SequentialImpl::SequentialImpl;
+  at::Tensor forward(at::Tensor x) { return SequentialImpl::forward(x); }
+};
+TORCH_MODULE(Stack);
+
+// A Sequential inside a Sequential, and a plain member: Linear(4,4) ReLU Linear(4,8) | Linear(8,4) | head.
+struct NestedImpl : torch::nn::Module {
+  NestedImpl() {
+    layers = register_module("layers", torch::nn::Sequential(Stack(torch::nn::Linear(4, 4), torch::nn::ReLU(),
+                                                                   torch::nn::Linear(4, 8)),
+                                                             torch::nn::Linear(8, 4)));
+    head = register_module("head", torch::nn::Linear(4, 2));
+  }
+  torch::nn::Sequential layers{nullptr};
+  torch::nn::Linear head{nullptr};
+};
+TORCH_MODULE(Nested);
+
+struct Cut {
+  std::vector<std::string> units;  // their paths
+  std::vector<std::string> root;   // the root unit's parameters
+  std::string refused;             // or what plan_units said
+};
+
+// How `policy` cuts `model`.
+Cut cut(const std::shared_ptr<torch::nn::Module>& model, const std::string& policy) {
+  std::vector<at::Tensor> params;
+  std::vector<std::string> names;
+  for (const auto& p : model->named_parameters())
+    if (p.value().requires_grad()) {
+      params.push_back(p.value());
+      names.push_back(p.key());
+    }
+  Cut c;
+  try {
+    const xlaunch::UnitPlan plan = xlaunch::plan_units(model, params, names, *xlaunch::WrapPolicy::parse(policy));
+    c.units = plan.names;
+    if (plan.root_bucket >= 0)
+      for (size_t i : plan.buckets[plan.root_bucket]) c.root.push_back(names[i]);
+  } catch (const xlaunch::UsageError& e) {
+    c.refused = e.what();
+  }
+  return c;
+}
+
+using Names = std::vector<std::string>;
+
+}  // namespace
+
+// Each policy takes the candidates (Sequential entries, FullyShard modules) it names; a candidate
+// it does not take is looked into; what no unit takes is the root's.
+TEST(Stage3WrapPolicy, ChoosesTheUnits) {
+  Net net;
+  const Names all = {"blocks.0", "blocks.1", "extra"};
+  EXPECT_EQ(cut(net.ptr(), "auto").units, all);
+  EXPECT_EQ(cut(net.ptr(), "type:Block").units, all);
+  EXPECT_EQ(cut(net.ptr(), "type:xlaunch::test::Block").units, all);
+  EXPECT_EQ(cut(net.ptr(), "type:BlockImpl").units, all);
+  EXPECT_EQ(cut(net.ptr(), "size:768").units, all);  // a block: 26 + 378 + 364 parameters
+  const Cut named = cut(net.ptr(), "name:blocks.*");
+  EXPECT_EQ(named.units, (Names{"blocks.0", "blocks.1"}));
+  EXPECT_NE(std::find(named.root.begin(), named.root.end(), "extra.up.weight"), named.root.end());
+  const Cut none = cut(net.ptr(), "none");
+  EXPECT_TRUE(none.units.empty());
+  EXPECT_EQ(none.root.size(), cut(net.ptr(), "auto").root.size() + 3 * 6);  // every block's 6 tensors too
+
+  Nested nested;
+  EXPECT_EQ(cut(nested.ptr(), "auto").units, (Names{"layers.0", "layers.1"}));
+  // layers.0 is not named: its entries are units; layers.1 is not named and has none: the root's.
+  const Cut inner = cut(nested.ptr(), "name:layers.0.*");
+  EXPECT_EQ(inner.units, (Names{"layers.0.0", "layers.0.2"}));
+  EXPECT_EQ(inner.root, (Names{"layers.1.weight", "layers.1.bias", "head.weight", "head.bias"}));
+  EXPECT_EQ(cut(nested.ptr(), "size:40").units, (Names{"layers.0"}));  // 60 and 36 parameters
+}
+
+// A policy that cannot be followed is refused, naming what the model has and the fix.
+TEST(Stage3WrapPolicy, RefusesAPolicyItCannotFollow) {
+  Net net;
+  const std::string nothing = cut(net.ptr(), "type:other::Block").refused;
+  EXPECT_NE(nothing.find("names no module of the model"), std::string::npos) << nothing;
+  EXPECT_NE(nothing.find("Block, Embedding, LayerNorm, Linear, Sequential"), std::string::npos) << nothing;
+  const std::string path = cut(net.ptr(), "name:layers.*").refused;
+  EXPECT_NE(path.find("names no module"), std::string::npos) << path;
+  // A Linear inside a block is no Sequential entry and not declared: its calls cannot be seen.
+  const std::string hidden = cut(net.ptr(), "type:Linear").refused;
+  EXPECT_NE(hidden.find("names module 'blocks.0.up' ("), std::string::npos) << hidden;
+  EXPECT_NE(hidden.find("Declare it xlaunch::FullyShard"), std::string::npos) << hidden;
+  EXPECT_NE(cut(net.ptr(), "name:tok").refused.find("names module 'tok' ("), std::string::npos);
+  const std::string big = cut(net.ptr(), "size:769").refused;
+  EXPECT_NE(big.find("the largest, 'blocks.0' ("), std::string::npos) << big;
+  EXPECT_NE(big.find("holds 768"), std::string::npos) << big;
+  // Through acc.prepare: on every rank alike (stage3_refusal compares them), and a spelling the
+  // program set itself.
+  const std::string prepared = stage3_refusal([](xlaunch::Accelerator& acc) {
+    Net n;
+    acc.prepare(n);
+  }, "none", false, 3, "type:Attention");
+  EXPECT_NE(prepared.find("fsdp.wrap type:Attention (XLAUNCH_FSDP_WRAP) names no module"), std::string::npos)
+      << prepared;
+  const std::string spelled = stage3_refusal([](xlaunch::Accelerator& acc) {
+    Net n;
+    acc.prepare(n);
+  }, "none", false, 3, "size:lots");
+  EXPECT_NE(spelled.find("fsdp.wrap (XLAUNCH_FSDP_WRAP) is 'size:lots'"), std::string::npos) << spelled;
+}
+
+// Whatever the cut, stage 3 trains as one process does; the blocks a policy leaves to the root are
+// whole for the step and sharded between steps as before.
+TEST(Stage3WrapPolicy, EveryCutTrainsAsOneProcess) {
+  Job one;
+  one.world = 3;
+  one.stage = 0;
+  one.one_process = true;
+  const Result want = train(one, 20);
+  for (const char* wrap : {"name:blocks.*", "none", "size:768"}) {
+    Job s;
+    s.world = 3;
+    s.wrap = wrap;
+    const Result got = train(s, 20);
+    EXPECT_TRUE(got.sharded_between_steps) << wrap;
+    expect_close(got, want, 1e-5, std::string("fsdp.wrap ") + wrap);
+  }
+}
 
 TEST(Stage3, TiedWeightsAcrossUnitsAreRefusedNamingBoth) {
   const std::string what = stage3_refusal([](xlaunch::Accelerator& acc) {

@@ -10,7 +10,8 @@
 //    calls go through FullyShard;
 //  - what is left (embeddings, a final norm, a head) is the root unit, gathered for the whole step.
 // A unit inside a unit is part of the outer one. ModuleList and ModuleDict entries are called by
-// the user's own code, so they are units when declared as FullyShard.
+// the user's own code, so they are units when declared as FullyShard. The wrap policy (fsdp.wrap,
+// xlaunch/wrap_policy.h) chooses among these by type, path or size; by default all are units.
 //
 // FullyShard<Block> is a Block (the module holder): construct it with Block's arguments, call it,
 // reach the module with ->. Called through the holder (block(x) or block.forward(x)) it gathers the

@@ -112,13 +112,14 @@ struct ReducerOptions {
   // its shard of every bucket, and the updated shards are allgathered; 2 the gradients are
   // reduce-scattered too, so a rank keeps only its shard of them.
   int zero_stage = static_cast<int>(env::default_int(env::kZeroStage));
-  // Stage 3 (the fsdp section): units gathered ahead of the one computing, whether a unit's
-  // gathered parameters are freed after its forward (else kept until its backward), and whether
-  // its activations are recomputed in backward.
+  // Stage 3 (the fsdp section): units gathered ahead of the one computing; whether a unit's
+  // gathered parameters are freed after its forward (else kept until its backward); whether each
+  // unit keeps only its inputs in forward and runs again in its backward (activation
+  // checkpointing); and which modules are units (the wrap policy, xlaunch/wrap_policy.h).
   int fsdp_prefetch = static_cast<int>(env::default_int(env::kFsdpPrefetch));
   bool reshard_after_forward = env::default_bool(env::kFsdpReshardAfterForward);
-  // Stage 3: each unit keeps only its inputs in forward and runs again in its backward.
   bool fsdp_activation_checkpointing = env::default_bool(env::kFsdpActivationCheckpointing);
+  std::string fsdp_wrap = env::default_string(env::kFsdpWrap);
 };
 
 // Which communicator reduces tensors on a device (MPI for CPU, NCCL for CUDA).

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "xlaunch/comm_hooks.h"
+#include "xlaunch/wrap_policy.h"
 #include "xlaunch/zero_stages.h"
 
 namespace xlaunch::settings {
@@ -183,7 +184,12 @@ T default_of(const char* s) {
     ENV(kFsdpActivationCheckpointing, "XLAUNCH_FSDP_ACTIVATION_CHECKPOINTING", Bool), "0", NO_CLI, ANY,              \
     ACC_AT(ddp.fsdp_activation_checkpointing),                                                                       \
     "1: keep only each unit's inputs in forward and run the unit again in its backward (one unit's activations "     \
-    "at a time, for one more forward)")
+    "at a time, for one more forward)")                                                                              \
+  X(S, wrap, std::string, ENV(kFsdpWrap, "XLAUNCH_FSDP_WRAP", String), "auto", NO_CLI,                               \
+    RANGE(xlaunch::WrapPolicy::valid(v), xlaunch::kWrapPolicySpellings, "xlaunch/wrap_policy.h, docs/memory.md"),     \
+    ACC_AT(ddp.fsdp_wrap),                                                                                           \
+    "which Sequential entries and FullyShard modules are units: auto (all), none, type:Block, name:blocks.*, or "    \
+    "size:N (at least N trainable parameters)")
 
 #define XLAUNCH_SETTINGS_LOADER(X, S)                                                                                 \
   X(S, num_workers, int, ENV(kNumWorkers, "XLAUNCH_NUM_WORKERS", String), "2", NO_CLI,                               \

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "accelerator/impl.h"
@@ -21,6 +22,7 @@
 #include "xlaunch/env_vars.h"
 #include "xlaunch/error.h"
 #include "xlaunch/process_state.h"
+#include "xlaunch/wrap_policy.h"
 #include "xlaunch/zero_stages.h"
 
 namespace xlaunch {
@@ -159,7 +161,8 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
            << options_.ddp.comm_hook << "\npowersgd_rank " << options_.ddp.powersgd_rank << "\npowersgd_start_step "
            << options_.ddp.powersgd_start_step << "\nzero_stage " << options_.ddp.zero_stage << "\nfsdp.prefetch "
            << options_.ddp.fsdp_prefetch << "\nfsdp.reshard_after_forward " << options_.ddp.reshard_after_forward
-           << "\nfsdp.activation_checkpointing " << options_.ddp.fsdp_activation_checkpointing << "\n";
+           << "\nfsdp.activation_checkpointing " << options_.ddp.fsdp_activation_checkpointing << "\nfsdp.wrap "
+           << options_.ddp.fsdp_wrap << "\n";
   check_same_everywhere("model", describe_params(*module));
   check_same_everywhere("settings", settings.str());
   // After the agreement: every rank refuses alike.
@@ -174,14 +177,19 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
   // Stage 3: the buckets are the model's units (ddp/units.h).
   std::unique_ptr<UnitPlan> plan;
   if (shards_parameters(options_.ddp.zero_stage)) {
-    plan = std::make_unique<UnitPlan>(plan_units(module, params, names));
+    std::string why;
+    const std::optional<WrapPolicy> policy = WrapPolicy::parse(options_.ddp.fsdp_wrap, &why);
+    if (!policy)
+      throw UsageError("acc.prepare: fsdp.wrap (XLAUNCH_FSDP_WRAP) is '" + options_.ddp.fsdp_wrap + "': " + why +
+                       ". Use " + kWrapPolicySpellings + " (docs/memory.md)");
+    plan = std::make_unique<UnitPlan>(plan_units(module, params, names, *policy));
     // A unit's recomputation runs a backward of its own, where a root parameter it uses would
     // receive a gradient before the step's backward gives it another.
     if (options_.ddp.fsdp_activation_checkpointing && !plan->root_param_in_unit.empty())
       throw UsageError("acc.prepare at ddp.zero_stage 3 with fsdp.activation_checkpointing: " + plan->root_param_in_unit +
                        ", and a recomputed unit's parameters receive their gradients in a backward of its own. Hold "
                        "that module inside the unit that uses it, or set fsdp.activation_checkpointing: false");
-    if (plan->modules.empty())
+    if (plan->modules.empty() && policy->kind == WrapPolicy::Kind::kAuto)
       log_main(rank_, "ddp.zero_stage 3 found no unit in the model: every trainable parameter is in the root unit, "
                       "whole for the whole step (stage 2's memory). Declare the blocks as xlaunch::FullyShard<Block> "
                       "or hold them in a torch::nn::Sequential (docs/memory.md)");

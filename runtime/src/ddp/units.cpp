@@ -198,11 +198,20 @@ void reseat(torch::nn::SequentialImpl& seq, const torch::nn::Module* entry) {
 // ---- the cut ------------------------------------------------------------------------------------
 
 struct Walk {
+  explicit Walk(const WrapPolicy& p) : policy(p) {}
+  const WrapPolicy& policy;
   std::map<const void*, size_t> index;  // parameter impl -> index into the reducer's parameters
   std::vector<std::vector<size_t>> unit_params;
   std::vector<std::string> unit_names;
   std::vector<std::shared_ptr<torch::nn::Module>> unit_modules;
   std::set<size_t> root;
+  // For the policy's messages: whether a module the policy names (type or name) was met, the first
+  // such module that is no candidate ("'head' (torch::nn::LinearImpl)"), and the largest candidate
+  // the policy did not take.
+  bool named_any = false;
+  std::string named_not_candidate;
+  std::string largest;
+  size_t largest_size = 0;
 
   void params_of(const torch::nn::Module& m, bool recurse, std::vector<size_t>* into, std::set<size_t>* set) {
     for (const at::Tensor& p : m.parameters(recurse)) {
@@ -212,28 +221,93 @@ struct Walk {
       if (set) set->insert(it->second);
     }
   }
-  bool trainable(const torch::nn::Module& m) {
-    std::vector<size_t> ids;
-    params_of(m, true, &ids, nullptr);
-    return !ids.empty();
+  // The trainable parameters `m` holds, counted once each (0: none).
+  size_t trainable(const torch::nn::Module& m) {
+    std::set<const void*> seen;
+    size_t n = 0;
+    for (const at::Tensor& p : m.parameters(true))
+      if (index.count(p.unsafeGetTensorImpl()) && seen.insert(p.unsafeGetTensorImpl()).second)
+        n += static_cast<size_t>(p.numel());
+    return n;
+  }
+  // The policy names module `m` at `path` (type and name policies).
+  bool names(const torch::nn::Module& m, const std::string& path) const {
+    if (policy.kind == WrapPolicy::Kind::kType) return policy.names_type(m.name());
+    if (policy.kind == WrapPolicy::Kind::kName) return policy.names_path(path);
+    return false;
+  }
+  // The policy takes candidate `m` (holding `size` trainable parameters) at `path`.
+  bool takes(const torch::nn::Module& m, const std::string& path, size_t size) const {
+    switch (policy.kind) {
+      case WrapPolicy::Kind::kAuto: return true;
+      case WrapPolicy::Kind::kNone: return false;
+      case WrapPolicy::Kind::kSize: return static_cast<int64_t>(size) >= policy.min_params;
+      default: return names(m, path);
+    }
   }
   void visit(const std::shared_ptr<torch::nn::Module>& m, const std::string& path) {
     params_of(*m, /*recurse=*/false, nullptr, &root);
     auto* seq = dynamic_cast<torch::nn::SequentialImpl*>(m.get());
     for (const auto& child : m->named_children()) {
       const std::string name = path.empty() ? child.key() : path + "." + child.key();
-      if ((seq || is_declared(child.value())) && trainable(*child.value())) {
+      const size_t size = trainable(*child.value());
+      const bool named = size > 0 && names(*child.value(), name);
+      named_any = named_any || named;
+      const bool candidate = size > 0 && (seq || is_declared(child.value()));
+      if (candidate && takes(*child.value(), name, size)) {
         if (seq) reseat(*seq, child.value().get());
         unit_modules.push_back(child.value());
         unit_names.push_back(name);
         unit_params.emplace_back();
         params_of(*child.value(), true, &unit_params.back(), nullptr);
-      } else {
-        visit(child.value(), name);
+        continue;
       }
+      if (named && !candidate && named_not_candidate.empty())
+        named_not_candidate = "'" + name + "' (" + child.value()->name() + ")";
+      if (candidate && size > largest_size) {
+        largest_size = size;
+        largest = "'" + name + "' (" + child.value()->name() + ")";
+      }
+      visit(child.value(), name);
     }
   }
 };
+
+// The types of the model's modules that hold trainable parameters, as a policy names them.
+std::string types_in(const torch::nn::Module& model, Walk& walk) {
+  std::set<std::string> types;
+  for (const auto& m : model.modules(/*include_self=*/false))
+    if (walk.trainable(*m)) types.insert(WrapPolicy::type_key(m->name(), false));
+  std::string s;
+  for (const std::string& t : types) s += (s.empty() ? "" : ", ") + t;
+  return s.empty() ? "none" : s;
+}
+
+// Refuses a policy that cannot be followed (xlaunch/wrap_policy.h), naming what the model has.
+void check_policy(const torch::nn::Module& model, Walk& walk) {
+  const WrapPolicy& p = walk.policy;
+  const std::string policy = "acc.prepare at ddp.zero_stage 3: fsdp.wrap " + p.spelling() + " (XLAUNCH_FSDP_WRAP)";
+  const std::string kinds = "the entries of a torch::nn::Sequential and the modules declared xlaunch::FullyShard<Block>";
+  if ((p.kind == WrapPolicy::Kind::kType || p.kind == WrapPolicy::Kind::kName) && !walk.named_any)
+    throw UsageError(policy + " names no module of the model that holds trainable parameters. " +
+                     (p.kind == WrapPolicy::Kind::kType
+                          ? "Its module types are: " + types_in(model, walk) + "."
+                          : std::string("Paths are as named_modules() gives them (\"blocks.3\"); '*' matches any run of "
+                                        "characters.")) +
+                     " Name one of them, or set fsdp.wrap: auto (" + kinds + ")");
+  if (!walk.named_not_candidate.empty())
+    throw UsageError(policy + " names module " + walk.named_not_candidate + ", and xlaunch cannot see its calls: " +
+                     "LibTorch has no module hooks, and a module calls its members itself, so units are " + kinds +
+                     ". Declare it xlaunch::FullyShard<...> or hold it in a torch::nn::Sequential, or narrow fsdp.wrap "
+                     "so that it does not name it (docs/memory.md)");
+  if (p.kind == WrapPolicy::Kind::kSize && walk.unit_modules.empty())
+    throw UsageError(policy + ": no unit candidate (" + kinds + ") holds " + std::to_string(p.min_params) +
+                     " trainable parameters" +
+                     (walk.largest.empty() ? std::string(": the model has none")
+                                           : "; the largest, " + walk.largest + ", holds " +
+                                                 std::to_string(walk.largest_size)) +
+                     ". Lower the size, or set fsdp.wrap: none to gather the whole model as one unit");
+}
 
 }  // namespace
 
@@ -271,10 +345,11 @@ void UnitForward::cannot_recompute(const char* why) {
 }  // namespace detail
 
 UnitPlan plan_units(const std::shared_ptr<torch::nn::Module>& model, const std::vector<at::Tensor>& params,
-                    const std::vector<std::string>& names) {
-  Walk walk;
+                    const std::vector<std::string>& names, const WrapPolicy& policy) {
+  Walk walk(policy);
   for (size_t i = 0; i < params.size(); ++i) walk.index[params[i].unsafeGetTensorImpl()] = i;
   walk.visit(model, "");
+  check_policy(*model, walk);
   // Which units reach each parameter.
   std::map<size_t, std::vector<size_t>> users;
   for (size_t u = 0; u < walk.unit_params.size(); ++u)

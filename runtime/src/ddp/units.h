@@ -1,9 +1,10 @@
 // Stage 3's units (xlaunch/fully_shard.h, docs/memory.md): how a prepared model is cut into units,
 // and what happens around each unit's forward and backward.
 //
-// The cut (plan_units): walking the module tree from the model, a module is a unit when it was
-// declared FullyShard or is an entry of a Sequential, and holds trainable parameters; below a unit
-// nothing else is one. Everything else is the root unit. The reducer's buckets are the units in
+// The cut (plan_units): walking the module tree from the model, a module is a candidate when it was
+// declared FullyShard or is an entry of a Sequential, and holds trainable parameters; a candidate the
+// wrap policy (fsdp.wrap) takes is a unit, and below a unit nothing else is one; one it does not
+// take is looked into. Everything else is the root unit. The reducer's buckets are the units in
 // reverse order (the order their backward ends in), then the root, so each unit's gradients are
 // reduce-scattered as its backward ends. A parameter reached from two units (tied weights) is
 // refused, naming both; one reached from a unit and from the root belongs to the root, which is
@@ -39,6 +40,7 @@
 #include <vector>
 
 #include "xlaunch/fully_shard.h"
+#include "xlaunch/wrap_policy.h"
 
 namespace xlaunch {
 
@@ -57,10 +59,12 @@ struct UnitPlan {
   std::string root_param_in_unit;
 };
 
-// Cuts `model` (see above). params/names: the reducer's trainable parameters and their names.
-// Throws UsageError naming the modules when a parameter is reached from two units.
+// Cuts `model` (see above) as `policy` says (xlaunch/wrap_policy.h). params/names: the reducer's
+// trainable parameters and their names. Throws UsageError naming the modules when a parameter is
+// reached from two units, and when the policy names no module, names one whose calls cannot be seen
+// (no Sequential entry, not declared FullyShard), or (size) takes no candidate.
 UnitPlan plan_units(const std::shared_ptr<torch::nn::Module>& model, const std::vector<at::Tensor>& params,
-                    const std::vector<std::string>& names);
+                    const std::vector<std::string>& names, const WrapPolicy& policy = {});
 
 class Units {
  public:
