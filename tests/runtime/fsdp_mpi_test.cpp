@@ -36,6 +36,7 @@ struct Job {
   bool skip_extra = false;  // the FullyShard unit unused on some steps (find_unused_parameters)
   int steps = 30;
   std::string wrap = "auto";  // fsdp.wrap
+  bool uneven = false;        // rank r runs 4r steps fewer, clips, and joins the others (acc.join)
 };
 
 struct Result {
@@ -72,15 +73,19 @@ Result train_model(const Job& s, Holder net, Forward forward) {
     inner = std::make_unique<torch::optim::SGD>(decay, torch::optim::SGDOptions(0.05).momentum(0.9));
   }
   auto& opt = acc.prepare(*inner);
-  for (int step = 0; step < s.steps; ++step) {
+  if (s.uneven) acc.expect_uneven_inputs();
+  const int my_steps = s.uneven ? s.steps - 4 * rank : s.steps;
+  for (int step = 0; step < my_steps; ++step) {
     acc.accumulate();
     const at::Tensor t = tokens(rank, step);
     const at::Tensor logits = forward(model, t.narrow(1, 0, kSeq), step);
     acc.backward(torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
                                                       t.narrow(1, 1, kSeq).reshape({-1})));
+    if (s.uneven) acc.clip_grad_norm_(0.5);
     opt.step();
     opt.zero_grad();
   }
+  if (s.uneven) acc.join();
   Result out;
   std::vector<at::Tensor> flat;
   for (const auto& [name, tensor] : acc.get_state_dict(model)) {
@@ -166,6 +171,14 @@ TEST_P(FsdpMpi, AWrapPolicyCutMatchesStageZero) {
   Job j = job();
   j.wrap = "name:blocks.*";
   j.skip_extra = true;
+  expect_matches_stage_zero(j);
+}
+
+// Uneven inputs: the ranks whose data ends first repeat their last step's gathers and
+// reduce-scatters, over the real transports.
+TEST_P(FsdpMpi, UnevenInputsJoinAndMatchStageZero) {
+  Job j = job();
+  j.uneven = true;
   expect_matches_stage_zero(j);
 }
 

@@ -4,7 +4,8 @@
 // steps on 1 to 4 ranks, against one process training on every rank's batch at once, and against
 // stage 0 on as many ranks; with SGD and momentum, AdamW with two parameter groups, accumulation,
 // fp16 skips and clipping. Between steps every rank holds only its shard: the units' parameters are
-// empty, and the optimizer state is 1/W. And the refusals: tied weights across units, uneven inputs.
+// empty, and the optimizer state is 1/W. Uneven inputs (a rank joining the others). And the
+// refusals: tied weights across units, what a joined rank cannot repeat.
 #include <gtest/gtest.h>
 
 #include <ATen/ops/cat.h>
@@ -56,6 +57,7 @@ struct Job {
   bool reshard = true;
   bool recompute = false;    // fsdp.activation_checkpointing
   std::string wrap = "auto";  // fsdp.wrap
+  bool uneven = false;        // rank r runs 3r steps fewer, then joins the others (acc.join)
   bool one_process = false;  // one rank training on every rank's batch of `world`
   int from = 0;              // the first step's index (its batches)
   std::string load;          // a checkpoint to load after prepare
@@ -112,9 +114,11 @@ Result train(const Job& s, int steps = 50) {
     }
     auto& opt = acc.prepare(*inner);
     if (!s.load.empty()) acc.load_state(s.load);
+    if (s.uneven) acc.expect_uneven_inputs();
     int skipped = 0;
     bool sharded = true;
-    for (int step = 0; step < steps; ++step) {
+    const int my_steps = s.uneven ? steps - 3 * c->rank() : steps;
+    for (int step = 0; step < my_steps; ++step) {
       for (int micro = 0; micro < s.accumulation; ++micro) {
         acc.accumulate();
         const int at = (s.from + step) * s.accumulation + micro;
@@ -141,6 +145,7 @@ Result train(const Job& s, int steps = 50) {
         for (const auto& p : net->blocks->parameters())
           sharded = sharded && p.numel() > 1 && p.storage().nbytes() <= static_cast<size_t>(p.element_size());
     }
+    if (s.uneven) acc.join();
     // The trained model, whole (collective at stage 3).
     if (!s.save.empty()) acc.save_state(s.save);
     const auto state = acc.get_state_dict(model);
@@ -555,14 +560,60 @@ TEST(Stage3, TiedWeightsAcrossUnitsAreRefusedNamingBoth) {
   EXPECT_NE(what.find("Hold the shared module outside both units"), std::string::npos) << what;
 }
 
-TEST(Stage3, UnevenInputsAreRefusedNamingTheFix) {
-  const std::string what = stage3_refusal([](xlaunch::Accelerator& acc) {
-    Net net;
-    acc.prepare(net);
-    acc.expect_uneven_inputs();
-  });
-  EXPECT_NE(what.find("ddp.zero_stage 3"), std::string::npos) << what;
-  EXPECT_NE(what.find("Keep even_batches true"), std::string::npos) << what;
+// Uneven inputs: a rank whose data ended joins the others, repeating its last step's gathers and
+// reduce-scatters (with zero gradients) while they train on. Against stage 0 and stage 2 under the
+// same schedule (rank r runs 3r steps fewer), with clipping, whatever the order of the gathers
+// (prefetch, reshard after forward, activation checkpointing) and the cut (a wrap policy).
+TEST(Stage3, UnevenInputsJoinAndMatchStagesZeroAndTwo) {
+  Job s;
+  s.world = 3;
+  s.uneven = true;
+  s.clip = 0.5;
+  Job zero = s;
+  zero.stage = 0;
+  const Result want = train(zero, 12);
+  Job two = s;
+  two.stage = 2;
+  expect_close(train(two, 12), want, 1e-5, "stage 2, uneven");
+  Job prefetch = s, kept = s, recompute = s, cut = s;
+  prefetch.prefetch = 2;
+  kept.reshard = false;
+  recompute.recompute = true;
+  cut.wrap = "name:blocks.*";
+  for (const auto& [job, what] : {std::pair{s, "stage 3"}, std::pair{prefetch, "prefetch 2"},
+                                  std::pair{kept, "reshard_after_forward false"},
+                                  std::pair{recompute, "activation checkpointing"}, std::pair{cut, "name:blocks.*"}}) {
+    const Result got = train(job, 12);
+    EXPECT_TRUE(got.sharded_between_steps) << what;
+    expect_close(got, want, 1e-5, std::string(what) + ", uneven");
+  }
+}
+
+// What a joined rank cannot repeat is refused on every rank at prepare, naming the fix: micro-steps
+// (gathers without a synced backward), and units some steps leave out.
+TEST(Stage3, UnevenInputsWithAccumulationOrUnusedParametersAreRefused) {
+  for (const bool unused : {false, true}) {
+    std::vector<std::string> what(2);
+    run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+      xlaunch::AcceleratorOptions o;
+      o.cpu = true;
+      o.ddp.zero_stage = 3;
+      if (unused) o.ddp.find_unused_parameters = true;
+      else o.gradient_accumulation_steps = 2;
+      xlaunch::Accelerator acc(o, c);
+      Net net;
+      acc.prepare(net);
+      try {
+        acc.expect_uneven_inputs();
+      } catch (const xlaunch::UsageError& e) {
+        what[c->rank()] = e.what();
+      }
+    });
+    EXPECT_EQ(what[0], what[1]);
+    EXPECT_NE(what[0].find("ddp.zero_stage 3"), std::string::npos) << what[0];
+    EXPECT_NE(what[0].find(unused ? "find_unused_parameters false" : "gradient_accumulation_steps 1"),
+              std::string::npos) << what[0];
+  }
 }
 
 

@@ -1,4 +1,5 @@
-// Uneven inputs under mpirun (2 and 3 ranks; shared memory and MPI gradient allreduce): ranks whose
+// Uneven inputs under mpirun (2 and 3 ranks; shared memory and MPI gradient allreduce; ZeRO stage 0,
+// and stage 3, where a joined rank repeats its last step's parameter gathers too): ranks whose
 // data ends first join the others (Accelerator::join), and the job trains exactly as one process on
 // the same samples in the same order: per step, the batches of the ranks that still have one,
 // concatenated in rank order, with the loss normalised per nominal global batch (batch size times
@@ -9,6 +10,9 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/nn/modules/container/functional.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/sgd.h>
@@ -50,14 +54,15 @@ struct Rows : xlaunch::RowDataset {
   int64_t first, n;
 };
 
+// Its two Linears are entries of a Sequential: at ddp.zero_stage 3, two units.
 struct NetImpl : torch::nn::Module {
   NetImpl() {
-    fc1 = register_module("fc1", torch::nn::Linear(kIn, 8));
-    fc2 = register_module("fc2", torch::nn::Linear(8, kOut));
+    layers = register_module("layers", torch::nn::Sequential(torch::nn::Linear(kIn, 8), torch::nn::Functional([](at::Tensor t) { return t.tanh(); }),
+                                                             torch::nn::Linear(8, kOut)));
     to(at::kDouble);
   }
-  at::Tensor forward(const at::Tensor& x) { return fc2(fc1(x).tanh()); }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  at::Tensor forward(const at::Tensor& x) { return layers->forward(x); }
+  torch::nn::Sequential layers{nullptr};
 };
 TORCH_MODULE(Net);
 
@@ -75,11 +80,14 @@ std::pair<at::Tensor, at::Tensor> rows_of(const std::vector<int64_t>& ids) {
 constexpr int64_t kBatch = 51;
 constexpr double kClip = 0.5, kLr = 0.05;
 
-AcceleratorOptions options(const std::string& transport) {
+// "mpi", or "mpi:3": the transport, and the ZeRO stage after a colon (0 without).
+AcceleratorOptions options(const std::string& param) {
   AcceleratorOptions o;
   o.cpu = true;
   o.num_threads = 1;
-  o.cpu_allreduce = transport;
+  const size_t colon = param.find(':');
+  o.cpu_allreduce = param.substr(0, colon);
+  if (colon != std::string::npos) o.ddp.zero_stage = std::stoi(param.substr(colon + 1));
   o.ddp.bucket_cap_mb = 0.0001;  // a bucket per parameter: the joined rank issues several
   return o;
 }
@@ -147,22 +155,23 @@ Plan plan_of(const std::vector<std::vector<int64_t>>& ids_per_rank, int64_t batc
   return plan;
 }
 
-Net reference_like(xlaunch::PreparedModel<Net>& model) {
+// (The whole model through get_state_dict: at stage 3 the parameters are shards between steps.)
+Net reference_like(Accelerator& acc, xlaunch::PreparedModel<Net>& model) {
   Net reference;
-  for (size_t i = 0; i < reference->parameters().size(); ++i)
-    reference->parameters()[i].detach().copy_(model->parameters()[i].detach());
+  at::NoGradGuard no_grad;
+  for (const auto& [name, value] : acc.get_state_dict(model)) reference->named_parameters()[name].copy_(value);
   return reference;
 }
 
 // Every rank holds bitwise the same parameters, and they match the reference within tol.
-void expect_replicas_equal_and_like(Accelerator& acc, Net mine, Net reference, double tol) {
-  for (const auto& item : mine->named_parameters()) {
-    const at::Tensor p = item.value().detach();
+void expect_replicas_equal_and_like(Accelerator& acc, xlaunch::PreparedModel<Net>& model, Net reference, double tol) {
+  for (const auto& [name, value] : acc.get_state_dict(model)) {
+    const at::Tensor p = value.detach();
     const at::Tensor all = acc.gather(p.reshape({1, -1}));
     for (int r = 1; r < acc.num_processes(); ++r)
-      EXPECT_TRUE(all[r].equal(all[0])) << item.key() << ": rank " << r << " differs from rank 0";
-    const double diff = (p - reference->named_parameters()[item.key()]).abs().max().item<double>();
-    EXPECT_LE(diff, tol) << item.key();
+      EXPECT_TRUE(all[r].equal(all[0])) << name << ": rank " << r << " differs from rank 0";
+    const double diff = (p - reference->named_parameters()[name]).abs().max().item<double>();
+    EXPECT_LE(diff, tol) << name;
   }
 }
 
@@ -185,7 +194,7 @@ TEST_P(Uneven, OwnShardsOf10And7And3BatchesTrainAsOneProcess) {
   Accelerator acc(options(GetParam()));
   torch::manual_seed(7);
   auto model = acc.prepare(Net());
-  Net reference = reference_like(model);
+  Net reference = reference_like(acc, model);
   LoaderOptions lo;
   lo.batch_size = kBatch;
   lo.shuffle = false;
@@ -198,7 +207,7 @@ TEST_P(Uneven, OwnShardsOf10And7And3BatchesTrainAsOneProcess) {
   acc.join();  // the loader joined already: a no-op, not a lone shadow step
   for (const auto& epoch : seen) EXPECT_EQ(epoch, ids[rank]);
   train_reference(reference, plan_of(ids, kBatch, kEpochs), kBatch);
-  expect_replicas_equal_and_like(acc, model.module(), reference, 1e-9);
+  expect_replicas_equal_and_like(acc, model, reference, 1e-9);
 }
 
 TEST_P(Uneven, EvenBatchesFalseReadsEverySampleOnceAndTrainsAsOneProcess) {
@@ -206,7 +215,7 @@ TEST_P(Uneven, EvenBatchesFalseReadsEverySampleOnceAndTrainsAsOneProcess) {
   Accelerator acc(options(GetParam()));
   torch::manual_seed(11);
   auto model = acc.prepare(Net());
-  Net reference = reference_like(model);
+  Net reference = reference_like(acc, model);
   // Shards of 334, 334, 333 (or 501, 500) samples: with these batch sizes the first ranks have one
   // batch more, of a single sample.
   LoaderOptions lo;
@@ -227,7 +236,7 @@ TEST_P(Uneven, EvenBatchesFalseReadsEverySampleOnceAndTrainsAsOneProcess) {
     for (int64_t i : epoch) counts[i] += 1;
   EXPECT_TRUE(acc.reduce(at::tensor(counts, at::kDouble)).eq(kEpochs).all().item<bool>());
   train_reference(reference, plan_of(ids, lo.batch_size, kEpochs), lo.batch_size);
-  expect_replicas_equal_and_like(acc, model.module(), reference, 1e-9);
+  expect_replicas_equal_and_like(acc, model, reference, 1e-9);
 }
 
 // A loop without a prepared loader: each rank steps through its own batches and calls acc.join()
@@ -242,7 +251,7 @@ TEST_P(Uneven, ExplicitJoinWithoutALoaderTrainsAsOneProcess) {
   Accelerator acc(options(GetParam()));
   torch::manual_seed(13);
   auto model = acc.prepare(Net());
-  Net reference = reference_like(model);
+  Net reference = reference_like(acc, model);
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(kLr).momentum(0.9));
   auto& opt = acc.prepare(sgd);
   const Plan plan = plan_of(ids, kBatch, 1);
@@ -255,10 +264,11 @@ TEST_P(Uneven, ExplicitJoinWithoutALoaderTrainsAsOneProcess) {
   }
   acc.join();
   train_reference(reference, plan, kBatch);
-  expect_replicas_equal_and_like(acc, model.module(), reference, 1e-9);
+  expect_replicas_equal_and_like(acc, model, reference, 1e-9);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Uneven, testing::Values("auto", "mpi"));
+// Each at stage 0 and at stage 3, where a joined rank repeats its last step's gathers too.
+INSTANTIATE_TEST_SUITE_P(Transports, Uneven, testing::Values("auto", "mpi", "auto:3", "mpi:3"));
 
 // Run by uneven_watchdog_mpi_test with XLAUNCH_TIMEOUT_S=2: rank 0 has 4 batches, the others 1, and
 // rank 0's later steps take 2.4 s (1.2 s before the forward, 1.2 s before the backward), so the
@@ -276,7 +286,7 @@ TEST(UnevenWatchdog, AJoinedRankWaitsLongerThanTheTimeoutWithoutAVerdict) {
   Accelerator acc(options("auto"));
   torch::manual_seed(3);
   auto model = acc.prepare(Net());
-  Net reference = reference_like(model);
+  Net reference = reference_like(acc, model);
   LoaderOptions lo;
   lo.batch_size = kBatch;
   lo.shuffle = false;
@@ -288,7 +298,7 @@ TEST(UnevenWatchdog, AJoinedRankWaitsLongerThanTheTimeoutWithoutAVerdict) {
     if (rank == 0 && step >= 1) std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   });
   train_reference(reference, plan_of(ids, kBatch, 1), kBatch);
-  expect_replicas_equal_and_like(acc, model.module(), reference, 1e-9);
+  expect_replicas_equal_and_like(acc, model, reference, 1e-9);
 }
 
 // Bad input: shards of different batch counts with even_batches true would leave the ranks waiting

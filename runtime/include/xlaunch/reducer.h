@@ -187,6 +187,16 @@ class Reducer {
   // gradients this rank accumulated without sync since its last synced backward (contributor 1).
   // Then as finalize_backward: the gradients hold the average over the contributing ranks.
   void join_backward(bool contribute);
+  // Stage 3 with uneven inputs: a joined rank issues the allgathers and reduce-scatters of this
+  // rank's last complete step again, in the order it issued them (every rank calls the units in the
+  // same order, step after step). begin_step_script: a prepared model's forward begins, and its
+  // step's collectives are recorded until its synced backward completes; has_step_script: one
+  // step was recorded; replay_forward_script: a joined rank's gathers of the forward (each waited
+  // for and freed at once); join_backward replays the backward's, between its bucket launches.
+  // Nothing at other stages.
+  void begin_step_script();
+  bool has_step_script() const;
+  void replay_forward_script();
   // Of the last synced backward: how many ranks contributed (the world size while nothing was read),
   // and the lowest of them in the last one any rank contributed to (0 at first).
   int contributors() const;
@@ -240,6 +250,9 @@ class Reducer {
  private:
   void on_grad_ready(size_t param);
   void launch_ready_buckets();
+  void launch_next();  // the bucket at next_launch_, under mu_
+  // Events [from, to) of the last step's script (see begin_step_script).
+  void replay_script(size_t from, size_t to);
   void install_hooks();
   void reserve_pools();
   // Whether the bucket's communicator can reduce `grad` (of the member at `pos`) where it lies.
@@ -279,6 +292,16 @@ class Reducer {
   std::unique_ptr<Contributors> contributors_;  // over the elements after it; null: no buckets
   bool contributing_ = true;  // what this rank writes into the contributors of a synced backward
   bool uneven_ = false;
+  // Stage 3's step script (begin_step_script): the step being recorded, and the last complete one
+  // with where its backward began. Under script_mu_ (taken after mu_, never before).
+  struct ScriptEvent {
+    bool gather;  // else a bucket's reduce-scatter
+    size_t bucket;
+  };
+  mutable std::mutex script_mu_;
+  bool scripting_ = false;
+  std::vector<ScriptEvent> script_, last_script_;
+  size_t script_backward_ = 0, last_backward_ = 0;
   int world_ = 1;
   int rank_ = 0;
 };

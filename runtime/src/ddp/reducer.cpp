@@ -22,6 +22,7 @@
 #include "ddp/stage_strategy.h"
 #include "ddp/zero_layout.h"
 #include "xlaunch/extend/comm_hook.h"
+#include "xlaunch/zero_stages.h"
 
 namespace xlaunch {
 
@@ -174,6 +175,8 @@ void Reducer::prepare_for_backward(bool sync) {
     hook_->begin_step(sync_steps_);
     if (control_) control_->write();
     if (contributors_) contributors_->write(contributing_);
+    std::lock_guard<std::mutex> script_lk(script_mu_);
+    if (scripting_) script_backward_ = script_.size();
   }
   std::fill(ready_.begin(), ready_.end(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].pending = plan_[b].size();
@@ -212,18 +215,24 @@ void Reducer::place_grad(size_t i) {
 }
 
 void Reducer::launch_ready_buckets() {
-  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    ReducerBucket& bucket = buckets_[next_launch_];
-    const watch::BucketScope logged_as(static_cast<int>(next_launch_));
-    if (bucket.zero_copy) {
-      for (size_t i : plan_[next_launch_]) bucket.in_place.push_back(params_[i].grad());
-      if (bucket.views.size() > plan_[next_launch_].size()) bucket.in_place.push_back(bucket.views.back());
-    }
-    bucket.work = stage_->start(bucket, *hook_);
-    bucket.in_place.clear();
-    if (on_launch_) on_launch_(next_launch_);
-    ++next_launch_;
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch_next();
+}
+
+void Reducer::launch_next() {
+  {
+    std::lock_guard<std::mutex> lk(script_mu_);
+    if (scripting_) script_.push_back({false, next_launch_});
   }
+  ReducerBucket& bucket = buckets_[next_launch_];
+  const watch::BucketScope logged_as(static_cast<int>(next_launch_));
+  if (bucket.zero_copy) {
+    for (size_t i : plan_[next_launch_]) bucket.in_place.push_back(params_[i].grad());
+    if (bucket.views.size() > plan_[next_launch_].size()) bucket.in_place.push_back(bucket.views.back());
+  }
+  bucket.work = stage_->start(bucket, *hook_);
+  bucket.in_place.clear();
+  if (on_launch_) on_launch_(next_launch_);
+  ++next_launch_;
 }
 
 void Reducer::finalize_backward() {
@@ -247,6 +256,10 @@ void Reducer::finalize_backward() {
 }
 
 void Reducer::join_backward(bool contribute) {
+  {
+    std::lock_guard<std::mutex> lk(script_mu_);
+    scripting_ = false;  // the replay is no step of this rank's own
+  }
   contributing_ = contribute;
   prepare_for_backward(/*sync=*/true);
   contributing_ = true;
@@ -260,7 +273,47 @@ void Reducer::join_backward(bool contribute) {
       ready_without_autograd(i, /*zeros=*/!contribute || !params_[i].grad().defined());
   }
   capture_.reset();
+  // Stage 3: the backward's gathers between the reduce-scatters, as the last step issued them.
+  replay_script(last_backward_, last_script_.size());
   complete_sync(none);
+}
+
+void Reducer::begin_step_script() {
+  if (!shards_parameters(options_.zero_stage)) return;
+  std::lock_guard<std::mutex> lk(script_mu_);
+  script_.clear();
+  script_backward_ = 0;
+  scripting_ = true;
+}
+
+bool Reducer::has_step_script() const {
+  std::lock_guard<std::mutex> lk(script_mu_);
+  return !last_script_.empty();
+}
+
+void Reducer::replay_forward_script() {
+  {
+    std::lock_guard<std::mutex> lk(script_mu_);
+    scripting_ = false;
+  }
+  replay_script(0, last_backward_);
+}
+
+void Reducer::replay_script(size_t from, size_t to) {
+  for (size_t k = from; k < to && k < last_script_.size(); ++k) {
+    const ScriptEvent e = last_script_[k];
+    ReducerBucket& bucket = buckets_.at(e.bucket);
+    if (e.gather) {
+      // Whatever the unit's state here, the gather is issued: the others issue it.
+      stage_->free_unit(bucket, false);
+      stage_->gather_unit(bucket);
+      stage_->free_unit(bucket, false);
+      continue;
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    XLAUNCH_ASSERT(next_launch_ == e.bucket && bucket.pending == 0, "a joined rank's reduce-scatters in the recorded order");
+    launch_next();
+  }
 }
 
 void Reducer::ready_without_autograd(size_t i, bool zeros) {
@@ -287,6 +340,15 @@ void Reducer::complete_sync(const std::vector<size_t>& unused) {
     }
     stage_->all_waited();
     stage_->backward_over();
+  }
+  {
+    std::lock_guard<std::mutex> lk(script_mu_);
+    if (scripting_) {  // a complete step: what a joined rank repeats
+      last_script_ = std::move(script_);
+      last_backward_ = script_backward_;
+      script_.clear();
+      scripting_ = false;
+    }
   }
   ++sync_steps_;
   if (control_) control_->read(sync_steps_);
@@ -373,7 +435,13 @@ std::shared_ptr<Work> Reducer::gather_params_async(size_t b) { return stage_->ga
 at::Tensor Reducer::param_piece(size_t b, int64_t offset, int64_t length) const {
   return stage_->param_piece(buckets_.at(b), offset, length);
 }
-void Reducer::gather_unit(size_t b) { stage_->gather_unit(buckets_.at(b)); }
+void Reducer::gather_unit(size_t b) {
+  {
+    std::lock_guard<std::mutex> lk(script_mu_);
+    if (scripting_ && !stage_->unit_whole(buckets_.at(b))) script_.push_back({true, b});
+  }
+  stage_->gather_unit(buckets_.at(b));
+}
 void Reducer::wait_unit(size_t b) { stage_->wait_unit(buckets_.at(b)); }
 void Reducer::free_unit(size_t b, bool keep_changes) { stage_->free_unit(buckets_.at(b), keep_changes); }
 bool Reducer::unit_whole(size_t b) const { return stage_->unit_whole(buckets_.at(b)); }

@@ -584,6 +584,7 @@ std::vector<size_t> Units::next_units(size_t u, bool backward) const {
 
 void Units::start_forward() {
   std::lock_guard<std::mutex> lk(mu_);
+  reducer_.begin_step_script();  // what a rank whose data ended repeats (uneven inputs)
   if (!current_.empty()) order_ = std::move(current_);
   current_.clear();
   if (plan_.root_bucket >= 0) count_gather(static_cast<size_t>(plan_.root_bucket));
