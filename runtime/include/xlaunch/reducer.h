@@ -115,11 +115,13 @@ struct ReducerOptions {
   // Stage 3 (the fsdp section): units gathered ahead of the one computing; whether a unit's
   // gathered parameters are freed after its forward (else kept until its backward); whether each
   // unit keeps only its inputs in forward and runs again in its backward (activation
-  // checkpointing); and which modules are units (the wrap policy, xlaunch/wrap_policy.h).
+  // checkpointing); which modules are units (the wrap policy, xlaunch/wrap_policy.h); and the dtype
+  // units are gathered and computed in ("fp32", "bf16", "fp16": the mixed-precision policy).
   int fsdp_prefetch = static_cast<int>(env::default_int(env::kFsdpPrefetch));
   bool reshard_after_forward = env::default_bool(env::kFsdpReshardAfterForward);
   bool fsdp_activation_checkpointing = env::default_bool(env::kFsdpActivationCheckpointing);
   std::string fsdp_wrap = env::default_string(env::kFsdpWrap);
+  std::string fsdp_param_dtype = env::default_string(env::kFsdpParamDtype);
 };
 
 // Which communicator reduces tensors on a device (MPI for CPU, NCCL for CUDA).
@@ -236,10 +238,14 @@ class Reducer {
   // Stage 3's units (ddp/units.h): bucket b's parameters are whole from gather_unit (collective,
   // in the same order on every rank) and wait_unit until free_unit; keep_changes: this rank's shard
   // takes what they hold first. At other stages every parameter is always whole.
-  void gather_unit(size_t b);
+  // exact: in the parameters' own dtype whatever fsdp.param_dtype says (checkpoints, state dicts).
+  void gather_unit(size_t b, bool exact = false);
   void wait_unit(size_t b);
   void free_unit(size_t b, bool keep_changes);
   bool unit_whole(size_t b) const;
+  // The bytes per element a gather of bucket b moves: fsdp.param_dtype's at stage 3, else the
+  // parameters' own.
+  int64_t gathered_element_size(size_t b) const;
   // Bytes each synced backward reduce-scatters (stage 2: the padded buckets), per rank: for the
   // report (what the optimizers gather: ShardedOptimizer::gathered_bytes).
   int64_t reduce_scattered_bytes() const;
@@ -251,6 +257,8 @@ class Reducer {
   void on_grad_ready(size_t param);
   void launch_ready_buckets();
   void launch_next();  // the bucket at next_launch_, under mu_
+  // Hooks parameter i's gradient accumulator (again: a change of dtype gives it a new one).
+  void hook_param(size_t i);
   // Events [from, to) of the last step's script (see begin_step_script).
   void replay_script(size_t from, size_t to);
   void install_hooks();

@@ -64,6 +64,8 @@ inline constexpr int kConfigVersion = 1;
 inline constexpr const char* kComputeEnvironments[] = {"LOCAL_MACHINE"};
 inline constexpr const char* kBindTo[] = {"none", "hwthread", "core", "l2cache", "l3cache", "socket", "numa", "board"};
 inline constexpr const char* kMixedPrecisions[] = {"no", "fp16", "bf16"};
+// Stage 3's mixed-precision policy: the dtype units are gathered and computed in.
+inline constexpr const char* kParamDtypes[] = {"fp32", "bf16", "fp16"};
 // The signal a scheduler sends `xlaunch run` before it ends the job (Slurm's --signal, Kubernetes'
 // SIGTERM before SIGKILL).
 inline constexpr const char* kPreemptSignals[] = {"SIGTERM", "SIGUSR1"};
@@ -185,6 +187,10 @@ T default_of(const char* s) {
     ACC_AT(ddp.fsdp_activation_checkpointing),                                                                       \
     "1: keep only each unit's inputs in forward and run the unit again in its backward (one unit's activations "     \
     "at a time, for one more forward)")                                                                              \
+  X(S, param_dtype, std::string, ENV(kFsdpParamDtype, "XLAUNCH_FSDP_PARAM_DTYPE", String), "fp32", NO_CLI,          \
+    ONE_OF(settings::kParamDtypes, "bf16 or fp16 with mixed_precision of the same"), ACC_AT(ddp.fsdp_param_dtype),    \
+    "the dtype each unit is gathered and computed in; its shards, gradients' reduction and optimizer stay fp32 "      \
+    "(FSDP2's param_dtype; needs mixed_precision of the same)")                                                      \
   X(S, wrap, std::string, ENV(kFsdpWrap, "XLAUNCH_FSDP_WRAP", String), "auto", NO_CLI,                               \
     RANGE(xlaunch::WrapPolicy::valid(v), xlaunch::kWrapPolicySpellings, "xlaunch/wrap_policy.h, docs/memory.md"),     \
     ACC_AT(ddp.fsdp_wrap),                                                                                           \

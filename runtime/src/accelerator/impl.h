@@ -80,6 +80,9 @@ class AcceleratorImpl {
   // join.cpp
   void expect_uneven_inputs();
   void check_uneven_supported();
+  // Refuses an fsdp.param_dtype (the mixed-precision policy) these settings and `params` cannot take,
+  // on every rank alike (after the settings agreed).
+  void check_param_dtype(const std::vector<at::Tensor>& params) const;
   void join_now();
 
   // tracking.cpp: the utilization at the step boundary, histograms after an optimizer step, the

@@ -162,7 +162,7 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
            << options_.ddp.powersgd_start_step << "\nzero_stage " << options_.ddp.zero_stage << "\nfsdp.prefetch "
            << options_.ddp.fsdp_prefetch << "\nfsdp.reshard_after_forward " << options_.ddp.reshard_after_forward
            << "\nfsdp.activation_checkpointing " << options_.ddp.fsdp_activation_checkpointing << "\nfsdp.wrap "
-           << options_.ddp.fsdp_wrap << "\n";
+           << options_.ddp.fsdp_wrap << "\nfsdp.param_dtype " << options_.ddp.fsdp_param_dtype << "\n";
   check_same_everywhere("model", describe_params(*module));
   check_same_everywhere("settings", settings.str());
   // After the agreement: every rank refuses alike.
@@ -170,6 +170,7 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
     throw UsageError("acc.prepare: fsdp.activation_checkpointing (XLAUNCH_FSDP_ACTIVATION_CHECKPOINTING) recomputes "
                      "the units of ddp.zero_stage 3, and ddp.zero_stage is " + std::to_string(options_.ddp.zero_stage) +
                      ". Set ddp.zero_stage: 3, or fsdp.activation_checkpointing: false (docs/memory.md)");
+  check_param_dtype(params);
   // Rank 0's values reach every rank before the reducer is built, so that at stage 3 it keeps each
   // rank's shard of them and lets the whole parameters go, unit by unit: the model exists whole
   // once, as the user built it. (At stages 0-2 the reducer moves the values as they are.)
@@ -206,6 +207,29 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
   models_.push_back({std::move(module), std::move(reducer), std::move(units)});
   check_uneven_supported();
   return models_.size() - 1;
+}
+
+void AcceleratorImpl::check_param_dtype(const std::vector<at::Tensor>& params) const {
+  const std::string& dtype = options_.ddp.fsdp_param_dtype;
+  if (dtype == "fp32") return;
+  const std::string key = "fsdp.param_dtype " + dtype + " (XLAUNCH_FSDP_PARAM_DTYPE)";
+  if (dtype != "bf16" && dtype != "fp16")
+    throw UsageError("acc.prepare: fsdp.param_dtype (XLAUNCH_FSDP_PARAM_DTYPE) is '" + dtype +
+                     "': use fp32, bf16 or fp16 (docs/memory.md)");
+  if (!shards_parameters(options_.ddp.zero_stage))
+    throw UsageError("acc.prepare: " + key + " sets the dtype stage 3 gathers its units in, and ddp.zero_stage is " +
+                     std::to_string(options_.ddp.zero_stage) + ". Set ddp.zero_stage: 3, or mixed_precision: " + dtype +
+                     " alone (autocast) below it");
+  if (options_.mixed_precision != dtype)
+    throw UsageError("acc.prepare: " + key + " computes with " + dtype + " parameters, and mixed_precision is '" +
+                     options_.mixed_precision + "': without autocast in the same dtype, float32 inputs and the "
+                     "operations autocast keeps in float32 (norms, softmax, the loss) would meet " + dtype +
+                     " weights. Set mixed_precision: " + dtype + ", or fsdp.param_dtype: fp32");
+  for (const at::Tensor& p : params)
+    if (p.scalar_type() != at::kFloat)
+      throw UsageError("acc.prepare: " + key + " gathers float32 parameters in " + dtype + ", and this model has " +
+                       std::string(c10::toString(p.scalar_type())) + " ones: keep the model in float32 (the "
+                       "shards and the optimizer stay float32), or fsdp.param_dtype: fp32");
 }
 
 void AcceleratorImpl::broadcast_buffers(size_t model_id) {

@@ -53,7 +53,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     sizes.push_back({p.numel() * static_cast<int64_t>(p.element_size()), group_of(p)});
     numels_.push_back(p.numel());
   }
-  stage_ = make_stage_strategy(StageContext{options_, params_, plan_, buckets_});
+  stage_ = make_stage_strategy(StageContext{options_, params_, plan_, buckets_, [this](size_t i) { hook_param(i); }});
   BucketCaps caps;
   caps.cap_bytes = static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024);
   caps.first_cap_bytes = std::min(options_.first_bucket_bytes, caps.cap_bytes);
@@ -151,18 +151,25 @@ Reducer::~Reducer() {
 }
 
 void Reducer::install_hooks() {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    // The AccumulateGrad node is held weakly by the parameter; keep it alive with our hook on it.
-    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
-    XLAUNCH_ASSERT(acc != nullptr, "trainable parameters have a gradient accumulator");
-    auto hook = std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-          on_grad_ready(i);
-          return outputs;
-        });
-    hook_keys_.push_back(acc->add_post_hook(std::move(hook)));
-    accumulators_.push_back(std::move(acc));
-  }
+  accumulators_.resize(params_.size());
+  hook_keys_.resize(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) hook_param(i);
+}
+
+void Reducer::hook_param(size_t i) {
+  // The AccumulateGrad node is held weakly by the parameter; keep it alive with our hook on it. A
+  // parameter whose dtype changes (stage 3's param_dtype) gets a new node: the old one lives on in
+  // the graphs that reach it, with its hook.
+  auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
+  XLAUNCH_ASSERT(acc != nullptr, "trainable parameters have a gradient accumulator");
+  if (acc == accumulators_[i]) return;
+  auto hook = std::make_unique<torch::autograd::utils::LambdaPostHook>(
+      [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+        on_grad_ready(i);
+        return outputs;
+      });
+  hook_keys_[i] = acc->add_post_hook(std::move(hook));
+  accumulators_[i] = std::move(acc);
 }
 
 void Reducer::prepare_for_backward(bool sync) {
@@ -306,7 +313,7 @@ void Reducer::replay_script(size_t from, size_t to) {
     if (e.gather) {
       // Whatever the unit's state here, the gather is issued: the others issue it.
       stage_->free_unit(bucket, false);
-      stage_->gather_unit(bucket);
+      stage_->gather_unit(bucket, /*exact=*/false);
       stage_->free_unit(bucket, false);
       continue;
     }
@@ -435,16 +442,20 @@ std::shared_ptr<Work> Reducer::gather_params_async(size_t b) { return stage_->ga
 at::Tensor Reducer::param_piece(size_t b, int64_t offset, int64_t length) const {
   return stage_->param_piece(buckets_.at(b), offset, length);
 }
-void Reducer::gather_unit(size_t b) {
+void Reducer::gather_unit(size_t b, bool exact) {
   {
     std::lock_guard<std::mutex> lk(script_mu_);
     if (scripting_ && !stage_->unit_whole(buckets_.at(b))) script_.push_back({true, b});
   }
-  stage_->gather_unit(buckets_.at(b));
+  stage_->gather_unit(buckets_.at(b), exact);
 }
 void Reducer::wait_unit(size_t b) { stage_->wait_unit(buckets_.at(b)); }
 void Reducer::free_unit(size_t b, bool keep_changes) { stage_->free_unit(buckets_.at(b), keep_changes); }
 bool Reducer::unit_whole(size_t b) const { return stage_->unit_whole(buckets_.at(b)); }
+int64_t Reducer::gathered_element_size(size_t b) const {
+  if (shards_parameters(options_.zero_stage) && options_.fsdp_param_dtype != "fp32") return 2;  // bf16, fp16
+  return static_cast<int64_t>(params_.at(plan_.at(b).front()).element_size());
+}
 int64_t Reducer::reduce_scattered_bytes() const { return stage_->reduce_scattered_bytes(); }
 
 }  // namespace xlaunch

@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,9 @@ struct StageContext {
   std::vector<at::Tensor>& params;               // the trainable parameters, in registration order
   const std::vector<std::vector<size_t>>& plan;  // per bucket, its members (indices into params)
   std::vector<ReducerBucket>& buckets;           // filled in order while the reducer is built
+  // Hooks parameter i's gradient accumulator again (after a change of its dtype, which gives it a
+  // new one).
+  std::function<void(size_t)> rehook;
 };
 
 class StageStrategy {
@@ -126,8 +130,12 @@ class StageStrategy {
 
   // 5. Units (stage 3; the defaults: every parameter is whole all the time).
   // Starts making the bucket's parameters whole (collective, in the same order on every rank);
-  // they may be read after wait_unit. Nothing for a bucket already whole or on its way.
-  virtual void gather_unit(ReducerBucket& bucket) { (void)bucket; }
+  // they may be read after wait_unit. Nothing for a bucket already whole or on its way. exact: in
+  // the parameters' own dtype, whatever the mixed-precision policy (fsdp.param_dtype) says.
+  virtual void gather_unit(ReducerBucket& bucket, bool exact) {
+    (void)bucket;
+    (void)exact;
+  }
   // Waits for the bucket's gather on its way, if any.
   virtual void wait_unit(ReducerBucket& bucket) { (void)bucket; }
   // Frees the bucket's whole parameters (waiting for a gather on its way first). keep_changes: this

@@ -524,10 +524,8 @@ Units::Units(UnitPlan plan, Reducer& reducer, int prefetch, bool reshard_after_f
       reshard_after_forward_(reshard_after_forward),
       recompute_(recompute),
       said_not_recomputed_(plan_.modules.size(), false) {
-  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
-    const at::Tensor& first = reducer_.params()[plan_.buckets[b].front()];
-    bytes_.push_back(static_cast<uint64_t>(reducer_.bucket_shard(b) * reducer_.world()) * first.element_size());
-  }
+  for (size_t b = 0; b < plan_.buckets.size(); ++b)
+    bytes_.push_back(static_cast<uint64_t>(reducer_.bucket_shard(b) * reducer_.world()) * reducer_.gathered_element_size(b));
   std::lock_guard<std::mutex> lk(registry_mutex());
   for (size_t u = 0; u < plan_.modules.size(); ++u) live()[plan_.modules[u].get()] = {this, u};
 }
@@ -633,7 +631,7 @@ void Units::before_backward(size_t u) {
 
 void Units::gather_all() {
   std::lock_guard<std::mutex> lk(mu_);
-  for (size_t b = 0; b < plan_.buckets.size(); ++b) reducer_.gather_unit(b);
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) reducer_.gather_unit(b, /*exact=*/true);
   for (size_t b = 0; b < plan_.buckets.size(); ++b) reducer_.wait_unit(b);
 }
 

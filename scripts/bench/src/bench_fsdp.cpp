@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
     else if (k == "--reshard_after_forward") options.ddp.reshard_after_forward = v != "0";
     else if (k == "--activation_checkpointing") options.ddp.fsdp_activation_checkpointing = v != "0";
     else if (k == "--cpu_allreduce") options.cpu_allreduce = v;
+    else if (k == "--mixed_precision") options.mixed_precision = v;
+    else if (k == "--param_dtype") options.ddp.fsdp_param_dtype = v;
     else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
   }
 

@@ -73,7 +73,9 @@ std::shared_ptr<Work> Stage2::start(ReducerBucket& bucket, CommHook& hook) {
   if (own.ring < 0) {
     // One parameter whose size divides by W: its gradient is the input (a zero one when it has none).
     const at::Tensor& param = ctx_.params[ids.front()];
-    own.input = param.grad().defined() ? param.grad().contiguous().view({-1}) : at::zeros({padded}, param.options());
+    // (In the shard's dtype: at stage 3 with fsdp.param_dtype the gradient is in the lower one.)
+    const at::TensorOptions options = own.grad_shard.options();
+    own.input = param.grad().defined() ? param.grad().to(options.dtype()).contiguous().view({-1}) : at::zeros({padded}, options);
   } else {
     Ring& ring = rings_[static_cast<size_t>(own.ring)];
     int64_t at;

@@ -15,6 +15,7 @@
 #include <c10/core/StorageImpl.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,7 @@ class Stage3 final : public Stage2 {
     free_unit(bucket, false);
     return completed_work();
   }
-  void gather_unit(ReducerBucket& bucket) override;
+  void gather_unit(ReducerBucket& bucket, bool exact) override;
   void wait_unit(ReducerBucket& bucket) override {
     Unit& unit = units_[bucket.index];
     if (!unit.gathering) return;
@@ -71,9 +72,19 @@ class Stage3 final : public Stage2 {
     at::Tensor shard;
     at::Tensor whole;
     at::Tensor zero;  // one element, 0-dim: what a free parameter is a broadcast view of
+    // With the mixed-precision policy (fsdp.param_dtype): the shard cast to it, what is gathered,
+    // and the whole parameters in it.
+    at::Tensor shard_low, whole_low;
     std::shared_ptr<Work> gathering;
     bool whole_now = false;
+    bool low_now = false;  // whole in the policy's dtype (whole_low), not the parameters' own
   };
+  // The policy's dtype, or nullopt: gathered in the parameters' own.
+  std::optional<at::ScalarType> low() const {
+    if (ctx_.options.fsdp_param_dtype == "bf16") return at::kBFloat16;
+    if (ctx_.options.fsdp_param_dtype == "fp16") return at::kHalf;
+    return std::nullopt;
+  }
   // Points the members' parameters at `whole` (views), or at broadcast views of `zero` (free).
   void bind(const ReducerBucket& bucket, bool whole);
   std::vector<Unit> units_;
@@ -98,6 +109,11 @@ void Stage3::place_params(ReducerBucket& bucket) {
   unit.shard = bucket.comm->allocate(bucket.shard, options);
   unit.whole = at::empty({bucket.shard * bucket.comm->size()}, options);
   set_storage_bytes(unit.whole, 0);
+  if (const auto dtype = low()) {
+    unit.shard_low = bucket.comm->allocate(bucket.shard, options.dtype(*dtype));  // collective, as the shard
+    unit.whole_low = at::empty({bucket.shard * bucket.comm->size()}, options.dtype(*dtype));
+    set_storage_bytes(unit.whole_low, 0);
+  }
   unit.zero = at::zeros({}, options);
   at::NoGradGuard no_grad;
   const int64_t begin = bucket.shard * bucket.comm->rank(), end = begin + bucket.shard;
@@ -115,33 +131,48 @@ void Stage3::place_params(ReducerBucket& bucket) {
 
 void Stage3::bind(const ReducerBucket& bucket, bool whole) {
   const Unit& unit = units_[bucket.index];
+  const at::Tensor& source = unit.low_now ? unit.whole_low : unit.whole;
   at::NoGradGuard no_grad;
   int64_t offset = 0;
   for (size_t i : members(bucket)) {
-    if (whole) ctx_.params[i].set_data(bucket_alias(unit.whole, offset, sizes_[i]));
-    else ctx_.params[i].set_data(unit.zero.expand(sizes_[i]));
+    at::Tensor& param = ctx_.params[i];
+    const bool retyped = param.scalar_type() != (whole ? source : unit.zero).scalar_type();
+    if (whole) param.set_data(bucket_alias(source, offset, sizes_[i]));
+    else param.set_data(unit.zero.expand(sizes_[i]));
+    // A change of dtype gives the parameter a new gradient accumulator: the reducer hooks it, for
+    // the graph this gather is for (the old one lives on in graphs that reach it).
+    if (retyped && whole) ctx_.rehook(i);
     offset += numel_of(i);
   }
 }
 
-void Stage3::gather_unit(ReducerBucket& bucket) {
+void Stage3::gather_unit(ReducerBucket& bucket, bool exact) {
   Unit& unit = units_[bucket.index];
-  if (unit.whole_now) return;
-  set_storage_bytes(unit.whole, static_cast<size_t>(unit.whole.numel()) * unit.whole.element_size());
+  if (unit.whole_now) {
+    XLAUNCH_ASSERT(!exact || !unit.low_now, "a unit whole in the parameters' own dtype when asked for it");
+    return;
+  }
+  unit.low_now = unit.whole_low.defined() && !exact;
+  at::Tensor& whole = unit.low_now ? unit.whole_low : unit.whole;
+  const at::Tensor& shard = unit.low_now ? unit.shard_low : unit.shard;
+  set_storage_bytes(whole, static_cast<size_t>(whole.numel()) * whole.element_size());
   bind(bucket, true);
   unit.whole_now = true;
-  if (bucket.comm->size() == 1) unit.whole.copy_(unit.shard);
-  else unit.gathering = bucket.comm->allgather_async(unit.shard, unit.whole);
+  if (unit.low_now) unit.shard_low.copy_(unit.shard);
+  if (bucket.comm->size() == 1) whole.copy_(shard);
+  else unit.gathering = bucket.comm->allgather_async(shard, whole);
 }
 
 void Stage3::free_unit(ReducerBucket& bucket, bool keep_changes) {
   Unit& unit = units_[bucket.index];
   if (!unit.whole_now) return;
   wait_unit(bucket);
+  XLAUNCH_ASSERT(!keep_changes || !unit.low_now, "a unit whole in its own dtype when its shard takes its values");
   if (keep_changes) unit.shard.copy_(unit.whole.narrow(0, bucket.shard * bucket.comm->rank(), bucket.shard));
   bind(bucket, false);
-  set_storage_bytes(unit.whole, 0);
+  set_storage_bytes(unit.low_now ? unit.whole_low : unit.whole, 0);
   unit.whole_now = false;
+  unit.low_now = false;
 }
 
 }  // namespace
