@@ -527,6 +527,41 @@ TEST(Stage3MixedPrecision, Fp16ParametersWorkWithTheGradScaler) {
   expect_curves_within(got, fp32, 0.01, "fp16");
 }
 
+// A forward without backward (an evaluation) leaves the root gathered, in bf16; a state dict (or a
+// checkpoint) after it still holds the exact fp32 values.
+TEST(Stage3MixedPrecision, AStateDictAfterAnEvaluationForwardIsExact) {
+  std::vector<std::vector<at::Tensor>> got(2);  // rank 0's, without and with the evaluation forward
+  torch::manual_seed(11);
+  Net init;  // (made once: the ranks' threads share the generator)
+  for (const bool eval : {false, true}) {
+    run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+      xlaunch::AcceleratorOptions o;
+      o.cpu = true;
+      o.ddp.zero_stage = 3;
+      o.mixed_precision = "bf16";
+      o.ddp.fsdp_param_dtype = "bf16";
+      xlaunch::Accelerator acc(o, c);
+      Net net;
+      copy_state(*net, *init);
+      auto model = acc.prepare(net);
+      if (eval) {
+        const at::NoGradGuard no_grad;
+        model(tokens(c->rank(), 0).narrow(1, 0, kSeq));
+        EXPECT_EQ(net->tok->weight.scalar_type(), at::kBFloat16);  // the root, still whole
+      }
+      const auto state = acc.get_state_dict(model);
+      if (c->rank() != 0) return;
+      for (const auto& [name, t] : state) got[eval].push_back(t);
+    });
+  }
+  ASSERT_EQ(got[0].size(), got[1].size());
+  ASSERT_FALSE(got[0].empty());
+  for (size_t i = 0; i < got[0].size(); ++i) {
+    EXPECT_EQ(got[1][i].scalar_type(), at::kFloat) << "tensor " << i;
+    EXPECT_TRUE(got[1][i].equal(got[0][i])) << "tensor " << i;
+  }
+}
+
 // What the policy cannot do is refused on every rank at prepare, naming the fix.
 TEST(Stage3MixedPrecision, RefusesWhatItCannotDo) {
   const auto refusal = [](int stage, const std::string& mixed) {

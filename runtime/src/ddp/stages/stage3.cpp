@@ -148,10 +148,10 @@ void Stage3::bind(const ReducerBucket& bucket, bool whole) {
 
 void Stage3::gather_unit(ReducerBucket& bucket, bool exact) {
   Unit& unit = units_[bucket.index];
-  if (unit.whole_now) {
-    XLAUNCH_ASSERT(!exact || !unit.low_now, "a unit whole in the parameters' own dtype when asked for it");
-    return;
-  }
+  if (unit.whole_now && !(exact && unit.low_now)) return;
+  // Whole in the policy's dtype and wanted exact (a checkpoint after a forward without backward,
+  // whose root stays gathered): gathered again, exactly.
+  if (unit.whole_now) free_unit(bucket, false);
   unit.low_now = unit.whole_low.defined() && !exact;
   at::Tensor& whole = unit.low_now ? unit.whole_low : unit.whole;
   const at::Tensor& shard = unit.low_now ? unit.shard_low : unit.shard;
