@@ -452,10 +452,7 @@ void Reducer::gather_unit(size_t b, bool exact) {
 void Reducer::wait_unit(size_t b) { stage_->wait_unit(buckets_.at(b)); }
 void Reducer::free_unit(size_t b, bool keep_changes) { stage_->free_unit(buckets_.at(b), keep_changes); }
 bool Reducer::unit_whole(size_t b) const { return stage_->unit_whole(buckets_.at(b)); }
-int64_t Reducer::gathered_element_size(size_t b) const {
-  if (shards_parameters(options_.zero_stage) && options_.fsdp_param_dtype != "fp32") return 2;  // bf16, fp16
-  return static_cast<int64_t>(params_.at(plan_.at(b).front()).element_size());
-}
+int64_t Reducer::gathered_element_size(size_t b) const { return stage_->gathered_element_size(buckets_.at(b)); }
 int64_t Reducer::reduce_scattered_bytes() const { return stage_->reduce_scattered_bytes(); }
 
 }  // namespace xlaunch

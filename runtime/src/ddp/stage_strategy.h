@@ -144,6 +144,10 @@ class StageStrategy {
     (void)bucket;
     (void)keep_changes;
   }
+  // The bytes per element a gather of the bucket moves. Default: the parameters' own.
+  virtual int64_t gathered_element_size(const ReducerBucket& bucket) const {
+    return static_cast<int64_t>(ctx_.params[members(bucket).front()].element_size());
+  }
   // Whether the bucket's parameters are whole now (a gather on its way counts).
   virtual bool unit_whole(const ReducerBucket& bucket) const {
     (void)bucket;

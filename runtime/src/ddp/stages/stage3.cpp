@@ -60,6 +60,10 @@ class Stage3 final : public Stage2 {
   }
   void free_unit(ReducerBucket& bucket, bool keep_changes) override;
   bool unit_whole(const ReducerBucket& bucket) const override { return units_[bucket.index].whole_now; }
+  int64_t gathered_element_size(const ReducerBucket& bucket) const override {  // in the policy's dtype
+    const Unit& unit = units_[bucket.index];
+    return static_cast<int64_t>((unit.whole_low.defined() ? unit.whole_low : unit.whole).element_size());
+  }
   std::string describe(const ReducerBucket& bucket) const override {
     return ", zero stage 3 unit: " + std::to_string(bucket.comm->size()) + " shards of " + std::to_string(bucket.shard);
   }
