@@ -14,6 +14,7 @@
 
 #include "state/checkpoint_dir.h"
 #include "state/durable_files.h"
+#include "state/model_shards.h"
 #include "state/torch_state.h"
 #include "xlaunch/error.h"
 #include "xlaunch/safetensors.h"
@@ -149,7 +150,8 @@ void merge_weights(const MergeOptions& o, std::ostream& log) {
   try {
     std::vector<std::string> lines;
     for (size_t i : models) {
-      const NamedTensors tensors = unpickle(files, "rank0/model_" + std::to_string(i) + ".pt");
+      // At ZeRO stage 3 the parameters are in every rank's shard (state/model_shards.h): assembled.
+      const NamedTensors tensors = checkpoint::SavedModel(files, i).whole_model();
       save_safetensors(tensors, staging + "/" + std::to_string(i), o.max_shard_bytes);
       lines.push_back(std::to_string(tensors.size()) + " tensors, " + std::to_string(data_bytes(tensors)) + " bytes");
     }

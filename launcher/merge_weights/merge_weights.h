@@ -1,7 +1,8 @@
 // `xlaunch merge-weights CHECKPOINT OUT`: the full model(s) of an xlaunch checkpoint as safetensors,
 // as `accelerate merge-weights` writes an FSDP checkpoint's. The checkpoint's rank0/model_<i>.pt
 // hold every parameter and buffer of prepared model i whole (ZeRO stages 1 and 2 shard optimizer
-// state and gradients, never the parameters), so merging is reading them and writing them out.
+// state and gradients, never the parameters); at stage 3 the parameters are in the ranks' shards
+// (model_<i>/rank_<r>.pt, state/model_shards.h), assembled here one parameter at a time.
 //
 // This links the runtime (torch), so it is its own program, xlaunch_merge_weights, which the
 // launcher (which never links torch) finds next to itself and execs.

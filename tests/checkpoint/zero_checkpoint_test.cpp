@@ -4,11 +4,14 @@
 // (zero_resume.h); the files a sharded checkpoint holds; the refusals.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <map>
 #include <mutex>
 
 #include "../runtime/inprocess_ranks.h"
 #include "scratch_dir.h"
 #include "state/checkpoint_dir.h"
+#include "state/model_shards.h"
 #include "state/sharded_layout.h"
 #include "xlaunch/error.h"
 #include "zero_resume.h"
@@ -206,6 +209,159 @@ TEST(ZeroCheckpoint, StageThreeResumesExactlyOnEveryLayout) {
     }
     expect_resumes_exactly(Leg{2, 2, opt}, Leg{3, 3, opt});
   }
+}
+
+// Issue 43/44: at stage 3 every rank's shard of the parameters goes into the checkpoint as it is,
+// and nothing is gathered to save: no unit is whole while rank 0 writes the files. The shards
+// assembled (as merge-weights does) are the parameters that get_state_dict gathers.
+TEST(ZeroCheckpoint, StageThreeSavesEveryRanksShardAndGathersNothing) {
+  ScratchDir dir;
+  const std::string path = dir.path + "/ckpt";
+  Leg leg{3, 3, Opt::AdamW};
+  leg.init = initial_params();
+  std::atomic<int> hook_calls{0}, whole_units{0};
+  xlaunch::NamedTensors gathered;
+  run_ranks(3, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    xlaunch::Accelerator acc(leg_options(leg), c);
+    Mlp mlp;
+    {
+      torch::NoGradGuard no_grad;
+      auto params = mlp->parameters();
+      for (size_t i = 0; i < params.size(); ++i) params[i].copy_(leg.init[i]);
+    }
+    auto model = acc.prepare(mlp);
+    auto inner = make_optimizer(mlp, leg.opt, true, false);
+    auto& opt = acc.prepare(*inner);
+    for (int step = 0; step < 3; ++step) {
+      const Batch b = mlp_batch(c->rank(), step);
+      acc.backward(loss_of(model(b.x), b.y));
+      opt.step();
+      opt.zero_grad();
+    }
+    xlaunch::Reducer& reducer = acc.reducer(0);
+    if (c->rank() == 0)
+      xlaunch::checkpoint::set_save_hook([&](const std::string&) {
+        ++hook_calls;
+        for (size_t b = 0; b < reducer.buckets().size(); ++b) whole_units += reducer.unit_whole(b) ? 1 : 0;
+      });
+    acc.save_state(path);
+    if (c->rank() == 0) xlaunch::checkpoint::set_save_hook({});
+    const auto state = acc.get_state_dict(model);
+    if (c->rank() == 0) gathered = state;
+  });
+  EXPECT_GT(hook_calls.load(), 0);
+  EXPECT_EQ(whole_units.load(), 0) << "units were gathered to save a stage-3 checkpoint";
+
+  const auto files = xlaunch::checkpoint::read_verified(path);
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(files.count("model_0/rank_" + std::to_string(r) + ".pt")) << r;
+  EXPECT_TRUE(xlaunch::unpickle(files, "rank0/model_0.pt").empty()) << "the Mlp's parameters are all in the shards";
+  const OptimizerLayout layout = xlaunch::checkpoint::parse_layout(
+      files.at("model_0/layout.txt"), "layout", xlaunch::checkpoint::kModelLayoutHeader);
+  EXPECT_EQ(layout.world, 3);
+  EXPECT_EQ(layout.stage, 3);
+  int64_t params = 0, pieces = 0;
+  for (const auto& p : layout.params) params += p.numel;
+  for (const auto& rank : layout.pieces)
+    for (const auto& piece : rank[0]) pieces += piece.numel();
+  EXPECT_EQ(pieces, params) << "every element saved once, no padding";
+  EXPECT_NE(files.at("rank0/trainer_state.txt").find("format_version 2"), std::string::npos);
+  EXPECT_NE(files.at("metadata.txt").find("model 0 'fc1.weight' [32, 20] Float sharded"), std::string::npos)
+      << files.at("metadata.txt");
+
+  const xlaunch::NamedTensors merged = xlaunch::checkpoint::SavedModel(files, 0).whole_model();
+  ASSERT_EQ(merged.size(), gathered.size());
+  std::map<std::string, at::Tensor> by_name(merged.begin(), merged.end());
+  for (const auto& [name, t] : gathered) {
+    ASSERT_TRUE(by_name.count(name)) << name;
+    EXPECT_TRUE(by_name.at(name).equal(t)) << name;
+  }
+}
+
+// A frozen parameter stays whole at stage 3: it is in rank 0's file beside the shards, and a
+// resume on another layout (1 process at stage 0, 3 ranks at stage 3) puts every entry back.
+TEST(ZeroCheckpoint, StageThreeKeepsFrozenParametersWholeAndResumesOnAnyLayout) {
+  ScratchDir dir;
+  const std::string path = dir.path + "/ckpt";
+  auto leg = [&](int world, int stage, const std::vector<at::Tensor>& start, bool save) {
+    xlaunch::NamedTensors out;
+    run_ranks(world, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+      Leg l{world, stage, Opt::Sgd};
+      xlaunch::Accelerator acc(leg_options(l), c);
+      Mlp mlp;
+      {
+        torch::NoGradGuard no_grad;
+        auto params = mlp->parameters();
+        for (size_t i = 0; i < params.size(); ++i) params[i].copy_(start[i]);
+      }
+      mlp->fc2->bias.set_requires_grad(false);
+      auto model = acc.prepare(mlp);
+      std::vector<at::Tensor> trainable;
+      for (const auto& p : mlp->parameters())
+        if (p.requires_grad()) trainable.push_back(p);
+      torch::optim::SGD inner(trainable, torch::optim::SGDOptions(0.05).momentum(0.9));
+      auto& opt = acc.prepare(inner);
+      if (save) {
+        for (int step = 0; step < 3; ++step) {
+          const Batch b = mlp_batch(c->rank(), step);
+          acc.backward(loss_of(model(b.x), b.y));
+          opt.step();
+          opt.zero_grad();
+        }
+        acc.save_state(path);
+      } else {
+        acc.load_state(path);
+      }
+      const auto state = acc.get_state_dict(model);
+      if (c->rank() == 0) out = state;
+    });
+    return out;
+  };
+  const xlaunch::NamedTensors saved = leg(2, 3, initial_params(), true);
+  const auto files = xlaunch::checkpoint::read_verified(path);
+  const xlaunch::NamedTensors whole = xlaunch::unpickle(files, "rank0/model_0.pt");
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].first, "fc2.bias");
+  for (const auto& [world, stage] : {std::pair{1, 0}, std::pair{3, 3}}) {
+    const xlaunch::NamedTensors got = leg(world, stage, initial_params(99), false);
+    ASSERT_EQ(got.size(), saved.size());
+    for (size_t i = 0; i < saved.size(); ++i) {
+      EXPECT_EQ(got[i].first, saved[i].first);
+      EXPECT_TRUE(got[i].second.equal(saved[i].second)) << saved[i].first << " on " << world << " ranks at stage " << stage;
+    }
+  }
+}
+
+// A damaged model layout (a rank's pieces missing) is refused naming what is missing, and a
+// missing tensors.txt naming the file.
+TEST(ZeroCheckpoint, ADamagedShardedModelLayoutIsRefused) {
+  using xlaunch::checkpoint::SavedModel;
+  OptimizerLayout l;
+  l.world = 2;
+  l.stage = 3;
+  l.groups = 1;
+  l.params = {{0, 0, "w", 4}};
+  l.pieces.assign(2, std::vector<std::vector<PieceLayout>>(1));
+  l.pieces[0][0].push_back(PieceLayout{0, {{"w", 0, 2}}});  // rank 1's w[2, 4) is missing
+  xlaunch::checkpoint::Files files;
+  files["rank0/model_0.pt"] = xlaunch::pickle_bytes({});
+  files["model_0/layout.txt"] = xlaunch::checkpoint::layout_text(l, xlaunch::checkpoint::kModelLayoutHeader);
+  EXPECT_THROW(
+      {
+        try {
+          SavedModel saved(files, 0);
+        } catch (const xlaunch::UsageError& e) {
+          EXPECT_NE(std::string(e.what()).find("model_0/tensors.txt"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      xlaunch::UsageError);
+  files["model_0/tensors.txt"] = "tensor Float 1 4 w\n";
+  SavedModel saved(files, 0);
+  const auto gap = saved.missing(PieceLayout{0, {{"w", 0, 4}}});
+  ASSERT_TRUE(gap.has_value());
+  EXPECT_EQ(*gap, "'w' [0, 4)");
+  EXPECT_FALSE(saved.missing(PieceLayout{0, {{"w", 0, 2}}}).has_value());
+  EXPECT_EQ(saved.described().at(0).second.sizes(), at::IntArrayRef({4}));
 }
 
 TEST(ZeroCheckpoint, AnotherBucketCapResumesExactly) {

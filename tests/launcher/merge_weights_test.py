@@ -6,7 +6,8 @@
 1. merge_weights_job saves a checkpoint on 2 ranks (two prepared models, buffers among them);
    merge-weights writes it; safetensors.torch.load_file reads model.safetensors and
    model_1.safetensors, and every tensor equals, bit for bit and in dtype, the one torch.load reads
-   from the checkpoint's rank0/model_<i>.pt; the same for a checkpoint saved at ZeRO stage 2.
+   from the checkpoint's rank0/model_<i>.pt; the same for a checkpoint saved at ZeRO stage 2; at
+   stage 3, the shards every rank saved, assembled by this test from model_0/layout.txt.
 2. Sharded (--max_shard_size): the index's weight_map names files that exist and that together hold
    exactly the checkpoint's tensors; model_<i>'s files carry its stem.
 3. Refused, with exit code 2, a message naming the problem and the fix, and nothing written: a
@@ -176,8 +177,10 @@ try:
         check(diff == "", f"stage 2: {name} equals rank0/model_{i}.pt bit for bit", diff)
 
     # At ZeRO stage 3 each rank keeps only its shard of the parameters (the Sequential's entries are
-    # units); save_state gathers them, so the checkpoint's model files are whole, and merge-weights
-    # writes the model as trained: what the job's own save_model wrote, bit for bit.
+    # units), and saves it as it is: model_0/rank_<r>.pt, with model_0/layout.txt saying which
+    # elements of which parameter each piece holds; rank0/model_0.pt keeps what is whole (buffers).
+    # merge-weights assembles the model as trained: what the job's own save_model wrote, bit for
+    # bit, and what this test assembles itself from the layout and torch.load of the shards.
     ckpt3 = os.path.join(work, "ckpt_stage3")
     model3 = os.path.join(work, "model_stage3")
     r = subprocess.run([*MPIRUN, "-np", "2", JOB, "--save", ckpt3, "--steps", "3", "--model_out", model3],
@@ -193,8 +196,36 @@ try:
               same_tensors(merged, trained))
         check(all(t.abs().sum().item() > 0 for k, t in merged.items() if k.endswith("weight")),
               "stage 3: every weight is whole, not a freed shard's zeros")
-        check(same_tensors(merged, torch.load(os.path.join(ckpt3, "rank0", "model_0.pt"), weights_only=False)) == "",
-              "stage 3: model.safetensors equals rank0/model_0.pt bit for bit")
+        whole = torch.load(os.path.join(ckpt3, "rank0", "model_0.pt"), weights_only=False)
+        check(not any(k.endswith("weight") and "running" not in k for k in whole),
+              "stage 3: rank0/model_0.pt holds no sharded parameter", str(sorted(whole)))
+        assembled = dict(whole)
+        shapes = {}
+        for line in open(os.path.join(ckpt3, "model_0", "tensors.txt")).read().splitlines():
+            words = line.split(" ")
+            dims = int(words[2])
+            shapes[" ".join(words[3 + dims:])] = (words[1], [int(d) for d in words[3:3 + dims]])
+        flat = {n: torch.zeros(int(torch.tensor(s).prod().item()) if s else 1,
+                               dtype={"Float": torch.float32, "Double": torch.float64}[d]) for n, (d, s) in shapes.items()}
+        rank, piece, at, pieces = None, None, 0, {}
+        for line in open(os.path.join(ckpt3, "model_0", "layout.txt")).read().splitlines():
+            w = line.split(" ")
+            if w[0] == "rank":
+                rank, piece = int(w[1]), -1
+                pieces = torch.load(os.path.join(ckpt3, "model_0", f"rank_{rank}.pt"), weights_only=False)
+            elif w[0] == "piece":
+                piece, at = piece + 1, 0
+            elif w[0] == "segment":
+                offset, length, name = int(w[1]), int(w[2]), " ".join(w[3:])
+                flat[name][offset:offset + length] = pieces[f"piece.{piece}"][at:at + length]
+                at += length
+        for n, (d, s) in shapes.items():
+            assembled[n] = flat[n].view(s)
+        check(len(os.listdir(os.path.join(ckpt3, "model_0"))) == 4, "stage 3: one shard file per rank, a layout and the shapes",
+              str(os.listdir(os.path.join(ckpt3, "model_0"))))
+        check(same_tensors(merged, assembled) == "",
+              "stage 3: model.safetensors equals the shards assembled from layout.txt bit for bit",
+              same_tensors(merged, assembled))
 
     rc, text = merge("--help")
     check(rc == 0 and "CHECKPOINT" in text and "--overwrite" in text and "--max_shard_size" in text,

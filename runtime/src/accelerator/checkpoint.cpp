@@ -100,7 +100,7 @@ void AcceleratorImpl::save_state(const std::string& dir) {
   for (auto& s : schedulers_) s->catch_up();
   // The logs reach the step saved before the checkpoint does (docs/tracking.md).
   drain_trackers();
-  const WholeModels whole(*this, /*keep_changes=*/false);
+  // At stage 3 every rank saves its own shard (state/model_shards.h): nothing is gathered.
   checkpoint::save_run(dir, training_run());
 }
 
@@ -118,10 +118,11 @@ void AcceleratorImpl::load_state(const std::string& dir) {
   const auto t0 = std::chrono::steady_clock::now();
   checkpoint::TrainingRun run = training_run();
   std::string loaded;
-  {
-    const WholeModels whole(*this, /*keep_changes=*/true);
-    loaded = checkpoint::load_run(dir, options_.project_dir, run);
-  }
+  // At stage 3 each rank loads into its shards (state/model_shards.h), nothing gathered; a unit
+  // left whole (the root after a forward) would hold the old values: freed first.
+  for (Model& m : models_)
+    if (m.units) m.units->free_all(/*keep_changes=*/false);
+  loaded = checkpoint::load_run(dir, options_.project_dir, run);
   boundary_pending_ = false;
   track_loaded(loaded);
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

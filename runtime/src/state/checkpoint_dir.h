@@ -17,6 +17,9 @@
 //   optimizer_<i>/rank_<r>.pt, optimizer_<i>/layout.txt   at ZeRO stages 1 and 2: rank r's
 //                            optimizer over its pieces, and what every piece holds
 //                            (state/sharded_layout.h, state/zero_state.h)
+//   model_<i>/rank_<r>.pt, model_<i>/layout.txt, model_<i>/tensors.txt   at ZeRO stage 3: rank
+//                            r's shard of model i's parameters, what every piece holds, and their
+//                            shapes (state/model_shards.h); rank0/model_<i>.pt then holds the rest
 //   rng/rank_<r>.pt          rank r's generator states: "cpu", and "cuda" on a GPU
 //   ddp/model_<i>_rank_<r>.pt  rank r's communication-hook state of model i, when the hook keeps
 //                            one (Reducer::hook_state, torch pickle)
@@ -32,6 +35,10 @@
 namespace xlaunch::checkpoint {
 
 inline constexpr int kFormatVersion = 1;
+// rank0/trainer_state.txt's format_version when a model is saved as shards (ZeRO stage 3,
+// state/model_shards.h): an xlaunch that reads only 1 refuses it by its version, instead of taking
+// the missing parameters for another model. The MANIFEST stays at kFormatVersion.
+inline constexpr int kShardedModelFormatVersion = 2;
 
 // A checkpoint's files: path relative to its directory -> contents.
 using Files = std::map<std::string, std::string>;

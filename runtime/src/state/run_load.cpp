@@ -9,6 +9,7 @@
 #include "ddp/accumulation.h"
 #include "state/loader_state.h"
 #include "state/log_main.h"
+#include "state/model_shards.h"
 #include "state/named_checkpoints.h"
 #include "state/torch_state.h"
 #include "state/training_run_parts.h"
@@ -86,23 +87,62 @@ void restore_scaler(TrainingRun& run, const KeyValues& state) {
   }
 }
 
+// The values this rank's part of every model takes: (tensor, its saved elements, flat), filled
+// from the saved shards or whole entries (state/model_shards.h), on any world size and stage.
+// Collective: a refusal on any rank is every rank's. Nothing is changed.
+std::vector<std::pair<at::Tensor, at::Tensor>> model_values(const TrainingRun& run,
+                                                              std::vector<std::unique_ptr<SavedModel>>& saved_models,
+                                                              const std::string& checkpoint) {
+  std::vector<std::pair<at::Tensor, at::Tensor>> out;
+  std::string error;
+  try {
+    for (size_t i = 0; i < run.models.size(); ++i) {
+      SavedModel& saved = *saved_models[i];
+      for (HeldTensor& h : held_entries(*run.models[i].module, *run.models[i].reducer, i)) {
+        if (const auto gap = saved.missing(h.layout))
+          throw UsageError("load_state: checkpoint " + checkpoint + " does not hold " + *gap + " of model " +
+                           std::to_string(i) + ": its sharded model layout (" + model_dir(i) +
+                           "layout.txt) is damaged; resume from another checkpoint");
+        at::Tensor values = saved.read(h.layout, h.tensor);
+        out.emplace_back(std::move(h.tensor), std::move(values));
+      }
+      saved.release();
+      const bool sharded_here = shards_params(*run.models[i].reducer);
+      if (saved.sharded() && (saved.saved_world() != run.world || !sharded_here))
+        log_main(run.rank, "load_state: model " + std::to_string(i) + "'s parameters, saved as the shards of " +
+                               std::to_string(saved.saved_world()) + " ranks (zero_stage 3), re-sliced for " +
+                               std::to_string(run.world) + " ranks at stage " + std::to_string(run.ddp.zero_stage));
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const Agreement outcome = agree_on_error(*run.comm, error);
+  if (outcome.failed()) throw UsageError(outcome.message);
+  return out;
+}
+
 void restore(TrainingRun& run, const Files& files, const std::string& checkpoint) {
   const auto state_it = files.find("rank0/trainer_state.txt");
   if (state_it == files.end()) throw UsageError("load_state: the checkpoint has no rank0/trainer_state.txt");
   const KeyValues state = parse_key_values(state_it->second);
-  if (get_int(state, "format_version") != checkpoint::kFormatVersion)
+  const int64_t format = get_int(state, "format_version");
+  if (format != checkpoint::kFormatVersion && format != checkpoint::kShardedModelFormatVersion)
     throw UsageError("load_state: checkpoint format " + state.at("format_version") + ", this xlaunch reads " +
-                     std::to_string(checkpoint::kFormatVersion));
+                     std::to_string(checkpoint::kFormatVersion) + " and " +
+                     std::to_string(checkpoint::kShardedModelFormatVersion) + ". Load it with the xlaunch that saved it");
   check_count(state, "models", run.models.size());
   check_count(state, "optimizers", run.optimizers.size());
   check_count(state, "loaders", run.loaders->size());
   checkpoint::check_loader_positions(*run.loaders, run.world, state);
-  std::vector<Named> saved_models;
+  std::vector<std::unique_ptr<SavedModel>> saved_models;
   for (size_t i = 0; i < run.models.size(); ++i) {
-    saved_models.push_back(unpickle(files, "rank0/model_" + std::to_string(i) + ".pt"));
-    check_same_model(i, model_state(*run.models[i].module), saved_models.back());
+    saved_models.push_back(std::make_unique<SavedModel>(files, i));
+    check_same_model(i, model_state(*run.models[i].module), saved_models.back()->described());
   }
-  // First among the checks whose outcome may differ by rank (each re-slices its own pieces).
+  // First among the checks whose outcome may differ by rank (each fills its own part).
+  const auto values = model_values(run, saved_models, checkpoint);
+  saved_models.clear();
+  // Each rank re-slices its own pieces; collective, as model_values.
   auto saved_optimizers = optimizer_archives(run, files, state, checkpoint);
   check_registered(run, files);
   std::vector<std::unique_ptr<torch::serialize::InputArchive>> saved_schedulers, saved_custom;
@@ -118,10 +158,7 @@ void restore(TrainingRun& run, const Files& files, const std::string& checkpoint
 
   {
     at::NoGradGuard no_grad;
-    for (size_t i = 0; i < run.models.size(); ++i) {
-      std::map<std::string, at::Tensor> by_name(saved_models[i].begin(), saved_models[i].end());
-      for (auto& [name, t] : model_state(*run.models[i].module)) t.detach().copy_(by_name.at(name));
-    }
+    for (const auto& [t, v] : values) t.detach().copy_(v.reshape(t.sizes()));
   }
   for (size_t i = 0; i < run.optimizers.size(); ++i) {
     try {

@@ -1,6 +1,7 @@
 // save_run (state/training_run.h): every rank's part gathered on rank 0, which writes the files.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include "comm/agree.h"
 #include "ddp/accumulation.h"
 #include "state/loader_state.h"
+#include "state/model_shards.h"
 #include "state/torch_state.h"
 #include "state/training_run_parts.h"
 #include "state/zero_state.h"
@@ -51,6 +53,18 @@ struct OptimizerShards {
   std::string pieces;
 };
 
+// Every rank's `mine`, on rank 0 (collective; the others get an empty list). One rank at a time,
+// as a broadcast: all of them at once could be the size of the whole model or optimizer, beyond
+// what one allgather may carry.
+std::vector<std::string> gather_on_rank0(const TrainingRun& run, const std::string& mine) {
+  std::vector<std::string> out;
+  for (int r = 0; r < run.world; ++r) {
+    std::string got = r == 0 ? mine : broadcast_string(*run.comm, run.rank == r ? mine : std::string(), r);
+    if (run.rank == 0) out.push_back(std::move(got));
+  }
+  return out;
+}
+
 // Every rank's communication-hook state of every model, on rank 0 (collective): [i][r] is rank
 // r's of model i, pickled (empty: none).
 std::vector<std::vector<std::string>> gather_hook_states(const TrainingRun& run) {
@@ -58,13 +72,7 @@ std::vector<std::vector<std::string>> gather_hook_states(const TrainingRun& run)
   for (size_t i = 0; i < run.models.size(); ++i) {
     const Named state = run.models[i].reducer->hook_state();
     if (state.empty()) continue;  // the same on every rank: the hook is one of the agreed settings
-    const std::string mine = pickle_bytes(state);
-    // One rank at a time, as a broadcast: the error feedback is as large as the weight matrices,
-    // beyond what one allgather may carry.
-    for (int r = 0; r < run.world; ++r) {
-      std::string got = r == 0 ? mine : broadcast_string(*run.comm, run.rank == r ? mine : std::string(), r);
-      if (run.rank == 0) out[i].push_back(std::move(got));
-    }
+    out[i] = gather_on_rank0(run, pickle_bytes(state));
   }
   return out;
 }
@@ -75,22 +83,31 @@ std::vector<OptimizerShards> gather_optimizer_shards(const TrainingRun& run) {
   for (size_t i = 0; i < run.optimizers.size(); ++i) {
     const TrainingRun::OptimizerPart& opt = run.optimizers[i];
     if (!opt.sharded) continue;  // the same on every rank: zero_stage is an agreed setting
-    const std::string mine = archive_bytes([&](auto& ar) { opt.inner->save(ar); });
     std::vector<std::vector<checkpoint::PieceLayout>> pieces;
     for (const auto& group : checkpoint::held_tensors(*opt.inner, opt.sharded, reducers_of(run))) {
       pieces.emplace_back();
       for (const auto& h : group) pieces.back().push_back(h.layout);
     }
-    const std::string my_pieces = checkpoint::rank_layout_text(run.rank, pieces);
-    // One rank at a time, as a broadcast (as gather_hook_states): all of them at once could be
-    // the size of the whole unsharded state.
-    for (int r = 0; r < run.world; ++r) {
-      std::string file = r == 0 ? mine : broadcast_string(*run.comm, run.rank == r ? mine : std::string(), r);
-      std::string text = r == 0 ? my_pieces : broadcast_string(*run.comm, run.rank == r ? my_pieces : std::string(), r);
-      if (run.rank != 0) continue;
-      out[i].files.push_back(std::move(file));
-      out[i].pieces += text;
-    }
+    out[i].files = gather_on_rank0(run, archive_bytes([&](auto& ar) { opt.inner->save(ar); }));
+    for (std::string& text : gather_on_rank0(run, checkpoint::rank_layout_text(run.rank, pieces))) out[i].pieces += text;
+  }
+  return out;
+}
+
+// Every rank's shard of every model ZeRO stage 3 shards, on rank 0 (collective): [i] is empty
+// for a model kept whole, else its files (state/model_shards.h).
+std::vector<Files> gather_model_shards(const TrainingRun& run) {
+  std::vector<Files> out(run.models.size());
+  for (size_t i = 0; i < run.models.size(); ++i) {
+    const Reducer& reducer = *run.models[i].reducer;
+    if (!shards_params(reducer)) continue;  // the same on every rank: zero_stage is agreed
+    ShardFile mine = shard_file(reducer, i);
+    const std::vector<std::string> bytes = gather_on_rank0(run, mine.bytes);
+    mine.bytes.clear();
+    const std::vector<std::string> texts = gather_on_rank0(run, mine.layout);
+    if (run.rank != 0) continue;
+    out[i] = sharded_model_files(reducer, *run.models[i].module, i, texts);
+    for (size_t r = 0; r < bytes.size(); ++r) out[i][model_dir(i) + "rank_" + std::to_string(r) + ".pt"] = bytes[r];
   }
   return out;
 }
@@ -98,9 +115,12 @@ std::vector<OptimizerShards> gather_optimizer_shards(const TrainingRun& run) {
 // stream_states[r]: rank r's streaming loaders' positions (empty: no loader streams).
 Files files_of(const TrainingRun& run, const std::vector<std::string>& rng,
                const std::vector<std::vector<std::string>>& hook_states, const std::vector<std::string>& stream_states,
-               const std::vector<OptimizerShards>& shards) {
+               const std::vector<OptimizerShards>& shards, std::vector<Files> model_shards) {
   Files files;
-  KeyValues state{{"format_version", std::to_string(checkpoint::kFormatVersion)},
+  const bool any_sharded_model =
+      std::any_of(model_shards.begin(), model_shards.end(), [](const Files& f) { return !f.empty(); });
+  const int format = any_sharded_model ? checkpoint::kShardedModelFormatVersion : checkpoint::kFormatVersion;
+  KeyValues state{{"format_version", std::to_string(format)},
                   {"world_size", std::to_string(run.world)},
                   {"zero_stage", std::to_string(run.ddp.zero_stage)},
                   {"step", std::to_string(*run.step)},
@@ -112,13 +132,22 @@ Files files_of(const TrainingRun& run, const std::vector<std::string>& rng,
                   {"schedulers", std::to_string(run.schedulers.size())},
                   {"custom_objects", std::to_string(run.custom.size())}};
   std::ostringstream meta;
-  meta << "xlaunch checkpoint\nformat_version " << checkpoint::kFormatVersion << "\nworld_size " << run.world
+  meta << "xlaunch checkpoint\nformat_version " << format << "\nworld_size " << run.world
        << "\nzero_stage " << run.ddp.zero_stage << "\nsaved_by rank 0 on " << host_name() << "\ntime " << utc_now() << "\nstep " << *run.step
        << "\nmicro_step " << *run.micro_step << "\n";
   for (size_t i = 0; i < run.models.size(); ++i) {
-    const Named named = model_state(*run.models[i].module);
-    files["rank0/model_" + std::to_string(i) + ".pt"] = pickle_bytes(named);
-    for (const auto& [name, t] : named) meta << "model " << i << " '" << name << "' " << describe(t) << "\n";
+    // At stage 3 the parameters are in the ranks' shards; rank 0's file holds what is kept whole.
+    const std::vector<std::string>& sharded = run.models[i].reducer->names();
+    Named whole;
+    for (auto& [name, t] : model_state(*run.models[i].module)) {
+      const bool in_shards = !model_shards[i].empty() && std::find(sharded.begin(), sharded.end(), name) != sharded.end();
+      meta << "model " << i << " '" << name << "' " << describe(t) << (in_shards ? " sharded" : "") << "\n";
+      if (!in_shards) whole.emplace_back(name, t);
+    }
+    files["rank0/model_" + std::to_string(i) + ".pt"] = pickle_bytes(whole);
+    if (!model_shards[i].empty())
+      meta << "model " << i << " sharded over " << run.world << " ranks (zero_stage 3)\n";
+    files.merge(model_shards[i]);
   }
   for (size_t i = 0; i < run.optimizers.size(); ++i) {
     const TrainingRun::OptimizerPart& opt = run.optimizers[i];
@@ -187,6 +216,7 @@ void save_run(const std::string& dir, const TrainingRun& run) {
   const std::vector<std::string> rng = run.comm->allgather_strings(rng_bytes(run.device));
   const auto hook_states = gather_hook_states(run);
   const auto shards = gather_optimizer_shards(run);
+  auto model_shards = gather_model_shards(run);
   // Streaming loaders stand differently on every rank (loader_state.h).
   const std::vector<std::string> streams =
       checkpoint::any_stream(*run.loaders)
@@ -195,7 +225,7 @@ void save_run(const std::string& dir, const TrainingRun& run) {
   std::string error;
   if (run.rank == 0) {
     try {
-      checkpoint::write_atomically(dir, files_of(run, rng, hook_states, streams, shards));
+      checkpoint::write_atomically(dir, files_of(run, rng, hook_states, streams, shards, std::move(model_shards)));
     } catch (const std::exception& e) {
       error = e.what();
     }

@@ -15,8 +15,6 @@ int64_t PieceLayout::numel() const {
 
 namespace {
 
-constexpr const char* kHeader = "xlaunch sharded optimizer layout";
-
 void write_rank(std::ostream& os, int rank, const std::vector<std::vector<PieceLayout>>& groups) {
   for (size_t g = 0; g < groups.size(); ++g) {
     os << "rank " << rank << " group " << g << " pieces " << groups[g].size() << "\n";
@@ -63,7 +61,7 @@ class Lines {
   const std::string& line() const { return line_; }
   [[noreturn]] void fail(const std::string& what) const {
     throw UsageError("load_state: " + path_ + " line " + std::to_string(number_) + " ('" + line_ + "'): " + what +
-                     ". The checkpoint's sharded optimizer layout is damaged; resume from another checkpoint");
+                     ". The checkpoint's sharded layout is damaged; resume from another checkpoint");
   }
   // Up to the next space.
   std::string word() {
@@ -89,9 +87,9 @@ std::string rank_layout_text(int rank, const std::vector<std::vector<PieceLayout
   return os.str();
 }
 
-std::string layout_text(const OptimizerLayout& layout) {
+std::string layout_text(const OptimizerLayout& layout, const char* header) {
   std::ostringstream os;
-  os << kHeader << "\nworld_size " << layout.world << "\nzero_stage " << layout.stage << "\ngroups " << layout.groups
+  os << header << "\nworld_size " << layout.world << "\nzero_stage " << layout.stage << "\ngroups " << layout.groups
      << "\n";
   for (const ParamLayout& p : layout.params)
     os << "param " << p.group << " " << p.model << " " << p.numel << " " << p.name << "\n";
@@ -99,10 +97,10 @@ std::string layout_text(const OptimizerLayout& layout) {
   return os.str();
 }
 
-OptimizerLayout parse_layout(const std::string& text, const std::string& path) {
+OptimizerLayout parse_layout(const std::string& text, const std::string& path, const char* header_line) {
   Lines in(text, path);
   OptimizerLayout out;
-  if (!in.next() || in.line() != kHeader) in.fail(std::string("expected '") + kHeader + "'");
+  if (!in.next() || in.line() != header_line) in.fail(std::string("expected '") + header_line + "'");
   auto header = [&](const char* word, int64_t min) {
     if (!in.next()) in.fail(std::string("expected '") + word + "'");
     in.expect(word);
@@ -155,8 +153,7 @@ OptimizerLayout parse_layout(const std::string& text, const std::string& path) {
     for (int g = 0; g < out.groups; ++g)
       if (!seen[r][g])
         throw UsageError("load_state: " + path + " lists no pieces of rank " + std::to_string(r) + " in group " +
-                         std::to_string(g) + ". The checkpoint's sharded optimizer layout is incomplete; resume from "
-                         "another checkpoint");
+                         std::to_string(g) + ". The checkpoint's sharded layout is incomplete; resume from another checkpoint");
   return out;
 }
 

@@ -70,11 +70,16 @@ struct OptimizerLayout {
 //   piece <model> <segments>                             then that many segments:
 //   segment <param_offset> <length> <name>
 // The name ends the line (it may hold spaces).
-std::string layout_text(const OptimizerLayout& layout);
+// The same format describes a stage-3 model's parameter shards (state/model_shards.h) under
+// another first line, kModelLayoutHeader: one group, the model's sharded parameters, every rank's
+// pieces of them.
+inline constexpr const char* kOptimizerLayoutHeader = "xlaunch sharded optimizer layout";
+inline constexpr const char* kModelLayoutHeader = "xlaunch sharded model layout";
+std::string layout_text(const OptimizerLayout& layout, const char* header = kOptimizerLayoutHeader);
 // This rank's "rank ..." lines alone: what each rank sends rank 0 with its optimizer file.
 std::string rank_layout_text(int rank, const std::vector<std::vector<PieceLayout>>& groups);
 // Parses layout_text; throws UsageError naming `path` and the line for anything else.
-OptimizerLayout parse_layout(const std::string& text, const std::string& path);
+OptimizerLayout parse_layout(const std::string& text, const std::string& path, const char* header = kOptimizerLayoutHeader);
 
 // Where `length` elements of a tensor of this run, from its element `offset`, lie in the saved
 // layout: rank `rank`'s group `group`, piece `piece`, from its element `saved_offset`.
