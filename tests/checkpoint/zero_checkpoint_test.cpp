@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -211,23 +212,22 @@ TEST(ZeroCheckpoint, StageThreeResumesExactlyOnEveryLayout) {
   }
 }
 
-// Issue 43/44: at stage 3 every rank's shard of the parameters goes into the checkpoint as it is,
-// and nothing is gathered to save: no unit is whole while rank 0 writes the files. The shards
-// assembled (as merge-weights does) are the parameters that get_state_dict gathers.
-TEST(ZeroCheckpoint, StageThreeSavesEveryRanksShardAndGathersNothing) {
-  ScratchDir dir;
-  const std::string path = dir.path + "/ckpt";
-  Leg leg{3, 3, Opt::AdamW};
-  leg.init = initial_params();
-  std::atomic<int> hook_calls{0}, whole_units{0};
+// A 3-step AdamW run of the Mlp on `world` threads at `stage`, saved to `path`; `before_save` runs
+// on every rank just before save_state, `after_save` just after. Returns rank 0's parameters as
+// get_state_dict gathers them.
+xlaunch::NamedTensors train_and_save(int world, int stage, const std::string& path,
+                                     const std::function<void(int rank, xlaunch::Reducer&)>& before_save = {},
+                                     const std::function<void(int rank)>& after_save = {}) {
+  Leg leg{world, stage, Opt::AdamW};
+  const auto init = initial_params();
   xlaunch::NamedTensors gathered;
-  run_ranks(3, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+  run_ranks(world, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
     xlaunch::Accelerator acc(leg_options(leg), c);
     Mlp mlp;
     {
       torch::NoGradGuard no_grad;
       auto params = mlp->parameters();
-      for (size_t i = 0; i < params.size(); ++i) params[i].copy_(leg.init[i]);
+      for (size_t i = 0; i < params.size(); ++i) params[i].copy_(init[i]);
     }
     auto model = acc.prepare(mlp);
     auto inner = make_optimizer(mlp, leg.opt, true, false);
@@ -238,17 +238,34 @@ TEST(ZeroCheckpoint, StageThreeSavesEveryRanksShardAndGathersNothing) {
       opt.step();
       opt.zero_grad();
     }
-    xlaunch::Reducer& reducer = acc.reducer(0);
-    if (c->rank() == 0)
-      xlaunch::checkpoint::set_save_hook([&](const std::string&) {
-        ++hook_calls;
-        for (size_t b = 0; b < reducer.buckets().size(); ++b) whole_units += reducer.unit_whole(b) ? 1 : 0;
-      });
+    if (before_save) before_save(c->rank(), acc.reducer(0));
     acc.save_state(path);
-    if (c->rank() == 0) xlaunch::checkpoint::set_save_hook({});
+    if (after_save) after_save(c->rank());
     const auto state = acc.get_state_dict(model);
     if (c->rank() == 0) gathered = state;
   });
+  return gathered;
+}
+
+// Issue 43/44: at stage 3 every rank's shard of the parameters goes into the checkpoint as it is,
+// and nothing is gathered to save: no unit is whole while rank 0 writes the files. The shards
+// assembled (as merge-weights does) are the parameters that get_state_dict gathers.
+TEST(ZeroCheckpoint, StageThreeSavesEveryRanksShardAndGathersNothing) {
+  ScratchDir dir;
+  const std::string path = dir.path + "/ckpt";
+  std::atomic<int> hook_calls{0}, whole_units{0};
+  const xlaunch::NamedTensors gathered = train_and_save(
+      3, 3, path,
+      [&](int rank, xlaunch::Reducer& reducer) {
+        if (rank != 0) return;
+        xlaunch::checkpoint::set_save_hook([&](const std::string&) {
+          ++hook_calls;
+          for (size_t b = 0; b < reducer.buckets().size(); ++b) whole_units += reducer.unit_whole(b) ? 1 : 0;
+        });
+      },
+      [](int rank) {
+        if (rank == 0) xlaunch::checkpoint::set_save_hook({});
+      });
   EXPECT_GT(hook_calls.load(), 0);
   EXPECT_EQ(whole_units.load(), 0) << "units were gathered to save a stage-3 checkpoint";
 
@@ -275,6 +292,56 @@ TEST(ZeroCheckpoint, StageThreeSavesEveryRanksShardAndGathersNothing) {
     ASSERT_TRUE(by_name.count(name)) << name;
     EXPECT_TRUE(by_name.at(name).equal(t)) << name;
   }
+}
+
+thread_local int writer_rank = -1;  // the rank of the thread a save hook runs on
+
+// Who writes what: where every rank sees the directory, each writes its own files (its generators,
+// its optimizer and parameter shards) and rank 0 the rest; where one rank cannot see it, every
+// rank's files travel to rank 0, which writes them all. Both checkpoints hold the same files, byte
+// for byte (but the time in metadata.txt, and LibTorch archives, which carry a serialization id:
+// those of the same size).
+TEST(ZeroCheckpoint, EveryRankWritesItsOwnFilesOrSendsThemToRankZero) {
+  ScratchDir dir;
+  std::map<std::string, std::map<std::string, int>> writer;  // checkpoint -> file -> rank
+  std::mutex mu;
+  for (const std::string name : {"parallel", "via_rank0"}) {
+    if (name == "via_rank0") xlaunch::checkpoint::set_shared_dir_hook([](int rank) { return rank == 2; });
+    train_and_save(
+        3, 3, dir.path + "/" + name,
+        [&](int rank, xlaunch::Reducer&) {
+          writer_rank = rank;
+          if (rank == 0)
+            xlaunch::checkpoint::set_save_hook([&, name](const std::string& event) {
+              std::lock_guard<std::mutex> lock(mu);
+              if (event.rfind("wrote ", 0) == 0) writer[name][event.substr(6)] = writer_rank;
+            });
+        },
+        [](int rank) {
+          if (rank == 0) xlaunch::checkpoint::set_save_hook({});
+        });
+    xlaunch::checkpoint::set_shared_dir_hook({});
+  }
+  for (const auto& [file, rank] : writer.at("parallel")) {
+    const size_t at = file.find("rank_");
+    const int owner = at == std::string::npos || file.rfind("ddp/", 0) == 0 ? 0 : file[at + 5] - '0';
+    EXPECT_EQ(rank, owner) << file << " written by rank " << rank;
+  }
+  EXPECT_EQ(writer.at("parallel").at("model_0/rank_2.pt"), 2);
+  EXPECT_EQ(writer.at("parallel").at("optimizer_0/rank_1.pt"), 1);
+  EXPECT_EQ(writer.at("parallel").at("rng/rank_2.pt"), 2);
+  for (const auto& [file, rank] : writer.at("via_rank0")) EXPECT_EQ(rank, 0) << file;
+  EXPECT_EQ(writer.at("via_rank0").size(), writer.at("parallel").size());
+
+  const auto a = xlaunch::checkpoint::read_verified(dir.path + "/parallel");
+  const auto b = xlaunch::checkpoint::read_verified(dir.path + "/via_rank0");
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [path, bytes] : a) {
+    ASSERT_TRUE(b.count(path)) << path;
+    if (path.find("optimizer_") != std::string::npos) EXPECT_EQ(bytes.size(), b.at(path).size()) << path;
+    else if (path != "metadata.txt") EXPECT_TRUE(bytes == b.at(path)) << path << " differs";
+  }
+  EXPECT_FALSE(a.count(".xlaunch-probe"));
 }
 
 // A frozen parameter stays whole at stage 3: it is in rank 0's file beside the shards, and a

@@ -31,6 +31,7 @@ namespace checkpoint {
 namespace {
 
 durable::SaveHook notify;  // set_save_hook
+std::function<bool(int)> refuse_shared;  // set_shared_dir_hook
 
 using durable::fsync_dir;
 using durable::rename_path;
@@ -89,15 +90,10 @@ fs::path normalized(const std::string& dir) {
 
 fs::path sibling(const fs::path& dir, const char* suffix) { return fs::path(dir.string() + suffix); }
 
-std::string manifest_of(const Files& files) {
-  std::ostringstream os;
-  os << "xlaunch-checkpoint " << kFormatVersion << "\n";
-  for (const auto& [path, bytes] : files) {
-    char crc[16];
-    std::snprintf(crc, sizeof crc, "%08x", crc32_of(bytes));
-    os << crc << " " << bytes.size() << " " << path << "\n";
-  }
-  return os.str();
+std::string manifest_line(const std::string& path, const std::string& bytes) {
+  char crc[16];
+  std::snprintf(crc, sizeof crc, "%08x", crc32_of(bytes));
+  return std::string(crc) + " " + std::to_string(bytes.size()) + " " + path + "\n";
 }
 
 // The process's umask, without changing it (umask(2) would, for every thread, for a moment).
@@ -154,37 +150,28 @@ void remove_stale_temporaries(const fs::path& parent, const fs::path& dir) {
   for (const auto& p : stale) remove_tree(p);
 }
 
-// A new directory of this user's next to <dir> (mkdtemp: a random name, never one that exists),
-// holding the files; its mode is what mkdir would give under the umask.
-fs::path write_tree(const fs::path& dir, const Files& files) {
-  std::string tmpl = dir.string() + ".tmp-XXXXXX";
-  if (!::mkdtemp(tmpl.data())) throw_io("cannot create a directory next to", dir);
-  const fs::path tmp = tmpl;
-  std::set<fs::path> dirs{tmp};
-  for (const auto& [path, bytes] : files) {
-    const fs::path target = tmp / path;
-    fs::path sub = tmp;
-    for (const auto& part : fs::path(path).parent_path()) {
-      sub /= part;
-      if (dirs.insert(sub).second && ::mkdir(sub.c_str(), 0755) != 0) throw_io("cannot create", sub);
-    }
-    write_file(target, bytes);
-    notify("wrote " + path);
+// Makes the directories of `path` under `tmp` that are missing (another rank may be making them at
+// the same moment: one that exists as a directory is fine; anything else there is refused).
+void make_parents(const fs::path& tmp, const std::string& path) {
+  fs::path sub = tmp;
+  for (const auto& part : fs::path(path).parent_path()) {
+    sub /= part;
+    if (::mkdir(sub.c_str(), 0755) == 0) continue;
+    struct stat st {};
+    if (errno != EEXIST || ::lstat(sub.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw_io("cannot create", sub);
   }
-  write_file(tmp / "MANIFEST", manifest_of(files));
-  notify("wrote MANIFEST");
-  for (const auto& d : dirs) fsync_dir(d);
-  if (::chmod(tmp.c_str(), 0777 & ~current_umask()) != 0) throw_io("cannot set the mode of", tmp);
-  return tmp;
 }
 
 }  // namespace
 
-void set_save_hook(std::function<void(const std::string&)> hook) { notify.set(std::move(hook)); }
+std::string write_part(const std::string& tmp, const std::string& path, const std::string& bytes) {
+  make_parents(tmp, path);
+  write_file(fs::path(tmp) / path, bytes);
+  notify("wrote " + path);
+  return manifest_line(path, bytes);
+}
 
-void remove_directory(const std::string& path) { remove_tree(path); }
-
-void write_atomically(const std::string& dir_text, const Files& files) {
+PendingCheckpoint::PendingCheckpoint(const std::string& dir_text) {
   const fs::path dir = normalized(dir_text), old = sibling(dir, ".old");
   const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
   fs::create_directories(parent);
@@ -195,7 +182,47 @@ void write_atomically(const std::string& dir_text, const Files& files) {
     throw UsageError("save_state: " + dir.string() + " exists and is not an xlaunch checkpoint (no MANIFEST); "
                      "it would be replaced. Choose another directory, or remove it");
   remove_stale_temporaries(parent, dir);
-  const fs::path tmp = write_tree(dir, files);
+  // A new directory of this user's next to <dir> (mkdtemp: a random name, never one that exists).
+  std::string tmpl = dir.string() + ".tmp-XXXXXX";
+  if (!::mkdtemp(tmpl.data())) throw_io("cannot create a directory next to", dir);
+  dir_ = dir.string();
+  tmp_ = tmpl;
+}
+
+PendingCheckpoint::~PendingCheckpoint() {
+  if (committed_) return;
+  try {
+    remove_tree(tmp_);
+  } catch (const std::exception& e) {
+    std::cerr << "[xlaunch] warning: could not remove the unfinished checkpoint " << tmp_ << ": " << e.what()
+              << " (the next save removes it)" << std::endl;
+  }
+}
+
+void PendingCheckpoint::write(const std::string& path, const std::string& bytes) { add_lines(write_part(tmp_, path, bytes)); }
+
+void PendingCheckpoint::add_lines(const std::string& lines) {
+  std::istringstream in(lines);
+  for (std::string line; std::getline(in, line);) {
+    const size_t second = line.find(' ', line.find(' ') + 1);
+    if (second == std::string::npos) throw Error("save_state: a malformed MANIFEST line '" + line + "' (internal)");
+    lines_[line.substr(second + 1)] = line + "\n";
+  }
+}
+
+void PendingCheckpoint::commit() {
+  const fs::path dir = dir_, tmp = tmp_, old = sibling(dir, ".old");
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  std::string manifest = "xlaunch-checkpoint " + std::to_string(kFormatVersion) + "\n";
+  std::set<fs::path> dirs{tmp};
+  for (const auto& [path, line] : lines_) {
+    manifest += line;
+    for (fs::path sub = fs::path(path).parent_path(); !sub.empty(); sub = sub.parent_path()) dirs.insert(tmp / sub);
+  }
+  write_file(tmp / "MANIFEST", manifest);
+  notify("wrote MANIFEST");
+  for (const auto& d : dirs) fsync_dir(d);
+  if (::chmod(tmp.c_str(), 0777 & ~current_umask()) != 0) throw_io("cannot set the mode of", tmp);
   fsync_dir(parent);
   // Directories cannot replace each other in one rename: move the previous checkpoint aside
   // first. In between, <dir> is missing and <dir>.old is complete; read_verified falls back to it.
@@ -208,10 +235,25 @@ void write_atomically(const std::string& dir_text, const Files& files) {
     notify("moved previous aside");
   }
   rename_path(tmp, dir);
+  committed_ = true;
   fsync_dir(parent);
   notify("moved new into place");
   remove_tree(old);
   fsync_dir(parent);
+}
+
+void set_save_hook(std::function<void(const std::string&)> hook) { notify.set(std::move(hook)); }
+
+void set_shared_dir_hook(std::function<bool(int rank)> refuse) { refuse_shared = std::move(refuse); }
+
+bool shared_dir_refused(int rank) { return refuse_shared && refuse_shared(rank); }
+
+void remove_directory(const std::string& path) { remove_tree(path); }
+
+void write_atomically(const std::string& dir, const Files& files) {
+  PendingCheckpoint pending(dir);
+  for (const auto& [path, bytes] : files) pending.write(path, bytes);
+  pending.commit();
 }
 
 Files read_verified(const std::string& dir_text, bool* fell_back) {

@@ -50,6 +50,35 @@ using Files = std::map<std::string, std::string>;
 // checkpoint (it would be replaced).
 void write_atomically(const std::string& dir, const Files& files);
 
+// A checkpoint written in parts, by several processes into one directory (docs/checkpointing.md,
+// "Who writes what"): rank 0 opens it (the checks of write_atomically, a new temporary directory
+// next to <dir>); every rank may write its own files into tmp() with write_part; rank 0 writes the
+// rest, adds the others' MANIFEST lines and commits (MANIFEST last, fsyncs, the swap). Destroyed
+// without commit(), it removes the temporary: a failed save leaves the previous checkpoint alone.
+class PendingCheckpoint {
+ public:
+  explicit PendingCheckpoint(const std::string& dir);
+  ~PendingCheckpoint();
+  PendingCheckpoint(const PendingCheckpoint&) = delete;
+  PendingCheckpoint& operator=(const PendingCheckpoint&) = delete;
+  const std::string& tmp() const { return tmp_; }
+  // Writes one file (write_part) and records its MANIFEST line.
+  void write(const std::string& path, const std::string& bytes);
+  // MANIFEST lines of files another process wrote into tmp() ("crc32 bytes path\n" each).
+  void add_lines(const std::string& lines);
+  void commit();
+
+ private:
+  std::string dir_, tmp_;
+  std::map<std::string, std::string> lines_;  // path -> its MANIFEST line
+  bool committed_ = false;
+};
+
+// Writes `bytes` as `path` (relative) under the temporary directory `tmp` of a PendingCheckpoint,
+// making its directories as needed, as a new file, fsynced; returns its MANIFEST line. Any
+// process of the job that sees `tmp` may call it.
+std::string write_part(const std::string& tmp, const std::string& path, const std::string& bytes);
+
 // Reads and verifies a checkpoint (sizes and CRC32s against its MANIFEST). When <dir> is missing
 // and <dir>.old exists (a save was interrupted), reads that and sets *fell_back. Throws UsageError
 // naming the directory and the file for a missing, incomplete or corrupt checkpoint.
@@ -58,6 +87,12 @@ Files read_verified(const std::string& dir, bool* fell_back = nullptr);
 // Removes a directory and everything in it (missing: nothing to do); Error naming the path when
 // it cannot. Not std::filesystem::remove_all, which libtorch.so exports a broken copy of.
 void remove_directory(const std::string& path);
+
+// Test hook: ranks for which it returns true act as if they could not see the directory rank 0
+// writes (another machine without a shared file system), so that tests reach the path where every
+// rank's files travel to rank 0. Empty: none. shared_dir_refused asks it.
+void set_shared_dir_hook(std::function<bool(int rank)> refuse);
+bool shared_dir_refused(int rank);
 
 // Test hook: called on the writing rank after each step of write_atomically, with "wrote <path>"
 // for each file (MANIFEST last), "moved previous aside" and "moved new into place". Tests make

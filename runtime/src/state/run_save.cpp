@@ -5,12 +5,15 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <sstream>
 
 #include "comm/agree.h"
 #include "ddp/accumulation.h"
 #include "state/loader_state.h"
 #include "state/model_shards.h"
+#include "state/checkpoint_dir.h"
 #include "state/torch_state.h"
 #include "state/training_run_parts.h"
 #include "state/zero_state.h"
@@ -46,16 +49,8 @@ std::string host_name() {
   return gethostname(name, sizeof name - 1) == 0 ? name : "unknown-host";
 }
 
-// A sharded optimizer's state (ZeRO stage >= 1), on rank 0: every rank's optimizer file, and
-// every rank's pieces (checkpoint::rank_layout_text). Empty for an optimizer that is not sharded.
-struct OptimizerShards {
-  std::vector<std::string> files;
-  std::string pieces;
-};
-
 // Every rank's `mine`, on rank 0 (collective; the others get an empty list). One rank at a time,
-// as a broadcast: all of them at once could be the size of the whole model or optimizer, beyond
-// what one allgather may carry.
+// as a broadcast: all of them at once could be beyond what one allgather may carry.
 std::vector<std::string> gather_on_rank0(const TrainingRun& run, const std::string& mine) {
   std::vector<std::string> out;
   for (int r = 0; r < run.world; ++r) {
@@ -65,21 +60,46 @@ std::vector<std::string> gather_on_rank0(const TrainingRun& run, const std::stri
   return out;
 }
 
-// Every rank's communication-hook state of every model, on rank 0 (collective): [i][r] is rank
-// r's of model i, pickled (empty: none).
-std::vector<std::vector<std::string>> gather_hook_states(const TrainingRun& run) {
-  std::vector<std::vector<std::string>> out(run.models.size());
-  for (size_t i = 0; i < run.models.size(); ++i) {
-    const Named state = run.models[i].reducer->hook_state();
-    if (state.empty()) continue;  // the same on every rank: the hook is one of the agreed settings
-    out[i] = gather_on_rank0(run, pickle_bytes(state));
-  }
+bool has_hook_state(const Reducer& reducer) { return !reducer.hook_state().empty(); }
+
+// A file of this rank's own (its generators, its shards), made when it is written: a rank holds one
+// at a time.
+struct OwnFile {
+  std::string path;
+  std::function<std::string()> bytes;
+};
+
+// This rank's files (state/checkpoint_dir.h: rng/, ddp/, optimizer_<i>/, model_<i>/). The same
+// kinds, in the same order, on every rank: the settings that decide them are agreed.
+std::vector<OwnFile> rank_files(const TrainingRun& run) {
+  const std::string r = std::to_string(run.rank);
+  std::vector<OwnFile> out;
+  // Every rank's generators differ (dropout masks, device_specific seeds).
+  out.push_back({"rng/rank_" + r + ".pt", [&run] { return rng_bytes(run.device); }});
+  for (size_t i = 0; i < run.models.size(); ++i)
+    if (has_hook_state(*run.models[i].reducer))
+      out.push_back({"ddp/model_" + std::to_string(i) + "_rank_" + r + ".pt",
+                     [&run, i] { return pickle_bytes(run.models[i].reducer->hook_state()); }});
+  for (size_t i = 0; i < run.optimizers.size(); ++i)
+    if (run.optimizers[i].sharded)
+      out.push_back({"optimizer_" + std::to_string(i) + "/rank_" + r + ".pt",
+                     [&run, i] { return archive_bytes([&](auto& ar) { run.optimizers[i].inner->save(ar); }); }});
+  for (size_t i = 0; i < run.models.size(); ++i)
+    if (shards_params(*run.models[i].reducer))
+      out.push_back({model_dir(i) + "rank_" + r + ".pt", [&run, i] { return shard_file(*run.models[i].reducer, i).bytes; }});
   return out;
 }
 
-// Every rank's state of every sharded optimizer, on rank 0 (collective).
-std::vector<OptimizerShards> gather_optimizer_shards(const TrainingRun& run) {
-  std::vector<OptimizerShards> out(run.optimizers.size());
+// What rank 0 writes beside the ranks' files, gathered there: every rank's pieces of every sharded
+// optimizer ([i]: empty when not sharded) and of every sharded model ([i][r]).
+struct Layouts {
+  std::vector<std::string> optimizer_pieces;
+  std::vector<std::vector<std::string>> model_pieces;
+};
+
+Layouts gather_layouts(const TrainingRun& run) {
+  Layouts out;
+  out.optimizer_pieces.resize(run.optimizers.size());
   for (size_t i = 0; i < run.optimizers.size(); ++i) {
     const TrainingRun::OptimizerPart& opt = run.optimizers[i];
     if (!opt.sharded) continue;  // the same on every rank: zero_stage is an agreed setting
@@ -88,37 +108,26 @@ std::vector<OptimizerShards> gather_optimizer_shards(const TrainingRun& run) {
       pieces.emplace_back();
       for (const auto& h : group) pieces.back().push_back(h.layout);
     }
-    out[i].files = gather_on_rank0(run, archive_bytes([&](auto& ar) { opt.inner->save(ar); }));
-    for (std::string& text : gather_on_rank0(run, checkpoint::rank_layout_text(run.rank, pieces))) out[i].pieces += text;
+    for (std::string& text : gather_on_rank0(run, checkpoint::rank_layout_text(run.rank, pieces)))
+      out.optimizer_pieces[i] += text;
   }
-  return out;
-}
-
-// Every rank's shard of every model ZeRO stage 3 shards, on rank 0 (collective): [i] is empty
-// for a model kept whole, else its files (state/model_shards.h).
-std::vector<Files> gather_model_shards(const TrainingRun& run) {
-  std::vector<Files> out(run.models.size());
+  out.model_pieces.resize(run.models.size());
   for (size_t i = 0; i < run.models.size(); ++i) {
     const Reducer& reducer = *run.models[i].reducer;
-    if (!shards_params(reducer)) continue;  // the same on every rank: zero_stage is agreed
-    ShardFile mine = shard_file(reducer, i);
-    const std::vector<std::string> bytes = gather_on_rank0(run, mine.bytes);
-    mine.bytes.clear();
-    const std::vector<std::string> texts = gather_on_rank0(run, mine.layout);
-    if (run.rank != 0) continue;
-    out[i] = sharded_model_files(reducer, *run.models[i].module, i, texts);
-    for (size_t r = 0; r < bytes.size(); ++r) out[i][model_dir(i) + "rank_" + std::to_string(r) + ".pt"] = bytes[r];
+    if (!shards_params(reducer)) continue;
+    std::vector<checkpoint::PieceLayout> pieces;
+    for (const HeldTensor& h : param_pieces(reducer, i)) pieces.push_back(h.layout);
+    out.model_pieces[i] = gather_on_rank0(run, rank_layout_text(run.rank, {pieces}));
   }
   return out;
 }
 
-// stream_states[r]: rank r's streaming loaders' positions (empty: no loader streams).
-Files files_of(const TrainingRun& run, const std::vector<std::string>& rng,
-               const std::vector<std::vector<std::string>>& hook_states, const std::vector<std::string>& stream_states,
-               const std::vector<OptimizerShards>& shards, std::vector<Files> model_shards) {
+// What rank 0 writes: everything but the ranks' own files (rank_files). stream_states[r]: rank
+// r's streaming loaders' positions (empty: no loader streams).
+Files files_of(const TrainingRun& run, const std::vector<std::string>& stream_states, const Layouts& layouts) {
   Files files;
-  const bool any_sharded_model =
-      std::any_of(model_shards.begin(), model_shards.end(), [](const Files& f) { return !f.empty(); });
+  const bool any_sharded_model = std::any_of(layouts.model_pieces.begin(), layouts.model_pieces.end(),
+                                             [](const std::vector<std::string>& p) { return !p.empty(); });
   const int format = any_sharded_model ? checkpoint::kShardedModelFormatVersion : checkpoint::kFormatVersion;
   KeyValues state{{"format_version", std::to_string(format)},
                   {"world_size", std::to_string(run.world)},
@@ -140,14 +149,15 @@ Files files_of(const TrainingRun& run, const std::vector<std::string>& rng,
     const std::vector<std::string>& sharded = run.models[i].reducer->names();
     Named whole;
     for (auto& [name, t] : model_state(*run.models[i].module)) {
-      const bool in_shards = !model_shards[i].empty() && std::find(sharded.begin(), sharded.end(), name) != sharded.end();
+      const bool in_shards =
+          !layouts.model_pieces[i].empty() && std::find(sharded.begin(), sharded.end(), name) != sharded.end();
       meta << "model " << i << " '" << name << "' " << describe(t) << (in_shards ? " sharded" : "") << "\n";
       if (!in_shards) whole.emplace_back(name, t);
     }
     files["rank0/model_" + std::to_string(i) + ".pt"] = pickle_bytes(whole);
-    if (!model_shards[i].empty())
-      meta << "model " << i << " sharded over " << run.world << " ranks (zero_stage 3)\n";
-    files.merge(model_shards[i]);
+    if (layouts.model_pieces[i].empty()) continue;
+    meta << "model " << i << " sharded over " << run.world << " ranks (zero_stage 3)\n";
+    files.merge(sharded_model_files(*run.models[i].reducer, *run.models[i].module, i, layouts.model_pieces[i]));
   }
   for (size_t i = 0; i < run.optimizers.size(); ++i) {
     const TrainingRun::OptimizerPart& opt = run.optimizers[i];
@@ -156,15 +166,15 @@ Files files_of(const TrainingRun& run, const std::vector<std::string>& rng,
       files["rank0/optimizer_" + std::to_string(i) + ".pt"] = archive_bytes([&](auto& ar) { opt.inner->save(ar); });
       continue;
     }
-    // Sharded: every rank's file, and what their pieces hold (state/sharded_layout.h).
+    // Sharded: every rank writes its own file (rank_files); here, what their pieces hold
+    // (state/sharded_layout.h).
     const std::string dir = "optimizer_" + std::to_string(i) + "/";
-    for (size_t r = 0; r < shards[i].files.size(); ++r) files[dir + "rank_" + std::to_string(r) + ".pt"] = shards[i].files[r];
     checkpoint::OptimizerLayout layout;
     layout.world = run.world;
     layout.stage = run.ddp.zero_stage;
     layout.groups = static_cast<int>(opt.inner->param_groups().size());
     layout.params = checkpoint::params_of(*opt.inner, opt.sharded, reducers_of(run));
-    files[dir + "layout.txt"] = checkpoint::layout_text(layout) + shards[i].pieces;
+    files[dir + "layout.txt"] = checkpoint::layout_text(layout) + layouts.optimizer_pieces[i];
     meta << "optimizer " << i << " sharded over " << run.world << " ranks (zero_stage " << layout.stage << ")\n";
   }
   files["rank0/registered.txt"] = registered_text(run);
@@ -190,11 +200,7 @@ Files files_of(const TrainingRun& run, const std::vector<std::string>& rng,
     state["scaler.growth_tracker"] = std::to_string(s.growth_tracker);
     meta << "scaler scale " << exact(s.scale) << "\n";
   }
-  for (size_t r = 0; r < rng.size(); ++r) files["rng/rank_" + std::to_string(r) + ".pt"] = rng[r];
-  for (size_t i = 0; i < hook_states.size(); ++i)
-    for (size_t r = 0; r < hook_states[i].size(); ++r)
-      files["ddp/model_" + std::to_string(i) + "_rank_" + std::to_string(r) + ".pt"] = hook_states[i][r];
-  if (!hook_states.empty() && !hook_states.front().empty())
+  if (std::any_of(run.models.begin(), run.models.end(), [](const auto& m) { return has_hook_state(*m.reducer); }))
     meta << "comm_hook " << run.ddp.comm_hook << " rank " << run.ddp.powersgd_rank << "\n";
   files["rank0/trainer_state.txt"] = key_values_text(state);
   files["metadata.txt"] = meta.str();
@@ -209,30 +215,104 @@ Files files_of(const TrainingRun& run, const std::vector<std::string>& rng,
   return files;
 }
 
+// Whether every rank sees the directory rank 0 is writing (one file system), by a file only rank 0
+// can have written there. Collective.
+bool every_rank_sees(const TrainingRun& run, const std::string& tmp) {
+  const std::string probe = ".xlaunch-probe", token = tmp + " " + host_name() + " " + std::to_string(::getpid());
+  std::string error;
+  if (run.rank == 0) {
+    try {
+      write_part(tmp, probe, token);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (const Agreement a = agree_on_error(*run.comm, error); a.failed()) throw Error(a.message);
+  const std::string sent = broadcast_string(*run.comm, run.rank == 0 ? token : "");
+  std::ifstream in(tmp + "/" + probe, std::ios::binary);
+  std::ostringstream got;
+  if (in) got << in.rdbuf();
+  const bool mine = in && got.str() == sent && !shared_dir_refused(run.rank);
+  int seeing = 0;
+  for (const std::string& v : run.comm->allgather_strings(mine ? "1" : "0")) seeing += v == "1" ? 1 : 0;
+  if (run.rank == 0 && ::unlink((tmp + "/" + probe).c_str()) != 0) error = "cannot remove " + tmp + "/" + probe;
+  if (const Agreement a = agree_on_error(*run.comm, error); a.failed()) throw Error(a.message);
+  return seeing == run.world;
+}
+
+// Every rank's own files: written by each rank into the directory when all see it, else sent to
+// rank 0 one file at a time (rank 0 holds one at a time). Collective; returns, on rank 0, the
+// MANIFEST lines of the files written by the others.
+std::string write_rank_files(const TrainingRun& run, PendingCheckpoint* pending, const std::string& tmp, bool shared) {
+  const std::vector<OwnFile> mine = rank_files(run);
+  std::string lines, error;
+  if (shared) {
+    try {
+      for (const OwnFile& f : mine) lines += write_part(tmp, f.path, f.bytes());
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (const Agreement a = agree_on_error(*run.comm, error); a.failed())
+      throw Error("rank " + std::to_string(a.rank) + " could not write its part: " + a.message);
+    std::string others;
+    const std::vector<std::string> all = gather_on_rank0(run, lines);
+    for (size_t r = 1; r < all.size(); ++r) others += all[r];
+    return run.rank == 0 ? lines + others : std::string();
+  }
+  for (const OwnFile& f : mine) {
+    // The same kinds on every rank (rank_files): rank r's k-th file, after rank r - 1's.
+    const std::vector<std::string> paths = gather_on_rank0(run, f.path);
+    for (int r = 0; r < run.world; ++r) {
+      const std::string bytes = r == 0 ? (run.rank == 0 ? f.bytes() : std::string())
+                                       : broadcast_string(*run.comm, run.rank == r ? f.bytes() : std::string(), r);
+      if (run.rank != 0 || !error.empty()) continue;
+      try {
+        pending->write(paths[static_cast<size_t>(r)], bytes);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+  }
+  if (const Agreement a = agree_on_error(*run.comm, error); a.failed()) throw Error(a.message);
+  return "";
+}
+
 }  // namespace
 
 void save_run(const std::string& dir, const TrainingRun& run) {
-  // Every rank's generators differ (dropout masks, device_specific seeds): rank 0 writes them all.
-  const std::vector<std::string> rng = run.comm->allgather_strings(rng_bytes(run.device));
-  const auto hook_states = gather_hook_states(run);
-  const auto shards = gather_optimizer_shards(run);
-  auto model_shards = gather_model_shards(run);
+  const Layouts layouts = gather_layouts(run);
   // Streaming loaders stand differently on every rank (loader_state.h).
   const std::vector<std::string> streams =
       checkpoint::any_stream(*run.loaders)
           ? run.comm->allgather_strings(checkpoint::stream_positions_text(*run.loaders, run.rank, run.world))
           : std::vector<std::string>{};
+  std::unique_ptr<PendingCheckpoint> pending;
   std::string error;
-  if (run.rank == 0) {
-    try {
-      checkpoint::write_atomically(dir, files_of(run, rng, hook_states, streams, shards, std::move(model_shards)));
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
+  try {
+    if (run.rank == 0) pending = std::make_unique<PendingCheckpoint>(dir);
+  } catch (const std::exception& e) {
+    error = e.what();
   }
-  // The outcome doubles as the barrier: nobody returns before the checkpoint exists.
-  const Agreement outcome = agree_on_error(*run.comm, error);
+  Agreement outcome = agree_on_error(*run.comm, error);
   if (outcome.failed()) throw Error("save_state(" + dir + ") failed on rank 0: " + outcome.message);
+  try {
+    const std::string tmp = broadcast_string(*run.comm, run.rank == 0 ? pending->tmp() : "");
+    // Every rank writes its own shard where it can; what it wrote is in rank 0's MANIFEST.
+    const bool shared = run.world > 1 && every_rank_sees(run, tmp);
+    const std::string others = write_rank_files(run, pending.get(), tmp, shared);
+    if (run.rank == 0) {
+      pending->add_lines(others);
+      for (const auto& [path, bytes] : files_of(run, streams, layouts)) pending->write(path, bytes);
+      pending->commit();
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  // The outcome doubles as the barrier: nobody returns before the checkpoint exists. Unless it
+  // was committed, rank 0's pending directory is removed (~PendingCheckpoint).
+  outcome = agree_on_error(*run.comm, error);
+  pending.reset();
+  if (outcome.failed()) throw Error("save_state(" + dir + ") failed on rank " + std::to_string(outcome.rank) + ": " + outcome.message);
 }
 
 }  // namespace xlaunch::checkpoint
