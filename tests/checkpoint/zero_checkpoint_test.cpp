@@ -7,6 +7,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <set>
 #include <mutex>
 
 #include "../runtime/inprocess_ranks.h"
@@ -342,6 +343,68 @@ TEST(ZeroCheckpoint, EveryRankWritesItsOwnFilesOrSendsThemToRankZero) {
     else if (path != "metadata.txt") EXPECT_TRUE(bytes == b.at(path)) << path << " differs";
   }
   EXPECT_FALSE(a.count(".xlaunch-probe"));
+}
+
+// Loads `path` on `world` threads at stage 3; returns, per rank, the ranks' own files it read
+// (checkpoint_dir.h is_rank_file), and rank 0's parameters as get_state_dict gathers them.
+std::pair<std::vector<std::set<std::string>>, xlaunch::NamedTensors> load_and_record(int world, const std::string& path) {
+  std::vector<std::set<std::string>> read(world);
+  std::mutex mu;
+  xlaunch::NamedTensors gathered;
+  xlaunch::checkpoint::set_load_hook([&](const std::string& event) {
+    const std::string file = event.substr(5);  // "read <path>"
+    std::lock_guard<std::mutex> lock(mu);
+    if (xlaunch::checkpoint::is_rank_file(file)) read[writer_rank].insert(file);
+  });
+  run_ranks(world, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
+    writer_rank = c->rank();
+    Leg leg{world, 3, Opt::AdamW};
+    xlaunch::Accelerator acc(leg_options(leg), c);
+    Mlp mlp;
+    auto model = acc.prepare(mlp);
+    auto inner = make_optimizer(mlp, leg.opt, true, false);
+    acc.prepare(*inner);
+    acc.load_state(path);
+    const auto state = acc.get_state_dict(model);
+    if (c->rank() == 0) gathered = state;
+  });
+  xlaunch::checkpoint::set_load_hook({});
+  return {read, gathered};
+}
+
+// What each rank reads to resume: its own generators, and of the optimizer's and the model's
+// shards only the saved ranks' files that hold elements of its new shard. The Mlp is one unit of
+// E = 2058 elements: 4 shards of 515, read back by 2 ranks of 1029 each, [0, 1029) from saved
+// ranks 0 and 1, [1029, 2058) from 1 (whose shard ends at 1030), 2 and 3. Where one rank cannot see
+// the directory, rank 0 reads every rank's files and sends them; the resume is the same.
+TEST(ZeroCheckpoint, EachRankReadsOnlyTheSavedFilesItsPartOverlaps) {
+  ScratchDir dir;
+  const std::string path = dir.path + "/ckpt";
+  const xlaunch::NamedTensors saved = train_and_save(4, 3, path);
+  auto files_of = [](const std::string& what, std::initializer_list<int> ranks) {
+    std::set<std::string> out;
+    for (int r : ranks) {
+      out.insert("model_0/rank_" + std::to_string(r) + ".pt");
+      out.insert("optimizer_0/rank_" + std::to_string(r) + ".pt");
+    }
+    out.insert("rng/rank_" + what + ".pt");
+    return out;
+  };
+  const auto same = load_and_record(4, path);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(same.first[r], files_of(std::to_string(r), {r})) << "rank " << r;
+  const auto half = load_and_record(2, path);
+  EXPECT_EQ(half.first[0], files_of("0", {0, 1}));
+  EXPECT_EQ(half.first[1], files_of("1", {1, 2, 3}));
+
+  xlaunch::checkpoint::set_shared_dir_hook([](int rank) { return rank == 1; });
+  const auto via_rank0 = load_and_record(2, path);
+  xlaunch::checkpoint::set_shared_dir_hook({});
+  EXPECT_EQ(via_rank0.first[0].size(), 4u * 2 + 4) << "rank 0 reads every rank's files";
+  EXPECT_TRUE(via_rank0.first[1].empty());
+  for (const auto* got : {&same.second, &half.second, &via_rank0.second}) {
+    ASSERT_EQ(got->size(), saved.size());
+    for (size_t i = 0; i < saved.size(); ++i) EXPECT_TRUE((*got)[i].second.equal(saved[i].second)) << saved[i].first;
+  }
 }
 
 // A frozen parameter stays whole at stage 3: it is in rank 0's file beside the shards, and a

@@ -31,6 +31,7 @@ namespace checkpoint {
 namespace {
 
 durable::SaveHook notify;  // set_save_hook
+durable::SaveHook notify_read;  // set_load_hook
 std::function<bool(int)> refuse_shared;  // set_shared_dir_hook
 
 using durable::fsync_dir;
@@ -256,7 +257,45 @@ void write_atomically(const std::string& dir, const Files& files) {
   pending.commit();
 }
 
-Files read_verified(const std::string& dir_text, bool* fell_back) {
+bool is_rank_file(const std::string& path) {
+  const bool pt = path.size() > 3 && path.compare(path.size() - 3, 3, ".pt") == 0;
+  return pt && (path.rfind("rng/", 0) == 0 || path.rfind("ddp/", 0) == 0 || path.find("/rank_") != std::string::npos);
+}
+
+std::map<std::string, ManifestEntry> parse_manifest(const std::string& text, const std::string& where) {
+  std::istringstream manifest(text);
+  std::string magic;
+  int version = 0;
+  manifest >> magic >> version;
+  if (magic != "xlaunch-checkpoint" || version != kFormatVersion)
+    throw UsageError("load_state: " + where + " is not an xlaunch checkpoint manifest of format " +
+                     std::to_string(kFormatVersion) + " (it starts with '" + magic + " " + std::to_string(version) +
+                     "')");
+  std::map<std::string, ManifestEntry> out;
+  std::string crc, path;
+  size_t size = 0;
+  while (manifest >> crc >> size >> path) out[path] = ManifestEntry{crc, size};
+  if (!manifest.eof())
+    throw UsageError("load_state: " + where + " is corrupt (a line is not 'crc32 bytes path')");
+  return out;
+}
+
+std::string read_part(const std::string& dir, const std::string& path, const ManifestEntry& entry) {
+  const fs::path file = fs::path(dir) / path;
+  if (!fs::exists(file))
+    throw UsageError("load_state: checkpoint " + dir + " is corrupt: " + file.string() + " is missing");
+  std::string bytes = read_file(file);
+  char crc[16];
+  std::snprintf(crc, sizeof crc, "%08x", crc32_of(bytes));
+  if (bytes.size() != entry.size || entry.crc != crc)
+    throw UsageError("load_state: checkpoint " + dir + " is corrupt: " + file.string() + " has " +
+                     std::to_string(bytes.size()) + " bytes, CRC32 " + crc + "; its MANIFEST says " +
+                     std::to_string(entry.size) + " bytes, CRC32 " + entry.crc);
+  notify_read("read " + path);
+  return bytes;
+}
+
+Files read_verified(const std::string& dir_text, bool* fell_back, const FileFilter& only, ReadInfo* info) {
   fs::path dir = normalized(dir_text);
   const fs::path old = sibling(dir, ".old");
   if (fell_back) *fell_back = false;
@@ -276,34 +315,26 @@ Files read_verified(const std::string& dir_text, bool* fell_back) {
   if (!fs::exists(manifest_path))
     throw UsageError("load_state: " + dir.string() + " is not a complete xlaunch checkpoint: " +
                      manifest_path.string() + " is missing");
-  std::istringstream manifest(read_file(manifest_path));
-  std::string magic;
-  int version = 0;
-  manifest >> magic >> version;
-  if (magic != "xlaunch-checkpoint" || version != kFormatVersion)
-    throw UsageError("load_state: " + manifest_path.string() + " is not an xlaunch checkpoint manifest of format " +
-                     std::to_string(kFormatVersion) + " (it starts with '" + magic + " " + std::to_string(version) +
-                     "')");
+  const std::string text = read_file(manifest_path);
   Files files;
-  std::string crc_text, path;
-  size_t size = 0;
-  while (manifest >> crc_text >> size >> path) {
+  for (const auto& [path, entry] : parse_manifest(text, manifest_path.string())) {
+    if (!only || only(path)) {
+      files.emplace(path, read_part(dir.string(), path, entry));
+      continue;
+    }
     const fs::path file = dir / path;
-    if (!fs::exists(file))
+    struct stat f {};
+    if (::lstat(file.c_str(), &f) != 0)
       throw UsageError("load_state: checkpoint " + dir.string() + " is corrupt: " + file.string() + " is missing");
-    std::string bytes = read_file(file);
-    char crc[16];
-    std::snprintf(crc, sizeof crc, "%08x", crc32_of(bytes));
-    if (bytes.size() != size || crc_text != crc)
+    if (static_cast<size_t>(f.st_size) != entry.size)
       throw UsageError("load_state: checkpoint " + dir.string() + " is corrupt: " + file.string() + " has " +
-                       std::to_string(bytes.size()) + " bytes, CRC32 " + crc + "; its MANIFEST says " +
-                       std::to_string(size) + " bytes, CRC32 " + crc_text);
-    files.emplace(path, std::move(bytes));
+                       std::to_string(f.st_size) + " bytes; its MANIFEST says " + std::to_string(entry.size));
   }
-  if (!manifest.eof())
-    throw UsageError("load_state: " + manifest_path.string() + " is corrupt (a line is not 'crc32 bytes path')");
+  if (info) *info = ReadInfo{dir.string(), text};
   return files;
 }
+
+void set_load_hook(std::function<void(const std::string& event)> hook) { notify_read.set(std::move(hook)); }
 
 }  // namespace checkpoint
 }  // namespace xlaunch

@@ -79,10 +79,35 @@ class PendingCheckpoint {
 // process of the job that sees `tmp` may call it.
 std::string write_part(const std::string& tmp, const std::string& path, const std::string& bytes);
 
+// Which files to read: all (empty), or those it returns true for.
+using FileFilter = std::function<bool(const std::string& path)>;
+
 // Reads and verifies a checkpoint (sizes and CRC32s against its MANIFEST). When <dir> is missing
 // and <dir>.old exists (a save was interrupted), reads that and sets *fell_back. Throws UsageError
-// naming the directory and the file for a missing, incomplete or corrupt checkpoint.
-Files read_verified(const std::string& dir, bool* fell_back = nullptr);
+// naming the directory and the file for a missing, incomplete or corrupt checkpoint. With `only`,
+// the files it refuses are not read (their presence and size are checked; read_part verifies
+// their contents where they are read); `info` receives the directory read and its MANIFEST.
+struct ReadInfo {
+  std::string dir;       // <dir> or <dir>.old, normalized
+  std::string manifest;  // its MANIFEST's text
+};
+Files read_verified(const std::string& dir, bool* fell_back = nullptr, const FileFilter& only = {},
+                    ReadInfo* info = nullptr);
+
+// A MANIFEST line: what a file must be.
+struct ManifestEntry {
+  std::string crc;  // 8 hex digits
+  size_t size = 0;
+};
+// The MANIFEST's entries by path; throws UsageError naming `where` when it is not one.
+std::map<std::string, ManifestEntry> parse_manifest(const std::string& text, const std::string& where);
+// Reads `path` of the checkpoint directory `dir` (the one read_verified read), verified against
+// `entry`; throws UsageError as read_verified does.
+std::string read_part(const std::string& dir, const std::string& path, const ManifestEntry& entry);
+
+// Whether `path` is one rank's own file (rng/, ddp/, optimizer_<i>/rank_<r>.pt,
+// model_<i>/rank_<r>.pt), which that rank writes and reads itself where it sees the directory.
+bool is_rank_file(const std::string& path);
 
 // Removes a directory and everything in it (missing: nothing to do); Error naming the path when
 // it cannot. Not std::filesystem::remove_all, which libtorch.so exports a broken copy of.
@@ -93,6 +118,10 @@ void remove_directory(const std::string& path);
 // rank's files travel to rank 0. Empty: none. shared_dir_refused asks it.
 void set_shared_dir_hook(std::function<bool(int rank)> refuse);
 bool shared_dir_refused(int rank);
+
+// Test hook: called with "read <path>" for each file read_part reads (read_verified's included),
+// on the rank that reads it. Tests count what each rank reads when it resumes. Empty: none.
+void set_load_hook(std::function<void(const std::string& event)> hook);
 
 // Test hook: called on the writing rank after each step of write_atomically, with "wrote <path>"
 // for each file (MANIFEST last), "moved previous aside" and "moved new into place". Tests make

@@ -145,6 +145,15 @@ std::optional<std::string> SavedModel::missing(const PieceLayout& target) const 
   return std::nullopt;
 }
 
+std::set<int> SavedModel::ranks_for(const PieceLayout& target) const {
+  std::set<int> out;
+  if (!index_) return out;
+  for (const NamedSegment& s : target.segments)
+    if (!whole_entry(s.param).defined())
+      for (const Chunk& c : index_->chunks(PieceLayout{target.model, {s}})) out.insert(c.rank);
+  return out;
+}
+
 const at::Tensor& SavedModel::piece(int rank, size_t k) {
   auto it = pieces_.find(rank);
   if (it == pieces_.end()) {

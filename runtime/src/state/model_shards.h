@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,8 @@ class SavedModel {
   // Whether every element `target` names is in the checkpoint; else a description of the first
   // missing ("'w' [4, 8)").
   std::optional<std::string> missing(const PieceLayout& target) const;
+  // The saved ranks whose files hold elements of `target`.
+  std::set<int> ranks_for(const PieceLayout& target) const;
   // `target`'s elements, flat, in the saved dtype (CPU).
   at::Tensor read(const PieceLayout& target, const at::Tensor& like);
   // Every entry whole: those saved whole as they are, the sharded ones assembled from the pieces

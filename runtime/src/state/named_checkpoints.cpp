@@ -64,11 +64,12 @@ std::vector<Named> list_named(const std::string& project_dir) {
 }
 
 Files read_latest(const std::string& project_dir, std::string* chosen,
-                  const std::function<void(const std::string&, const std::string&)>& warn) {
+                  const std::function<void(const std::string&, const std::string&)>& warn, const FileFilter& only,
+                  ReadInfo* info) {
   const std::vector<Named> all = list_named(project_dir);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
-      Files files = read_verified(it->path);
+      Files files = read_verified(it->path, nullptr, only, info);
       if (chosen) *chosen = it->path;
       return files;
     } catch (const UsageError& e) {

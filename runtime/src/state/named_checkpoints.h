@@ -31,9 +31,11 @@ std::vector<Named> list_named(const std::string& project_dir);
 
 // Reads the newest checkpoint under <project_dir>/checkpoints that is complete and verifies
 // (read_verified), skipping each torn one with a call to warn(path, why). Sets *chosen to its path.
-// Throws UsageError naming the directory when there is none (none at all, or all torn).
+// Throws UsageError naming the directory when there is none (none at all, or all torn). `only` and
+// `info` as read_verified's.
 Files read_latest(const std::string& project_dir, std::string* chosen,
-                  const std::function<void(const std::string& path, const std::string& why)>& warn);
+                  const std::function<void(const std::string& path, const std::string& why)>& warn,
+                  const FileFilter& only = {}, ReadInfo* info = nullptr);
 
 // After a complete save: removes the oldest complete checkpoints beyond the newest `keep` (0: keep
 // all), torn ones older than the oldest kept, and temporaries of interrupted saves (this user's,

@@ -1,8 +1,10 @@
 // load_run (state/training_run.h): rank 0 reads and verifies, every rank validates the same bytes
 // and then restores its own part. Everything is validated before anything is changed: a refused
 // checkpoint leaves the run as it was.
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "comm/agree.h"
@@ -206,22 +208,80 @@ void restore(TrainingRun& run, const Files& files, const std::string& checkpoint
                     ". The resume is not bitwise exact (another world size reduces in another order)");
 }
 
+// Adds to `files` the ranks' own files this rank needs (rank_files_needed), read by each rank
+// itself where every rank sees the directory `dir`, else sent by rank 0 one at a time, each rank
+// keeping those it needs. Collective; a failure anywhere throws UsageError everywhere.
+void fetch_rank_files(const TrainingRun& run, const std::string& dir, const std::string& manifest_text, Files& files) {
+  std::map<std::string, ManifestEntry> manifest;
+  std::set<std::string> needed;
+  std::string error;
+  try {
+    manifest = parse_manifest(manifest_text, dir + "/MANIFEST");
+    // A checkpoint without it is refused by restore(), naming the file.
+    const auto state = files.find("rank0/trainer_state.txt");
+    const int64_t saved_world =
+        state == files.end() ? run.world : get_int(parse_key_values(state->second), "world_size");
+    needed = rank_files_needed(run, files, saved_world);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (const Agreement a = agree_on_error(*run.comm, error); a.failed()) throw UsageError(a.message);
+  bool sees = run.rank == 0;
+  if (run.rank != 0 && !shared_dir_refused(run.rank)) {
+    std::ifstream in(dir + "/MANIFEST", std::ios::binary);
+    std::ostringstream os;
+    if (in) os << in.rdbuf();
+    sees = in && os.str() == manifest_text;
+  }
+  int seeing = 0;
+  for (const std::string& v : run.comm->allgather_strings(sees ? "1" : "0")) seeing += v == "1" ? 1 : 0;
+  if (seeing == run.world) {
+    try {
+      for (const std::string& path : needed)
+        if (const auto it = manifest.find(path); it != manifest.end()) files[path] = read_part(dir, path, it->second);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  } else {
+    for (const auto& [path, entry] : manifest) {
+      if (!is_rank_file(path)) continue;
+      std::string bytes;
+      if (run.rank == 0 && error.empty()) {
+        try {
+          bytes = read_part(dir, path, entry);
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+      }
+      bytes = broadcast_string(*run.comm, bytes);
+      if (needed.count(path)) files[path] = std::move(bytes);
+    }
+  }
+  if (const Agreement a = agree_on_error(*run.comm, error); a.failed()) throw UsageError(a.message);
+}
+
 }  // namespace
 
 std::string load_run(const std::string& dir, const std::string& project_dir, TrainingRun& run) {
   Files files;
   std::string error;
+  ReadInfo read;
   bool fell_back = false;
   std::string chosen = dir;
+  // Rank 0 reads what every rank shares; each rank's own files come after (fetch_rank_files).
+  const FileFilter shared = [](const std::string& path) { return !is_rank_file(path); };
   if (run.rank == 0) {
     try {
       if (dir == "latest") {
-        files = checkpoint::read_latest(project_dir, &chosen, [](const std::string& path, const std::string& why) {
-          std::cerr << "[xlaunch] warning: load_state(\"latest\"): skipping " << path << ", which is torn: " << why
-                    << std::endl;
-        });
+        files = checkpoint::read_latest(
+            project_dir, &chosen,
+            [](const std::string& path, const std::string& why) {
+              std::cerr << "[xlaunch] warning: load_state(\"latest\"): skipping " << path << ", which is torn: " << why
+                        << std::endl;
+            },
+            shared, &read);
       } else {
-        files = checkpoint::read_verified(dir, &fell_back);
+        files = checkpoint::read_verified(dir, &fell_back, shared, &read);
       }
     } catch (const std::exception& e) {
       error = e.what();
@@ -234,7 +294,9 @@ std::string load_run(const std::string& dir, const std::string& project_dir, Tra
     log_main(run.rank, "load_state: " + dir + " is missing; loading " + dir + ".old, the previous checkpoint that an "
                     "interrupted save_state left in place");
   files = broadcast_files(*run.comm, files);
-  restore(run, files, fell_back ? chosen + ".old" : chosen);
+  const std::string where = broadcast_string(*run.comm, read.dir);
+  fetch_rank_files(run, where, broadcast_string(*run.comm, read.manifest), files);
+  restore(run, files, where);
   if (const std::string changed = changed_settings(files); !changed.empty())
     log_main(run.rank, "load_state: this run's settings differ from those the checkpoint was saved with: " + changed);
   return dir == "latest" ? chosen : dir;

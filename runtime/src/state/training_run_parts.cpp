@@ -5,6 +5,7 @@
 
 #include "comm/agree.h"
 #include "state/log_main.h"
+#include "state/model_shards.h"
 #include "state/torch_state.h"
 #include "state/training_run_parts.h"
 #include "xlaunch/checkpoint_object.h"
@@ -132,6 +133,28 @@ std::vector<std::unique_ptr<torch::serialize::InputArchive>> optimizer_archives(
   }
   const Agreement outcome = agree_on_error(*run.comm, error);
   if (outcome.failed()) throw UsageError(outcome.message);
+  return out;
+}
+
+std::set<std::string> rank_files_needed(const TrainingRun& run, const Files& files, int64_t saved_world) {
+  std::set<std::string> out{"rng/rank_" + std::to_string(run.rank) + ".pt"};
+  const std::string hook_rank = saved_world == run.world ? std::to_string(run.rank) : "0";  // hook_states_to_restore
+  for (size_t i = 0; i < run.models.size(); ++i) out.insert("ddp/model_" + std::to_string(i) + "_rank_" + hook_rank + ".pt");
+  for (size_t i = 0; i < run.optimizers.size(); ++i) {
+    const std::string dir = "optimizer_" + std::to_string(i) + "/";
+    const auto layout = files.find(dir + "layout.txt");
+    if (layout == files.end()) continue;
+    const TrainingRun::OptimizerPart& opt = run.optimizers[i];
+    const OptimizerLayout saved = parse_layout(layout->second, dir + "layout.txt");
+    for (int r : saved_ranks_needed(saved, held_tensors(*opt.inner, opt.sharded, reducers_of(run))))
+      out.insert(dir + "rank_" + std::to_string(r) + ".pt");
+  }
+  for (size_t i = 0; i < run.models.size(); ++i) {
+    if (!files.count(model_dir(i) + "layout.txt")) continue;
+    const SavedModel saved(files, i);
+    for (const HeldTensor& h : held_entries(*run.models[i].module, *run.models[i].reducer, i))
+      for (int r : saved.ranks_for(h.layout)) out.insert(model_dir(i) + "rank_" + std::to_string(r) + ".pt");
+  }
   return out;
 }
 

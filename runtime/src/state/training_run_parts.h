@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -46,6 +47,12 @@ std::vector<std::unique_ptr<torch::serialize::InputArchive>> optimizer_archives(
                                                                                 const Files& files,
                                                                                 const KeyValues& state,
                                                                                 const std::string& checkpoint);
+
+// The ranks' own files (checkpoint_dir.h is_rank_file) this rank reads to resume from a checkpoint
+// whose other files are `files`: its generators, the communication-hook states it takes, and of
+// each sharded optimizer and model the saved ranks' files that overlap what it holds now.
+// Throws UsageError for a damaged layout.
+std::set<std::string> rank_files_needed(const TrainingRun& run, const Files& files, int64_t saved_world);
 
 // The saved hook state each model takes on this rank; throws UsageError when one does not fit.
 std::vector<NamedTensors> hook_states_to_restore(const TrainingRun& run, const Files& files, int64_t saved_world);

@@ -191,6 +191,16 @@ void check_same_params(const OptimizerLayout& saved, const std::vector<ParamLayo
   }
 }
 
+std::set<int> saved_ranks_needed(const OptimizerLayout& saved, const HeldGroups& held) {
+  const SavedIndex index(saved);
+  std::set<int> ranks;
+  for (const auto& group : held)
+    for (const HeldTensor& h : group)
+      for (const Chunk& c : index.chunks(h.layout)) ranks.insert(c.rank);
+  if (ranks.empty()) ranks.insert(0);  // nothing held here: a file for the group options
+  return ranks;
+}
+
 Resharded reshard(const torch::optim::Optimizer& inner, const HeldGroups& held, const OptimizerLayout& saved,
                   const RankFile& rank_file, const at::Device& device, const std::string& what) {
   const auto& groups = inner.param_groups();
@@ -200,7 +210,6 @@ Resharded reshard(const torch::optim::Optimizer& inner, const HeldGroups& held, 
   // Where each element of each tensor held here lies in the saved pieces.
   const SavedIndex index(saved);
   std::vector<std::vector<Assembly>> built(held.size());
-  std::set<int> ranks{0};  // rank 0's file gives the group options
   for (size_t g = 0; g < held.size(); ++g)
     for (const HeldTensor& h : held[g]) {
       Assembly a;
@@ -208,7 +217,6 @@ Resharded reshard(const torch::optim::Optimizer& inner, const HeldGroups& held, 
       int64_t covered = 0;
       for (const Chunk& c : a.chunks) {
         covered += c.length;
-        ranks.insert(c.rank);
         if (c.group != static_cast<int>(g))
           throw UsageError("load_state: " + list(h.layout.segments) + " is in the optimizer's group " + std::to_string(g) +
                            " here, and was in group " + std::to_string(c.group) + " in " + what +
@@ -220,6 +228,8 @@ Resharded reshard(const torch::optim::Optimizer& inner, const HeldGroups& held, 
                          ". Build the optimizer over the same parameters as the program that saved it");
       built[g].push_back(std::move(a));
     }
+  // The saved files to read; the first gives the group options (every one holds them).
+  const std::set<int> ranks = saved_ranks_needed(saved, held);
 
   // The saved files one at a time: each is read, its overlapping parts copied, and dropped.
   std::vector<std::unique_ptr<torch::optim::OptimizerOptions>> options;

@@ -21,6 +21,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,10 @@ struct Resharded {
 // parameters, groups or state do not match.
 Resharded reshard(const torch::optim::Optimizer& inner, const HeldGroups& held, const OptimizerLayout& saved,
                   const RankFile& rank_file, const at::Device& device, const std::string& what);
+
+// The saved ranks whose files reshard reads for `held`: those holding any of its elements (rank 0
+// alone when it holds nothing: every file gives the group options).
+std::set<int> saved_ranks_needed(const OptimizerLayout& saved, const HeldGroups& held);
 
 // Refuses (UsageError) when the saved layout's parameters differ from `mine` (params_of): in
 // number of groups, or in the parameters of a group.
