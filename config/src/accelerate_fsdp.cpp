@@ -50,8 +50,9 @@ void read_strategy(const Entry& e, FsdpSettings& s) {
 const std::map<std::string, std::string>& ignored_keys() {
   static const std::map<std::string, std::string> k = {
       {"fsdp_forward_prefetch", "fsdp.prefetch sets how far ahead units are gathered, forward and backward"},
-      {"fsdp_state_dict_type", "xlaunch's checkpoints hold the whole model (gathered) and each rank's optimizer "
-                               "shard; `xlaunch merge-weights` writes safetensors"},
+      {"fsdp_state_dict_type", "xlaunch's checkpoints hold each rank's shard of the model and optimizer, as "
+                               "SHARDED_STATE_DICT does, and load on any world size; `xlaunch merge-weights` writes "
+                               "the whole model as safetensors, FULL_STATE_DICT's file"},
       {"fsdp_cpu_ram_efficient_loading", "every rank builds the model; acc.prepare broadcasts rank 0's values and "
                                          "keeps each rank's shard"},
       {"fsdp_sync_module_states", "acc.prepare always broadcasts rank 0's values"},

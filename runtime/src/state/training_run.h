@@ -2,13 +2,16 @@
 // Accelerator::save_state writes and load_state puts back, handed over by the Accelerator as a
 // TrainingRun, the parts it prepared and registered, in order.
 //
-// Who does what: every rank sends its RNG state to rank 0, which alone writes the directory; the
-// ranks then agree on the outcome (comm/agree.h), so every rank returns only once the checkpoint
-// exists, and a failed write throws the same error on every rank instead of hanging. On load,
-// rank 0 reads and verifies the files and broadcasts them, so the directory need only be visible
-// to rank 0, and every rank validates the same bytes (a refusal happens everywhere). At ZeRO
-// stage >= 1 every rank's optimizer file travels to rank 0 the same way (one rank at a time), and on
-// load each rank re-slices its own part (state/zero_state.h), the ranks agreeing on any refusal.
+// Who does what (docs/checkpointing.md, "Who writes and reads what"): every rank writes its own
+// files (generators, hook state, optimizer and stage-3 parameter shards) into the temporary
+// directory rank 0 made (checkpoint_dir.h PendingCheckpoint), or, where some rank cannot see it,
+// sends them to rank 0 one file at a time; rank 0 writes the shared files and the MANIFEST and
+// swaps the directory into place. The ranks agree on the outcome (comm/agree.h), so every rank
+// returns only once the checkpoint exists, and a failed write throws the same error on every rank
+// instead of hanging. On load, rank 0 reads and verifies the shared files and broadcasts them, so
+// every rank validates the same bytes (a refusal happens everywhere); each rank then reads, or is
+// sent, only its own files and the saved shards that overlap its part, and re-slices them
+// (state/zero_state.h, state/model_shards.h), the ranks agreeing on any refusal.
 #pragma once
 
 #include <c10/core/Device.h>

@@ -163,8 +163,12 @@ std::vector<NamedTensors> hook_states_to_restore(const TrainingRun& run, const F
   const std::string& hook = run.ddp.comm_hook;
   for (size_t i = 0; i < run.models.size(); ++i) {
     const Reducer& reducer = *run.models[i].reducer;
-    const std::string prefix = "ddp/model_" + std::to_string(i) + "_rank_";
-    const bool saved = files.count(prefix + "0.pt") > 0;
+    // This rank's own state when the ranks are the same; otherwise rank 0's, of which the hook
+    // keeps what all ranks share. Only that file was read (rank_files_needed).
+    const bool same_world = saved_world == run.world;
+    const std::string path =
+        "ddp/model_" + std::to_string(i) + "_rank_" + (same_world ? std::to_string(run.rank) : "0") + ".pt";
+    const bool saved = files.count(path) > 0;
     if (reducer.hook_state().empty()) {
       if (saved)
         log_main(run.rank, "load_state: the checkpoint has communication-hook state for model " + std::to_string(i) +
@@ -176,13 +180,9 @@ std::vector<NamedTensors> hook_states_to_restore(const TrainingRun& run, const F
                       " (saved with another comm_hook): its state and step count start afresh");
       continue;
     }
-    // This rank's own state when the ranks are the same; otherwise rank 0's, of which the hook
-    // keeps what all ranks share.
-    const bool same_world = saved_world == run.world;
     std::string note;
-    NamedTensors state = reducer.hook_state_for_world(
-        unpickle(files, prefix + (same_world ? std::to_string(run.rank) : "0") + ".pt"), static_cast<int>(saved_world),
-        run.world, &note);
+    NamedTensors state =
+        reducer.hook_state_for_world(unpickle(files, path), static_cast<int>(saved_world), run.world, &note);
     if (!note.empty()) log_main(run.rank, "load_state: " + note);
     const std::string why = reducer.hook_state_mismatch(state);
     if (!why.empty())
