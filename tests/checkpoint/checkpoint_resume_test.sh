@@ -54,6 +54,20 @@ ls -d "$work"/k1.tmp-?????? >/dev/null 2>&1 || fail "kill test: the partial chec
 run 2 k1_resume --epochs 2 --resume "$work/k1" --out "$work/k1.bin" || fail "kill test: resume" k1_resume
 same "killed while writing: the previous checkpoint loads and resumes exactly" "$work/k1.bin" sgd
 
+# 3b. checkpoint.async: the files are written by a thread on each rank while training goes on.
+# Rank 1 is killed in its thread, writing its own file: the job dies, and the previous checkpoint
+# (itself written in the background) loads and resumes exactly.
+export XLAUNCH_CHECKPOINT_ASYNC=1
+run 2 k3 --epochs 2 --save "$work/k3" --stop-after-epochs 1 || fail "async kill test: first save" k3
+grep -q "save_state($work/k3): written in the background in .* s; training was held .* s" "$work/k3.log" &&
+  pass "an async save says how long it took and how long training was held" ||
+  fail "an async save says how long it took and how long training was held" k3
+run 2 k3_killed --epochs 2 --resume "$work/k3" --save "$work/k3" --stop-after-batches 5 \
+  --kill-at "wrote rng/rank_1.pt" && fail "async kill test: the job should have died" k3_killed
+run 2 k3_resume --epochs 2 --resume "$work/k3" --out "$work/k3.bin" || fail "async kill test: resume" k3_resume
+unset XLAUNCH_CHECKPOINT_ASYNC
+same "killed while writing in the background: the previous checkpoint loads and resumes exactly" "$work/k3.bin" sgd
+
 # 4. SIGKILL between the two renames: <dir> is gone, <dir>.old is loaded instead, saying so.
 run 2 k2 --epochs 2 --save "$work/k2" --stop-after-epochs 1 || fail "kill test 2: first save" k2
 run 2 k2_killed --epochs 2 --resume "$work/k2" --save "$work/k2" --stop-after-batches 5 \

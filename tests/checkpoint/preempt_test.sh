@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Preemption, as a cluster does it: SIGTERM to `xlaunch run` of a 3-rank job in the middle of an
 # epoch, then the next submission with --resume; once as usual, once started with SIGTERM and
-# SIGUSR1 blocked, once with an mpirun that passes no signal on.
+# SIGUSR1 blocked, once with an mpirun that passes no signal on, once with checkpoint.async.
 #   usage: preempt_test.sh XLAUNCH_BIN TRAIN_JOB_BIN
 #  - xlaunch run returns 75 ("preempted"), and only once every process of the job is gone;
 #  - the ranks saved a named checkpoint at the step they agreed on, and said how long it took;
@@ -31,7 +31,8 @@ job "$bin" --project "$work/straight" --epochs 6 --out "$work/straight.bin" >"$w
 preempted() {
   local name=$1 project=$work/project_$1
   shift
-  sed "s|^project_dir: .*|project_dir: $project|" "$work/config.yaml" >"$work/config_$name.yaml"
+  { sed "s|^project_dir: .*|project_dir: $project|" "$work/config.yaml"; printf '%s' "${extra_config:-}"; } \
+    >"$work/config_$name.yaml"
   rm -f "$work/marker"
   "$@" "$xlaunch" run --config_file "$work/config_$name.yaml" "$bin" --epochs 6 --wait_at_step 5 \
     --marker "$work/marker" --out "$work/preempted_$name.bin" >"$work/first_$name.log" 2>&1 &
@@ -63,6 +64,12 @@ preempted() {
 }
 
 preempted plain
+# With checkpoint.async the preemption's checkpoint is written in the background, and completed
+# before the processes exit with 75: it must be there, whole, and resume exactly.
+extra_config=$'checkpoint:\n  async: true\n' preempted async
+grep -q "checkpoint .*checkpoint_[0-9]* written in the background in [0-9.]* s; training was held" "$work/first_async.log" &&
+  pass "async: the preemption's checkpoint was written in the background and completed before the exit" ||
+  fail "async: the preemption's checkpoint was written in the background and completed before the exit" first_async
 # The same where whatever starts xlaunch run left SIGTERM and SIGUSR1 blocked (the signal mask
 # survives exec; the GPU machines' runner does this): xlaunch unblocks what it relies on, so the
 # preemption still reaches mpirun and the ranks. Before, the ranks never heard of it.

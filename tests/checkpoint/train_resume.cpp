@@ -7,7 +7,7 @@
 //   ... --save DIR --stop-after-epochs N                    save_state after epoch N, then exit
 //   ... --save DIR --stop-after-batches K                   save_state after K batches of this run
 //   ... --resume DIR                                        load_state first
-//   ... --kill-at EVENT                                     SIGKILL rank 0 at a save_state event
+//   ... --kill-at EVENT                                     SIGKILL the rank that reaches a save_state event
 //                                                           (checkpoint.h: "wrote rank0/model_0.pt")
 //   ... --optimizer adam   --hidden H                       Adam instead of SGD with momentum;
 //                                                           another hidden width (another model)

@@ -13,6 +13,7 @@
 #include "../runtime/inprocess_ranks.h"
 #include "scratch_dir.h"
 #include "state/checkpoint_dir.h"
+#include "state/durable_files.h"
 #include "state/model_shards.h"
 #include "state/sharded_layout.h"
 #include "xlaunch/error.h"
@@ -216,14 +217,20 @@ TEST(ZeroCheckpoint, StageThreeResumesExactlyOnEveryLayout) {
 // A 3-step AdamW run of the Mlp on `world` threads at `stage`, saved to `path`; `before_save` runs
 // on every rank just before save_state, `after_save` just after. Returns rank 0's parameters as
 // get_state_dict gathers them.
+// With `async` (checkpoint.async) it trains 2 more steps while the checkpoint is written, then
+// waits for it (wait_for_checkpoint, whose error `after_save` sees as `waited`).
 xlaunch::NamedTensors train_and_save(int world, int stage, const std::string& path,
                                      const std::function<void(int rank, xlaunch::Reducer&)>& before_save = {},
-                                     const std::function<void(int rank)>& after_save = {}) {
+                                     const std::function<void(int rank)>& after_save = {}, bool async = false,
+                                     std::vector<std::string>* waited = nullptr) {
   Leg leg{world, stage, Opt::AdamW};
   const auto init = initial_params();
   xlaunch::NamedTensors gathered;
+  if (waited) waited->assign(world, "");
   run_ranks(world, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
-    xlaunch::Accelerator acc(leg_options(leg), c);
+    xlaunch::AcceleratorOptions o = leg_options(leg);
+    o.checkpoint_async = async;
+    xlaunch::Accelerator acc(o, c);
     Mlp mlp;
     {
       torch::NoGradGuard no_grad;
@@ -241,6 +248,19 @@ xlaunch::NamedTensors train_and_save(int world, int stage, const std::string& pa
     }
     if (before_save) before_save(c->rank(), acc.reducer(0));
     acc.save_state(path);
+    if (async) {
+      for (int step = 3; step < 5; ++step) {  // the state changes while the files are written
+        const Batch b = mlp_batch(c->rank(), step);
+        acc.backward(loss_of(model(b.x), b.y));
+        opt.step();
+        opt.zero_grad();
+      }
+      try {
+        acc.wait_for_checkpoint();
+      } catch (const xlaunch::Error& e) {
+        if (waited) (*waited)[c->rank()] = e.what();
+      }
+    }
     if (after_save) after_save(c->rank());
     const auto state = acc.get_state_dict(model);
     if (c->rank() == 0) gathered = state;
@@ -405,6 +425,57 @@ TEST(ZeroCheckpoint, EachRankReadsOnlyTheSavedFilesItsPartOverlaps) {
     ASSERT_EQ(got->size(), saved.size());
     for (size_t i = 0; i < saved.size(); ++i) EXPECT_TRUE((*got)[i].second.equal(saved[i].second)) << saved[i].first;
   }
+}
+
+// checkpoint.async: save_state returns once every rank's state is serialized in memory; training
+// goes on (two more steps) while a thread on every rank writes it, and wait_for_checkpoint waits
+// until rank 0 has committed it. The checkpoint is the one the synchronous save writes of the same
+// step, file for file: what happened after save_state returned is not in it.
+TEST(ZeroCheckpoint, AnAsyncSaveWritesTheStateOfItsStepWhileTrainingGoesOn) {
+  ScratchDir dir;
+  train_and_save(3, 3, dir.path + "/sync");
+  train_and_save(3, 3, dir.path + "/async", {}, {}, /*async=*/true);
+  const auto a = xlaunch::checkpoint::read_verified(dir.path + "/sync");
+  const auto b = xlaunch::checkpoint::read_verified(dir.path + "/async");
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [path, bytes] : a) {
+    ASSERT_TRUE(b.count(path)) << path;
+    if (path.find("optimizer_") != std::string::npos) EXPECT_EQ(bytes.size(), b.at(path).size()) << path;
+    else if (path != "metadata.txt") EXPECT_TRUE(bytes == b.at(path)) << path << " differs";
+  }
+  EXPECT_NE(b.at("rank0/trainer_state.txt").find("\nstep 3\n"), std::string::npos);
+  for (const std::string& name : xlaunch::durable::entries(dir.path))
+    EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name << " left behind";
+}
+
+// A rank that fails to write its part in the background: wait_for_checkpoint throws on every rank,
+// naming it, and the previous checkpoint stays in place, whole; nothing half-written is left.
+TEST(ZeroCheckpoint, AFailedAsyncSaveIsReportedOnEveryRankAndKeepsThePreviousCheckpoint) {
+  ScratchDir dir;
+  const std::string path = dir.path + "/ckpt";
+  train_and_save(3, 3, path);
+  std::vector<std::string> waited;
+  train_and_save(
+      3, 3, path,
+      [](int rank, xlaunch::Reducer&) {
+        if (rank == 0)
+          xlaunch::checkpoint::set_save_hook([](const std::string& event) {
+            if (event == "wrote model_0/rank_1.pt") throw xlaunch::Error("disk full (injected)");
+          });
+      },
+      [](int rank) {
+        if (rank == 0) xlaunch::checkpoint::set_save_hook({});
+      },
+      /*async=*/true, &waited);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(waited[r].find("failed on rank"), std::string::npos) << "rank " << r << ": " << waited[r];
+    EXPECT_NE(waited[r].find("rank 1 could not write its part: disk full (injected)"), std::string::npos) << waited[r];
+    EXPECT_NE(waited[r].find("previous checkpoint is kept"), std::string::npos) << waited[r];
+  }
+  const auto files = xlaunch::checkpoint::read_verified(path);
+  EXPECT_NE(files.at("rank0/trainer_state.txt").find("\nstep 3\n"), std::string::npos);
+  for (const std::string& name : xlaunch::durable::entries(dir.path))
+    EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name << " left behind";
 }
 
 // A frozen parameter stays whole at stage 3: it is in rank 0's file beside the shards, and a

@@ -215,8 +215,14 @@ class Accelerator {
   // samples of that epoch not read yet (load_state says what carried over).
   // Saved too: prepared schedulers and the objects registered for checkpointing.
   // load_state("latest"): the newest complete named checkpoint (see save_state() below).
+  // With checkpoint.async (docs/checkpointing.md, "Asynchronous saves") save_state returns once
+  // each rank's state is copied to host memory, and the files are written in the background;
+  // wait_for_checkpoint() waits until that checkpoint is complete (collective; it throws Error on
+  // every rank when it could not be written). The next save_state, load_state, a preemption and
+  // the Accelerator's destruction wait for it too. Without a save under way it returns at once.
   void save_state(const std::string& dir);
   void load_state(const std::string& dir);
+  void wait_for_checkpoint();
   // Named checkpoints (options().project_dir; docs/checkpointing.md): save_state() writes
   // <project_dir>/checkpoints/checkpoint_<step> and then removes the oldest beyond
   // checkpoint_total_limit; load_state("latest") loads the newest complete one there, skipping a

@@ -288,7 +288,12 @@ T default_of(const char* s) {
   X(S, every_epoch, bool, ENV(kCheckpointEveryEpoch, "XLAUNCH_CHECKPOINT_EVERY_EPOCH", Bool), "0",                   \
     CLI("--checkpoint_every_epoch", "Save a named checkpoint after every epoch"), ANY,                               \
     ACC(bool, checkpoint_every_epoch),                                                                               \
-    "1: save a named checkpoint when the first prepared loader finishes an epoch")
+    "1: save a named checkpoint when the first prepared loader finishes an epoch")                                   \
+  X(S, async, bool, ENV(kCheckpointAsync, "XLAUNCH_CHECKPOINT_ASYNC", Bool), "0",                                    \
+    CLI("--checkpoint_async", "Write checkpoints in the background while training goes on"), ANY,                    \
+    ACC(bool, checkpoint_async),                                                                                     \
+    "1: save_state copies each rank's state to host memory and returns; a thread on every rank writes it, and the "  \
+    "next save, a load, a preemption and the end of the job wait for it (every rank must see the directory)")
 
 #define XLAUNCH_SETTINGS_PREEMPT(X, S)                                                                                \
   X(S, preempt_signal, std::string, NO_ENV, "SIGTERM",                                                               \

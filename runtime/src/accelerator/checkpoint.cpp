@@ -3,10 +3,13 @@
 // what concerns the rest of the run: the schedulers caught up and the trackers drained before a
 // save, the trackers told of a load, `--resume`. And the model's weights out as safetensors.
 #include <chrono>
+
 #include <set>
 
 #include "accelerator/impl.h"
 #include "comm/agree.h"
+#include "state/training_run.h"
+#include "xlaunch/env_vars.h"
 #include "state/log_main.h"
 #include "state/named_checkpoints.h"
 #include "xlaunch/error.h"
@@ -17,6 +20,8 @@ namespace xlaunch {
 void Accelerator::save_state(const std::string& dir) { impl_->save_state(dir); }
 
 void Accelerator::load_state(const std::string& dir) { impl_->load_state(dir); }
+
+void Accelerator::wait_for_checkpoint() { impl_->wait_for_save(/*collective=*/true); }
 
 bool Accelerator::maybe_load_state() {
   detail::AcceleratorImpl& a = *impl_;
@@ -100,8 +105,17 @@ void AcceleratorImpl::save_state(const std::string& dir) {
   for (auto& s : schedulers_) s->catch_up();
   // The logs reach the step saved before the checkpoint does (docs/tracking.md).
   drain_trackers();
+  wait_for_save(/*collective=*/true);  // one save at a time
   // At stage 3 every rank saves its own shard (state/model_shards.h): nothing is gathered.
-  checkpoint::save_run(dir, training_run());
+  if (!options_.checkpoint_async) {
+    checkpoint::save_run(dir, training_run());
+    return;
+  }
+  const int64_t timeout = env::get_int(env::kTimeoutS);
+  background_save_ = checkpoint::save_run_async(dir, training_run(), timeout > 0 ? static_cast<double>(timeout) : 3600.0);
+  if (!background_save_)
+    log_main(rank_, "save_state(" + dir + "): checkpoint.async, but not every rank sees the directory (no shared file "
+                    "system), so it was written synchronously through rank 0");
 }
 
 AcceleratorImpl::WholeModels::WholeModels(AcceleratorImpl& a, bool keep_changes) : a_(a), keep_changes_(keep_changes) {
@@ -115,6 +129,7 @@ AcceleratorImpl::WholeModels::~WholeModels() {
 }
 
 void AcceleratorImpl::load_state(const std::string& dir) {
+  wait_for_save(/*collective=*/true);  // a checkpoint being written is complete before anything is read
   const auto t0 = std::chrono::steady_clock::now();
   checkpoint::TrainingRun run = training_run();
   std::string loaded;

@@ -137,7 +137,15 @@ AcceleratorImpl::AcceleratorImpl(AcceleratorOptions options, std::shared_ptr<Com
   }
 }
 
-AcceleratorImpl::~AcceleratorImpl() = default;
+AcceleratorImpl::~AcceleratorImpl() {
+  // A checkpoint still being written in the background (checkpoint.async) is completed, each rank
+  // its own part (rank 0 waiting, bounded, for the others'); a failure is printed, not thrown.
+  try {
+    wait_for_save(/*collective=*/false);
+  } catch (const std::exception& e) {
+    std::cerr << "[xlaunch] rank " << rank_ << ": " << e.what() << std::endl;
+  }
+}
 
 std::shared_ptr<Communicator> AcceleratorImpl::communicator(const at::Device& device) {
   if (device.is_cpu()) return cpu_comm_;

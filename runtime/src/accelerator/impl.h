@@ -73,6 +73,11 @@ class AcceleratorImpl {
   void save_state(const std::string& dir);
   void load_state(const std::string& dir);
   void save_named(const char* why);
+  // Waits for a background save (checkpoint.async), then rotates the named checkpoints it was for.
+  // collective: the ranks agree on the outcome and throw Error together; else (the destructor)
+  // each waits for its own part and an error is printed.
+  void wait_for_save(bool collective);
+  void rotate_named(const std::string& newest, const char* why, double seconds, const std::string& how);
   void announce_first_step_after_load();
   // What save_state writes and load_state restores: every prepared and registered part.
   checkpoint::TrainingRun training_run();
@@ -124,6 +129,8 @@ class AcceleratorImpl {
   std::vector<std::unique_ptr<CheckpointObject>> custom_;
   bool boundary_pending_ = false;  // an optimizer step came since the last step boundary
   int64_t last_saved_step_ = -1;   // the step of the last named checkpoint this process wrote
+  std::unique_ptr<checkpoint::BackgroundSave> background_save_;  // checkpoint.async: being written
+  std::string rotate_after_save_;  // the named checkpoint background_save_ writes ("": not a named one)
   double load_seconds_ = -1;       // how long the last load_state took, until the next step says so
   MixedPrecision mixed_precision_ = MixedPrecision::No;
   std::unique_ptr<GradScaler> scaler_;

@@ -11,8 +11,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <iostream>
+#include <utility>
 
 #include "accelerator/impl.h"
+#include "comm/agree.h"
+#include "state/training_run.h"
+#include "xlaunch/error.h"
 #include "state/log_main.h"
 #include "state/named_checkpoints.h"
 #include "watch/board.h"
@@ -82,6 +87,7 @@ void AcceleratorImpl::stop_for_preemption() {
   std::string saved = "no checkpoint was saved: project_dir is not set (set it to keep a preempted job's work)";
   if (!options_.project_dir.empty()) {
     save_named("preemption");
+    wait_for_save(/*collective=*/true);  // the process ends next: a background save completes first
     saved = "checkpoint " + checkpoint::named_path(options_.project_dir, step_) + " saved in " +
             fixed(seconds_since(t0)) + " s";
   }
@@ -104,16 +110,51 @@ void AcceleratorImpl::save_named(const char* why) {
   const std::string dir = checkpoint::named_path(options_.project_dir, step_);
   save_state(dir);
   last_saved_step_ = step_;
+  if (background_save_) {
+    // Rotated once it is complete: until then the newest complete checkpoint is an older one.
+    rotate_after_save_ = dir;
+    log_main(rank_, "checkpoint " + dir + " being written in the background (" + why + ", step " +
+                        std::to_string(step_) + "; training held " + fixed(background_save_->blocked_s(), 3) + " s)");
+    return;
+  }
+  rotate_named(dir, why, seconds_since(t0), "");
+}
+
+void AcceleratorImpl::rotate_named(const std::string& newest, const char* why, double seconds, const std::string& how) {
   if (rank_ != 0) return;
   std::string note;
   try {
-    for (const std::string& gone : checkpoint::rotate(options_.project_dir, options_.checkpoint_total_limit, dir))
+    for (const std::string& gone : checkpoint::rotate(options_.project_dir, options_.checkpoint_total_limit, newest))
       note += (note.empty() ? "; removed " : ", ") + gone;
   } catch (const std::exception& e) {
     note = "; warning: could not remove an old checkpoint (" + std::string(e.what()) + "): training goes on";
   }
-  log_main(rank_, "checkpoint " + dir + " saved (" + why + ", step " + std::to_string(step_) + ", " +
-                      fixed(seconds_since(t0), 2) + " s)" + note);
+  if (how.empty())
+    log_main(rank_, "checkpoint " + newest + " saved (" + why + ", step " + std::to_string(step_) + ", " +
+                        fixed(seconds, 2) + " s)" + note);
+  else
+    log_main(rank_, "checkpoint " + newest + " " + how + note);
+}
+
+void AcceleratorImpl::wait_for_save(bool collective) {
+  if (!background_save_) return;
+  std::unique_ptr<checkpoint::BackgroundSave> save = std::move(background_save_);
+  const std::string newest = std::exchange(rotate_after_save_, std::string());
+  const std::string error = save->wait();
+  if (collective) {
+    const Agreement outcome = agree_on_error(*cpu_comm_, error);
+    if (outcome.failed())
+      throw Error("save_state(" + save->dir() + ") in the background failed on rank " + std::to_string(outcome.rank) +
+                  ": " + outcome.message + ". The previous checkpoint is kept");
+  } else if (!error.empty()) {
+    std::cerr << "[xlaunch] rank " << rank_ << ": save_state(" << save->dir() << ") in the background failed: " << error
+              << ". The previous checkpoint is kept" << std::endl;
+    return;
+  }
+  const std::string how = "written in the background in " + fixed(save->written_s(), 2) + " s; training was held " +
+                          fixed(save->blocked_s(), 3) + " s";
+  if (!newest.empty()) rotate_named(newest, "", 0, how);
+  else log_main(rank_, "save_state(" + save->dir() + "): " + how);
 }
 
 void AcceleratorImpl::announce_first_step_after_load() {

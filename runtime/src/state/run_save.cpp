@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <thread>
 #include <sstream>
 
 #include "comm/agree.h"
@@ -14,6 +15,7 @@
 #include "state/loader_state.h"
 #include "state/model_shards.h"
 #include "state/checkpoint_dir.h"
+#include "state/durable_files.h"
 #include "state/torch_state.h"
 #include "state/training_run_parts.h"
 #include "state/zero_state.h"
@@ -67,6 +69,9 @@ bool has_hook_state(const Reducer& reducer) { return !reducer.hook_state().empty
 struct OwnFile {
   std::string path;
   std::function<std::string()> bytes;
+  // For an asynchronous save: a copy of what it is made of, now, and the bytes of that copy
+  // later (in the background). Empty: bytes() now is the copy.
+  std::function<std::function<std::string()>()> snapshot;
 };
 
 // This rank's files (state/checkpoint_dir.h: rng/, ddp/, optimizer_<i>/, model_<i>/). The same
@@ -86,7 +91,13 @@ std::vector<OwnFile> rank_files(const TrainingRun& run) {
                      [&run, i] { return archive_bytes([&](auto& ar) { run.optimizers[i].inner->save(ar); }); }});
   for (size_t i = 0; i < run.models.size(); ++i)
     if (shards_params(*run.models[i].reducer))
-      out.push_back({model_dir(i) + "rank_" + r + ".pt", [&run, i] { return shard_file(*run.models[i].reducer, i).bytes; }});
+      out.push_back({model_dir(i) + "rank_" + r + ".pt", [&run, i] { return shard_file(*run.models[i].reducer, i).bytes; },
+                     [&run, i]() -> std::function<std::string()> {
+                       NamedTensors pieces;  // what shard_file pickles, copied
+                       for (const HeldTensor& h : param_pieces(*run.models[i].reducer, i))
+                         pieces.emplace_back("piece." + std::to_string(pieces.size()), h.tensor.detach().clone());
+                       return [pieces = std::move(pieces)] { return pickle_bytes(pieces); };
+                     }});
   return out;
 }
 
@@ -277,42 +288,187 @@ std::string write_rank_files(const TrainingRun& run, PendingCheckpoint* pending,
   return "";
 }
 
-}  // namespace
+// A save under way: what every save does first, collectively, before any file is written.
+struct Opened {
+  Layouts layouts;
+  std::vector<std::string> streams;          // rank r's streaming loaders' positions
+  std::unique_ptr<PendingCheckpoint> pending;  // rank 0's
+  std::string tmp;                           // its directory, on every rank
+  bool shared = false;                       // every rank sees it
+};
 
-void save_run(const std::string& dir, const TrainingRun& run) {
-  const Layouts layouts = gather_layouts(run);
+Opened open_save(const std::string& dir, const TrainingRun& run) {
+  Opened o;
+  o.layouts = gather_layouts(run);
   // Streaming loaders stand differently on every rank (loader_state.h).
-  const std::vector<std::string> streams =
-      checkpoint::any_stream(*run.loaders)
-          ? run.comm->allgather_strings(checkpoint::stream_positions_text(*run.loaders, run.rank, run.world))
-          : std::vector<std::string>{};
-  std::unique_ptr<PendingCheckpoint> pending;
+  if (checkpoint::any_stream(*run.loaders))
+    o.streams = run.comm->allgather_strings(checkpoint::stream_positions_text(*run.loaders, run.rank, run.world));
   std::string error;
   try {
-    if (run.rank == 0) pending = std::make_unique<PendingCheckpoint>(dir);
+    if (run.rank == 0) o.pending = std::make_unique<PendingCheckpoint>(dir);
   } catch (const std::exception& e) {
     error = e.what();
   }
-  Agreement outcome = agree_on_error(*run.comm, error);
+  const Agreement outcome = agree_on_error(*run.comm, error);
   if (outcome.failed()) throw Error("save_state(" + dir + ") failed on rank 0: " + outcome.message);
+  o.tmp = broadcast_string(*run.comm, run.rank == 0 ? o.pending->tmp() : "");
+  return o;
+}
+
+// The rest of a save, every rank at once (collective); throws Error naming the rank at fault.
+void finish_save(const std::string& dir, const TrainingRun& run, Opened& o) {
+  std::string error;
   try {
-    const std::string tmp = broadcast_string(*run.comm, run.rank == 0 ? pending->tmp() : "");
     // Every rank writes its own shard where it can; what it wrote is in rank 0's MANIFEST.
-    const bool shared = run.world > 1 && every_rank_sees(run, tmp);
-    const std::string others = write_rank_files(run, pending.get(), tmp, shared);
+    const std::string others = write_rank_files(run, o.pending.get(), o.tmp, o.shared);
     if (run.rank == 0) {
-      pending->add_lines(others);
-      for (const auto& [path, bytes] : files_of(run, streams, layouts)) pending->write(path, bytes);
-      pending->commit();
+      o.pending->add_lines(others);
+      for (const auto& [path, bytes] : files_of(run, o.streams, o.layouts)) o.pending->write(path, bytes);
+      o.pending->commit();
     }
   } catch (const std::exception& e) {
     error = e.what();
   }
   // The outcome doubles as the barrier: nobody returns before the checkpoint exists. Unless it
   // was committed, rank 0's pending directory is removed (~PendingCheckpoint).
-  outcome = agree_on_error(*run.comm, error);
-  pending.reset();
-  if (outcome.failed()) throw Error("save_state(" + dir + ") failed on rank " + std::to_string(outcome.rank) + ": " + outcome.message);
+  const Agreement outcome = agree_on_error(*run.comm, error);
+  o.pending.reset();
+  if (outcome.failed())
+    throw Error("save_state(" + dir + ") failed on rank " + std::to_string(outcome.rank) + ": " + outcome.message);
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A background save on one rank (save_run_async): its files, already serialized, written by a
+// thread; on rank 0 also the shared files, and the commit once every rank has left its marker.
+class Background final : public BackgroundSave {
+ public:
+  Background(const std::string& dir, int rank, int world, double deadline_s, Opened opened,
+             std::vector<std::pair<std::string, std::function<std::string()>>> mine, Files shared, double blocked_s)
+      : dir_(dir), blocked_s_(blocked_s), start_(std::chrono::steady_clock::now()) {
+    thread_ = std::thread([this, rank, world, deadline_s, o = std::move(opened), mine = std::move(mine),
+                           shared = std::move(shared)]() mutable {
+      try {
+        run(rank, world, deadline_s, o, mine, shared);
+      } catch (const std::exception& e) {
+        error_ = e.what();
+      }
+      written_s_ = since(start_);
+      o.pending.reset();  // removes the temporary unless committed
+    });
+  }
+  ~Background() override {
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string wait() override {
+    if (thread_.joinable()) thread_.join();
+    return error_;
+  }
+  const std::string& dir() const override { return dir_; }
+  double blocked_s() const override { return blocked_s_; }
+  double written_s() const override { return written_s_; }
+
+ private:
+  static std::string marker(int rank) { return ".done-" + std::to_string(rank); }
+
+  void run(int rank, int world, double deadline_s, Opened& o,
+           std::vector<std::pair<std::string, std::function<std::string()>>>& mine,
+           Files& shared) {
+    std::string lines, failed;
+    try {
+      for (auto& [path, bytes] : mine) {
+        lines += write_part(o.tmp, path, bytes());
+        bytes = nullptr;  // its memory goes as soon as it is written
+      }
+    } catch (const std::exception& e) {
+      failed = e.what();
+    }
+    if (rank != 0) {
+      // Rank 0 takes a marker only once it is whole: written aside, then renamed.
+      write_part(o.tmp, marker(rank) + ".part", failed.empty() ? lines : "error " + failed);
+      durable::rename_path(o.tmp + "/" + marker(rank) + ".part", o.tmp + "/" + marker(rank));
+      if (!failed.empty()) throw Error(failed);
+      return;
+    }
+    if (!failed.empty()) throw Error(failed);
+    // Every other rank's marker, within the deadline.
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<bool> seen(static_cast<size_t>(world), false);
+    seen[0] = true;
+    for (int left = world - 1; left > 0;) {
+      for (int r = 1; r < world; ++r) {
+        const std::string path = o.tmp + "/" + marker(r);
+        if (seen[static_cast<size_t>(r)] || ::access(path.c_str(), F_OK) != 0) continue;
+        std::ifstream in(path, std::ios::binary);
+        std::ostringstream text;
+        text << in.rdbuf();
+        if (text.str().rfind("error ", 0) == 0) throw Error("rank " + std::to_string(r) + " could not write its part: " + text.str().substr(6));
+        o.pending->add_lines(text.str());
+        ::unlink(path.c_str());
+        seen[static_cast<size_t>(r)] = true;
+        --left;
+      }
+      if (left == 0) break;
+      if (since(t0) > deadline_s) {
+        std::string missing;
+        for (int r = 1; r < world; ++r)
+          if (!seen[static_cast<size_t>(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        throw Error("rank(s) " + missing + " did not finish writing their part of " + dir_ + " within " +
+                    std::to_string(static_cast<int>(deadline_s)) + " s (XLAUNCH_TIMEOUT_S); the previous checkpoint is kept");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    o.pending->add_lines(lines);
+    for (const auto& [path, bytes] : shared) o.pending->write(path, bytes);
+    o.pending->commit();
+  }
+
+  std::string dir_, error_;
+  double blocked_s_ = 0, written_s_ = 0;
+  std::chrono::steady_clock::time_point start_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+void save_run(const std::string& dir, const TrainingRun& run) {
+  Opened o = open_save(dir, run);
+  o.shared = run.world == 1 || every_rank_sees(run, o.tmp);
+  finish_save(dir, run, o);
+}
+
+std::unique_ptr<BackgroundSave> save_run_async(const std::string& dir, const TrainingRun& run, double deadline_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Opened o = open_save(dir, run);
+  o.shared = run.world == 1 || every_rank_sees(run, o.tmp);
+  if (!o.shared) {  // the files travel through rank 0, which a background thread cannot do
+    finish_save(dir, run, o);
+    return nullptr;
+  }
+  // The copy to host memory: every file serialized now, so training may change the state at once.
+  std::vector<std::pair<std::string, std::function<std::string()>>> mine;
+  Files shared;
+  std::string error;
+  try {
+    for (const OwnFile& f : rank_files(run)) {
+      if (f.snapshot) {
+        mine.emplace_back(f.path, f.snapshot());
+        continue;
+      }
+      auto bytes = std::make_shared<std::string>(f.bytes());
+      mine.emplace_back(f.path, [bytes] { return std::move(*bytes); });
+    }
+    if (run.rank == 0) shared = files_of(run, o.streams, o.layouts);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const Agreement outcome = agree_on_error(*run.comm, error);
+  if (outcome.failed())
+    throw Error("save_state(" + dir + ") failed on rank " + std::to_string(outcome.rank) + ": " + outcome.message);
+  return std::make_unique<Background>(dir, run.rank, run.world, deadline_s, std::move(o), std::move(mine),
+                                      std::move(shared), since(t0));
 }
 
 }  // namespace xlaunch::checkpoint

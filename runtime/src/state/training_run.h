@@ -74,6 +74,26 @@ struct TrainingRun {
 // throws Error on every rank when rank 0 could not write.
 void save_run(const std::string& dir, const TrainingRun& run);
 
+// A save_state whose files are being written in the background (checkpoint.async,
+// docs/checkpointing.md "Asynchronous saves").
+class BackgroundSave {
+ public:
+  virtual ~BackgroundSave() = default;  // waits, as wait() does
+  // Waits until this rank's part is written (on rank 0: until the checkpoint is complete, or the
+  // deadline it was given has passed); "" when it succeeded, else why not. Not collective.
+  virtual std::string wait() = 0;
+  virtual const std::string& dir() const = 0;
+  virtual double blocked_s() const = 0;  // how long save_state held training
+  virtual double written_s() const = 0;  // from then until this rank's part was written (after wait)
+};
+
+// As save_run, but training is held only for the collective opening and the copy of each rank's
+// state to host memory (serialized); a thread on every rank writes it, and rank 0's commits once
+// every rank has written its part, waiting at most `deadline_s`. Collective. Returns null when it
+// saved synchronously instead: some rank cannot see the directory, so the files travel through
+// rank 0 over the communicator, which only the ranks together can do.
+std::unique_ptr<BackgroundSave> save_run_async(const std::string& dir, const TrainingRun& run, double deadline_s);
+
 // Restores `run` from `dir`, or with "latest" from the newest complete named checkpoint under
 // `project_dir`, validating everything before changing anything (a refused checkpoint leaves the
 // run as it was). Collective; a refusal throws UsageError on every rank. Returns the checkpoint

@@ -24,9 +24,14 @@ template <typename Fn>
 std::string archive_bytes(Fn&& fill) {
   torch::serialize::OutputArchive archive;
   fill(archive);
-  std::ostringstream os;
-  archive.save_to(os);
-  return os.str();
+  // Straight into the string (a stringstream would copy the bytes once more as it grows, and again
+  // for its str()): an asynchronous save holds training for this.
+  std::string out;
+  archive.save_to([&out](const void* data, size_t n) {
+    out.append(static_cast<const char*>(data), n);
+    return n;
+  });
+  return out;
 }
 
 // The archive saved at `path` of `files`, its tensors on `device`; throws UsageError when it is absent.
