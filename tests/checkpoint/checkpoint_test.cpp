@@ -111,6 +111,35 @@ TEST(CheckpointFiles, FallsBackToOldWhenTheDirectoryIsMissing) {
   EXPECT_TRUE(fell_back);
 }
 
+// One save into a directory at a time: a second one (another job, or this job while its
+// background save is not complete) is refused before it removes or writes anything, and the
+// lock goes with the first, committed or not.
+TEST(CheckpointFiles, ASecondSaveIntoTheSameDirectoryIsRefusedWhileTheFirstWrites) {
+  using xlaunch::checkpoint::PendingCheckpoint;
+  const fs::path dir = scratch("locked");
+  const fs::path lock = dir.parent_path() / ".locked.lock";
+  {
+    PendingCheckpoint first(dir.string());
+    first.write("x.txt", "one");
+    EXPECT_TRUE(fs::exists(lock));
+    try {
+      PendingCheckpoint second(dir.string());
+      ADD_FAILURE() << "a second save into the same directory was not refused";
+    } catch (const xlaunch::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("another save is writing " + dir.string()), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("wait_for_checkpoint"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(fs::exists(first.tmp() + "/x.txt")) << "the refused save removed the first one's temporary";
+    first.commit();
+  }
+  EXPECT_FALSE(fs::exists(lock));
+  EXPECT_EQ(xlaunch::checkpoint::read_verified(dir.string()).at("x.txt"), "one");
+  { PendingCheckpoint abandoned(dir.string()); }  // destroyed without commit: its lock goes too
+  EXPECT_FALSE(fs::exists(lock));
+  xlaunch::checkpoint::write_atomically(dir.string(), {{"x.txt", "two"}});
+  EXPECT_EQ(xlaunch::checkpoint::read_verified(dir.string()).at("x.txt"), "two");
+}
+
 TEST(CheckpointFiles, RefusesCorruptMissingAndForeignDirectories) {
   const fs::path dir = scratch("c");
   xlaunch::checkpoint::write_atomically(dir.string(), {{"x.txt", "one"}});

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -182,22 +183,55 @@ PendingCheckpoint::PendingCheckpoint(const std::string& dir_text) {
   if (fs::exists(dir) && !fs::exists(dir / "MANIFEST") && !is_empty_dir(dir))
     throw UsageError("save_state: " + dir.string() + " exists and is not an xlaunch checkpoint (no MANIFEST); "
                      "it would be replaced. Choose another directory, or remove it");
-  remove_stale_temporaries(parent, dir);
-  // A new directory of this user's next to <dir> (mkdtemp: a random name, never one that exists).
-  std::string tmpl = dir.string() + ".tmp-XXXXXX";
-  if (!::mkdtemp(tmpl.data())) throw_io("cannot create a directory next to", dir);
+  // One save into <dir> at a time: before anything there is removed or written. The lock file
+  // goes when the save ends; one that was replaced meanwhile is not ours to trust.
+  lock_ = parent / ("." + dir.filename().string() + ".lock");
+  lock_fd_ = ::open(lock_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) throw_io("cannot open the lock file", lock_);
+  struct stat held {}, now {};
+  const bool mine = ::fstat(lock_fd_, &held) == 0 && held.st_uid == ::geteuid();
+  const bool locked = mine && ::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0;
+  const bool same = locked && ::stat(lock_.c_str(), &now) == 0 && now.st_ino == held.st_ino && now.st_dev == held.st_dev;
+  if (!same) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    if (!mine)
+      throw UsageError("save_state: " + lock_ + " is not this user's; xlaunch does not share a lock with "
+                       "another user. Choose a checkpoint directory of your own");
+    throw UsageError("save_state: another save is writing " + dir.string() + " (it holds " + lock_ +
+                     "): a background save of this job not yet complete, or another job saving into the same "
+                     "directory. Wait for it (acc.wait_for_checkpoint()), or give each job its own directory");
+  }
+  try {
+    remove_stale_temporaries(parent, dir);
+    // A new directory of this user's next to <dir> (mkdtemp: a random name, never one that exists).
+    std::string tmpl = dir.string() + ".tmp-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw_io("cannot create a directory next to", dir);
+    tmp_ = tmpl;
+  } catch (...) {
+    release_lock();
+    throw;
+  }
   dir_ = dir.string();
-  tmp_ = tmpl;
+}
+
+void PendingCheckpoint::release_lock() {
+  if (lock_fd_ < 0) return;
+  ::unlink(lock_.c_str());  // while still held: whoever opens it next makes a new one
+  ::close(lock_fd_);
+  lock_fd_ = -1;
 }
 
 PendingCheckpoint::~PendingCheckpoint() {
-  if (committed_) return;
-  try {
-    remove_tree(tmp_);
-  } catch (const std::exception& e) {
-    std::cerr << "[xlaunch] warning: could not remove the unfinished checkpoint " << tmp_ << ": " << e.what()
-              << " (the next save removes it)" << std::endl;
+  if (!committed_) {
+    try {
+      remove_tree(tmp_);
+    } catch (const std::exception& e) {
+      std::cerr << "[xlaunch] warning: could not remove the unfinished checkpoint " << tmp_ << ": " << e.what()
+                << " (the next save removes it)" << std::endl;
+    }
   }
+  release_lock();
 }
 
 void PendingCheckpoint::write(const std::string& path, const std::string& bytes) { add_lines(write_part(tmp_, path, bytes)); }

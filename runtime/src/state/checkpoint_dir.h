@@ -55,6 +55,9 @@ void write_atomically(const std::string& dir, const Files& files);
 // next to <dir>); every rank may write its own files into tmp() with write_part; rank 0 writes the
 // rest, adds the others' MANIFEST lines and commits (MANIFEST last, fsyncs, the swap). Destroyed
 // without commit(), it removes the temporary: a failed save leaves the previous checkpoint alone.
+// While it lives it holds a lock (flock on <parent>/.<name>.lock, removed at the end): another
+// save into the same directory, by this job's background save or another job, is refused with
+// UsageError instead of both writing and one removing the other's temporary.
 class PendingCheckpoint {
  public:
   explicit PendingCheckpoint(const std::string& dir);
@@ -72,6 +75,9 @@ class PendingCheckpoint {
   std::string dir_, tmp_;
   std::map<std::string, std::string> lines_;  // path -> its MANIFEST line
   bool committed_ = false;
+  void release_lock();
+  std::string lock_;  // <parent>/.<name>.lock
+  int lock_fd_ = -1;  // flock on it, held until destroyed
 };
 
 // Writes `bytes` as `path` (relative) under the temporary directory `tmp` of a PendingCheckpoint,
