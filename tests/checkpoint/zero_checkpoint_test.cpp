@@ -317,6 +317,24 @@ TEST(ZeroCheckpoint, StageThreeSavesEveryRanksShardAndGathersNothing) {
 
 thread_local int writer_rank = -1;  // the rank of the thread a save hook runs on
 
+// Two checkpoints of the same state hold the same files, byte for byte, but the time in
+// metadata.txt, and LibTorch archives (optimizer files), which carry a serialization id: those of
+// the same size.
+void expect_same_files(const xlaunch::checkpoint::Files& a, const xlaunch::checkpoint::Files& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [path, bytes] : a) {
+    ASSERT_TRUE(b.count(path)) << path;
+    if (path.find("optimizer_") != std::string::npos) EXPECT_EQ(bytes.size(), b.at(path).size()) << path;
+    else if (path != "metadata.txt") EXPECT_TRUE(bytes == b.at(path)) << path << " differs";
+  }
+}
+
+// No save left a temporary directory in `dir`.
+void expect_no_temporary(const std::string& dir) {
+  for (const std::string& name : xlaunch::durable::entries(dir))
+    EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name << " left behind";
+}
+
 // Who writes what: where every rank sees the directory, each writes its own files (its generators,
 // its optimizer and parameter shards) and rank 0 the rest; where one rank cannot see it, every
 // rank's files travel to rank 0, which writes them all. Both checkpoints hold the same files, byte
@@ -356,12 +374,7 @@ TEST(ZeroCheckpoint, EveryRankWritesItsOwnFilesOrSendsThemToRankZero) {
 
   const auto a = xlaunch::checkpoint::read_verified(dir.path + "/parallel");
   const auto b = xlaunch::checkpoint::read_verified(dir.path + "/via_rank0");
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [path, bytes] : a) {
-    ASSERT_TRUE(b.count(path)) << path;
-    if (path.find("optimizer_") != std::string::npos) EXPECT_EQ(bytes.size(), b.at(path).size()) << path;
-    else if (path != "metadata.txt") EXPECT_TRUE(bytes == b.at(path)) << path << " differs";
-  }
+  expect_same_files(a, b);
   EXPECT_FALSE(a.count(".xlaunch-probe"));
 }
 
@@ -437,15 +450,9 @@ TEST(ZeroCheckpoint, AnAsyncSaveWritesTheStateOfItsStepWhileTrainingGoesOn) {
   train_and_save(3, 3, dir.path + "/async", {}, {}, /*async=*/true);
   const auto a = xlaunch::checkpoint::read_verified(dir.path + "/sync");
   const auto b = xlaunch::checkpoint::read_verified(dir.path + "/async");
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [path, bytes] : a) {
-    ASSERT_TRUE(b.count(path)) << path;
-    if (path.find("optimizer_") != std::string::npos) EXPECT_EQ(bytes.size(), b.at(path).size()) << path;
-    else if (path != "metadata.txt") EXPECT_TRUE(bytes == b.at(path)) << path << " differs";
-  }
+  expect_same_files(a, b);
   EXPECT_NE(b.at("rank0/trainer_state.txt").find("\nstep 3\n"), std::string::npos);
-  for (const std::string& name : xlaunch::durable::entries(dir.path))
-    EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name << " left behind";
+  expect_no_temporary(dir.path);
 }
 
 // A rank that fails to write its part in the background: wait_for_checkpoint throws on every rank,
@@ -474,8 +481,7 @@ TEST(ZeroCheckpoint, AFailedAsyncSaveIsReportedOnEveryRankAndKeepsThePreviousChe
   }
   const auto files = xlaunch::checkpoint::read_verified(path);
   EXPECT_NE(files.at("rank0/trainer_state.txt").find("\nstep 3\n"), std::string::npos);
-  for (const std::string& name : xlaunch::durable::entries(dir.path))
-    EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name << " left behind";
+  expect_no_temporary(dir.path);
 }
 
 // A frozen parameter stays whole at stage 3: it is in rank 0's file beside the shards, and a
