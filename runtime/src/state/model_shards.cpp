@@ -27,14 +27,10 @@ std::vector<HeldTensor> param_pieces(const Reducer& reducer, size_t model) {
   return out;
 }
 
-ShardFile shard_file(const Reducer& reducer, size_t model) {
-  NamedTensors tensors;
-  std::vector<PieceLayout> layouts;
-  for (HeldTensor& h : param_pieces(reducer, model)) {
-    tensors.emplace_back("piece." + std::to_string(layouts.size()), h.tensor);
-    layouts.push_back(std::move(h.layout));
-  }
-  return ShardFile{pickle_bytes(tensors), rank_layout_text(reducer.rank(), {layouts})};
+NamedTensors shard_tensors(const Reducer& reducer, size_t model) {
+  NamedTensors out;
+  for (HeldTensor& h : param_pieces(reducer, model)) out.emplace_back("piece." + std::to_string(out.size()), h.tensor);
+  return out;
 }
 
 Files sharded_model_files(const Reducer& reducer, const torch::nn::Module& module, size_t model,

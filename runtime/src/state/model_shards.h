@@ -42,14 +42,12 @@ bool shards_params(const Reducer& reducer);
 // unit's shard (without its padding), the tensor a view of the shard itself (writable).
 std::vector<HeldTensor> param_pieces(const Reducer& reducer, size_t model);
 
-// What rank r writes of a sharded model: its pieces' file and its "rank ..." layout lines.
-struct ShardFile {
-  std::string bytes;
-  std::string layout;
-};
-ShardFile shard_file(const Reducer& reducer, size_t model);
+// What this rank's model_<i>/rank_<r>.pt holds: param_pieces' tensors as "piece.<k>", in order
+// (views of the shard: pickle_bytes copies them).
+NamedTensors shard_tensors(const Reducer& reducer, size_t model);
 
-// The files of a sharded model beside the ranks' shards (rank_texts[r]: ShardFile::layout of rank r),
+// The files of a sharded model beside the ranks' shards (rank_texts[r]: rank r's "rank ..." lines
+// of its param_pieces' layouts),
 // by path relative to the checkpoint: model_<i>/layout.txt and model_<i>/tensors.txt.
 Files sharded_model_files(const Reducer& reducer, const torch::nn::Module& module, size_t model,
                           const std::vector<std::string>& rank_texts);

@@ -233,9 +233,8 @@ void fetch_rank_files(const TrainingRun& run, const std::string& dir, const std:
     if (in) os << in.rdbuf();
     sees = in && os.str() == manifest_text;
   }
-  int seeing = 0;
-  for (const std::string& v : run.comm->allgather_strings(sees ? "1" : "0")) seeing += v == "1" ? 1 : 0;
-  if (seeing == run.world) {
+  // Not an error: some rank not seeing it only chooses the way the files go.
+  if (!agree_on_error(*run.comm, sees ? "" : "does not see " + dir).failed()) {
     try {
       for (const std::string& path : needed)
         if (const auto it = manifest.find(path); it != manifest.end()) files[path] = read_part(dir, path, it->second);

@@ -91,11 +91,11 @@ std::vector<OwnFile> rank_files(const TrainingRun& run) {
                      [&run, i] { return archive_bytes([&](auto& ar) { run.optimizers[i].inner->save(ar); }); }});
   for (size_t i = 0; i < run.models.size(); ++i)
     if (shards_params(*run.models[i].reducer))
-      out.push_back({model_dir(i) + "rank_" + r + ".pt", [&run, i] { return shard_file(*run.models[i].reducer, i).bytes; },
+      out.push_back({model_dir(i) + "rank_" + r + ".pt",
+                     [&run, i] { return pickle_bytes(shard_tensors(*run.models[i].reducer, i)); },
                      [&run, i]() -> std::function<std::string()> {
-                       NamedTensors pieces;  // what shard_file pickles, copied
-                       for (const HeldTensor& h : param_pieces(*run.models[i].reducer, i))
-                         pieces.emplace_back("piece." + std::to_string(pieces.size()), h.tensor.detach().clone());
+                       NamedTensors pieces = shard_tensors(*run.models[i].reducer, i);
+                       for (auto& [name, t] : pieces) t = t.detach().clone();  // the copy; pickled later
                        return [pieces = std::move(pieces)] { return pickle_bytes(pieces); };
                      }});
   return out;
@@ -244,11 +244,11 @@ bool every_rank_sees(const TrainingRun& run, const std::string& tmp) {
   std::ostringstream got;
   if (in) got << in.rdbuf();
   const bool mine = in && got.str() == sent && !shared_dir_refused(run.rank);
-  int seeing = 0;
-  for (const std::string& v : run.comm->allgather_strings(mine ? "1" : "0")) seeing += v == "1" ? 1 : 0;
+  // Not an error: some rank not seeing it only chooses the way the files go.
+  const bool all = !agree_on_error(*run.comm, mine ? "" : "does not see " + tmp).failed();
   if (run.rank == 0 && ::unlink((tmp + "/" + probe).c_str()) != 0) error = "cannot remove " + tmp + "/" + probe;
   if (const Agreement a = agree_on_error(*run.comm, error); a.failed()) throw Error(a.message);
-  return seeing == run.world;
+  return all;
 }
 
 // Every rank's own files: written by each rank into the directory when all see it, else sent to

@@ -136,10 +136,14 @@ std::vector<std::unique_ptr<torch::serialize::InputArchive>> optimizer_archives(
   return out;
 }
 
+std::string hook_state_file(const TrainingRun& run, size_t model, int64_t saved_world) {
+  const int rank = saved_world == run.world ? run.rank : 0;
+  return "ddp/model_" + std::to_string(model) + "_rank_" + std::to_string(rank) + ".pt";
+}
+
 std::set<std::string> rank_files_needed(const TrainingRun& run, const Files& files, int64_t saved_world) {
   std::set<std::string> out{"rng/rank_" + std::to_string(run.rank) + ".pt"};
-  const std::string hook_rank = saved_world == run.world ? std::to_string(run.rank) : "0";  // hook_states_to_restore
-  for (size_t i = 0; i < run.models.size(); ++i) out.insert("ddp/model_" + std::to_string(i) + "_rank_" + hook_rank + ".pt");
+  for (size_t i = 0; i < run.models.size(); ++i) out.insert(hook_state_file(run, i, saved_world));
   for (size_t i = 0; i < run.optimizers.size(); ++i) {
     const std::string dir = "optimizer_" + std::to_string(i) + "/";
     const auto layout = files.find(dir + "layout.txt");
@@ -163,11 +167,8 @@ std::vector<NamedTensors> hook_states_to_restore(const TrainingRun& run, const F
   const std::string& hook = run.ddp.comm_hook;
   for (size_t i = 0; i < run.models.size(); ++i) {
     const Reducer& reducer = *run.models[i].reducer;
-    // This rank's own state when the ranks are the same; otherwise rank 0's, of which the hook
-    // keeps what all ranks share. Only that file was read (rank_files_needed).
-    const bool same_world = saved_world == run.world;
-    const std::string path =
-        "ddp/model_" + std::to_string(i) + "_rank_" + (same_world ? std::to_string(run.rank) : "0") + ".pt";
+    // Only that file was read (rank_files_needed).
+    const std::string path = hook_state_file(run, i, saved_world);
     const bool saved = files.count(path) > 0;
     if (reducer.hook_state().empty()) {
       if (saved)

@@ -59,6 +59,10 @@ std::vector<std::unique_ptr<torch::serialize::InputArchive>> optimizer_archives(
 // Throws UsageError for a damaged layout.
 std::set<std::string> rank_files_needed(const TrainingRun& run, const Files& files, int64_t saved_world);
 
+// The saved communication-hook state of model i that this rank takes: its own when the world size
+// is the saved one, else rank 0's, of which the hook keeps what all ranks share.
+std::string hook_state_file(const TrainingRun& run, size_t model, int64_t saved_world);
+
 // The saved hook state each model takes on this rank; throws UsageError when one does not fit.
 std::vector<NamedTensors> hook_states_to_restore(const TrainingRun& run, const Files& files, int64_t saved_world);
 
