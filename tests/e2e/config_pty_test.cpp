@@ -34,6 +34,8 @@ bool answer_a_cpu_job_of_two(PtySession& s) {
   s.type("\n");
   if (!s.expect("How many processes in total, over all machines? [")) return false;
   s.type("2\n");
+  if (!s.expect("; 3 is FSDP's FULL_SHARD) (0/1/2/3) [0]: ")) return false;
+  s.type("\n");
   return true;
 }
 
@@ -62,6 +64,21 @@ TEST(ConfigPty, QuestionsWithOneWrongAnswerWriteTheFile) {
   ASSERT_TRUE(s.expect("'three' is not a whole number from 1 to 65535; try again.")) << s.transcript();
   ASSERT_TRUE(s.expect("How many processes in total, over all machines? [")) << s.transcript();
   s.type("3\n");
+  // Sharding, as accelerate config asks: stage 3, then its units and when they are freed.
+  ASSERT_TRUE(s.expect("Shard the training state over the processes? ZeRO stage (0: no sharding; 1: optimizer "
+                       "state sharded;")) << s.transcript();
+  ASSERT_TRUE(s.expect("(0/1/2/3) [0]: ")) << s.transcript();
+  s.type("4\n");
+  ASSERT_TRUE(s.expect("'4' is not one of 0/1/2/3")) << s.transcript();
+  s.type("3\n");
+  ASSERT_TRUE(s.expect("Which modules are units, each gathered whole only while it computes?")) << s.transcript();
+  ASSERT_TRUE(s.expect("[auto]: ")) << s.transcript();
+  s.type("type:\n");
+  ASSERT_TRUE(s.expect("is not a wrap policy")) << s.transcript();
+  s.type("type:Block\n");
+  ASSERT_TRUE(s.expect("Free each unit's parameters after its forward")) << s.transcript();
+  ASSERT_TRUE(s.expect("(yes/no) [yes]: ")) << s.transcript();
+  s.type("no\n");
   ASSERT_TRUE(s.expect("Mixed precision? (no/fp16/bf16) [no]: ")) << s.transcript();
   s.type("bf16\n");
   ASSERT_TRUE(s.expect("How many gradient accumulation steps? [1]: ")) << s.transcript();
@@ -79,6 +96,9 @@ TEST(ConfigPty, QuestionsWithOneWrongAnswerWriteTheFile) {
   EXPECT_EQ(l.config.mixed_precision, xlaunch::config::MixedPrecision::Bf16);
   EXPECT_EQ(l.config.gradient_accumulation_steps, 4);
   EXPECT_FALSE(l.config.debug);
+  EXPECT_EQ(l.config.ddp.zero_stage, 3);
+  EXPECT_EQ(l.config.fsdp.wrap, "type:Block");
+  EXPECT_FALSE(l.config.fsdp.reshard_after_forward);
 }
 
 TEST(ConfigPty, SeveralMachinesAskForTheMainMachineAndTheHostfile) {
@@ -106,6 +126,8 @@ TEST(ConfigPty, SeveralMachinesAskForTheMainMachineAndTheHostfile) {
   s.type("3\n");
   ASSERT_TRUE(s.expect("'3' is not a multiple of the number of machines (2); try again.")) << s.transcript();
   s.type("4\n");
+  ASSERT_TRUE(s.expect("(0/1/2/3) [0]: ")) << s.transcript();
+  s.type("2\n");
   ASSERT_TRUE(s.expect("Mixed precision? (no/fp16/bf16) [no]: ")) << s.transcript();
   s.type("fp16\n");
   ASSERT_TRUE(s.expect("How many gradient accumulation steps? [1]: ")) << s.transcript();
@@ -125,6 +147,7 @@ TEST(ConfigPty, SeveralMachinesAskForTheMainMachineAndTheHostfile) {
   EXPECT_EQ(c.mixed_precision, xlaunch::config::MixedPrecision::Fp16);
   EXPECT_EQ(c.gradient_accumulation_steps, 1);
   EXPECT_TRUE(c.debug);
+  EXPECT_EQ(c.ddp.zero_stage, 2);
 }
 
 // A CPU job on a CPU without bf16 instructions is not offered bf16 (nor fp16 without fp16 ones); the

@@ -16,6 +16,8 @@
 #include "xlaunch/config/config_error.h"
 #include "xlaunch/config/config_io.h"
 #include "xlaunch/config/setting.h"
+#include "xlaunch/wrap_policy.h"
+#include "xlaunch/zero_stages.h"
 
 namespace xlaunch::launcher {
 namespace {
@@ -71,6 +73,38 @@ config::MixedPrecision ask_mixed_precision(Prompter& p, config::MixedPrecision p
   return mp == "fp16" ? config::MixedPrecision::Fp16 : mp == "bf16" ? config::MixedPrecision::Bf16 : config::MixedPrecision::No;
 }
 
+// Sharding, as `accelerate config` asks about FSDP and DeepSpeed: the ZeRO stage, and at stage 3
+// which modules are units (fsdp.wrap) and whether a unit is freed after its forward (FSDP's
+// FULL_SHARD) or kept whole for backward (SHARD_GRAD_OP). Asked of jobs of several processes.
+void ask_sharding(Prompter& p, LaunchConfig& c, const LaunchConfig& proposed) {
+  std::vector<std::string> stages;
+  std::string meanings;
+  for (const ZeroStageInfo& row : kZeroStages) {
+    stages.push_back(std::to_string(row.stage));
+    meanings += (meanings.empty() ? "" : "; ") + std::to_string(row.stage) + ": " + row.meaning;
+  }
+  const config::Setting& stage = config::setting_of(env::kZeroStage);
+  const std::string answer = p.choice("Shard the training state over the processes? ZeRO stage (" + meanings +
+                                          "; 3 is FSDP's FULL_SHARD)",
+                                      stages, stage.text(proposed));
+  config::read_setting(c, stage.key, answer, "answer");
+  if (!shards_parameters(c.ddp.zero_stage)) return;
+  const config::Setting& wrap = config::setting_of(env::kFsdpWrap);
+  const std::string units = p.text(
+      "Which modules are units, each gathered whole only while it computes? (auto: every Sequential entry and "
+      "FullyShard module; none; type:Block,...; name:blocks.*,...; size:N)",
+      wrap.text(proposed), [](const std::string& a) {
+        return WrapPolicy::valid(a) ? "" : std::string("is not a wrap policy: ") + kWrapPolicySpellings;
+      });
+  config::read_setting(c, wrap.key, units, "answer");
+  const config::Setting& reshard = config::setting_of(env::kFsdpReshardAfterForward);
+  const bool free_after_forward =
+      p.yes_no("Free each unit's parameters after its forward and gather them again for backward? (yes: FSDP's "
+               "FULL_SHARD, least memory; no: SHARD_GRAD_OP, one gather fewer per unit)",
+               reshard.text(proposed) == "1");
+  config::read_setting(c, reshard.key, free_after_forward ? "true" : "false", "answer");
+}
+
 void ask_questions(Prompter& p, LaunchConfig& c, const LaunchConfig& proposed, int gpus, const CpuFeatures& cpu) {
   const std::string type = p.choice("Which kind of training? NO: one process; MULTI_CPU: several CPU processes; "
                                     "MULTI_GPU: one process per GPU",
@@ -115,7 +149,10 @@ void ask_questions(Prompter& p, LaunchConfig& c, const LaunchConfig& proposed, i
                                              ? ""
                                              : "is not a multiple of the number of machines (" + std::to_string(machines) + ")";
                                 });
+    if (c.num_processes > 1) ask_sharding(p, c, proposed);
   }
+  // Not asked of one process: a stage proposed (an Accelerate DeepSpeed config's) carries over as it is.
+  if (c.num_processes <= 1) c.ddp.zero_stage = proposed.ddp.zero_stage;
   if (c.distributed_type == DistributedType::MultiGpu) {
     const std::string ids = p.text("Which GPUs of this machine should be used? ('all', or ids such as 0,1)",
                                    config::gpu_ids_string(proposed.gpu_ids),
@@ -130,8 +167,6 @@ void ask_questions(Prompter& p, LaunchConfig& c, const LaunchConfig& proposed, i
   const int steps = p.integer("How many gradient accumulation steps?", std::stoi(accumulation.text(proposed)), 1, 1 << 20);
   config::read_setting(c, accumulation.key, std::to_string(steps), "answer");
   c.debug = p.yes_no("Turn on debug checks (slower)?", proposed.debug);
-  // Not asked: an Accelerate DeepSpeed config's stage (accelerate_deepspeed.h) carries over as it is.
-  c.ddp.zero_stage = proposed.ddp.zero_stage;
 }
 
 // The answers proposed: before the first xlaunch config, Accelerate's default config when there is a
