@@ -53,8 +53,24 @@ bool is_directory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// read_verified's messages speak of load_state; here they are merge-weights', with the fix.
-checkpoint::Files read_checkpoint(const std::string& dir, std::ostream& log) {
+// What is read whole: rank 0's model files, the sharded models' layouts and shapes, the trainer
+// state (its format version names the shard files), and format 2's pickled shards. The rest is
+// not read (optimizer state), or read in place range by range (the safetensors shards).
+bool read_whole(const std::string& path) {
+  static const std::regex whole(R"(rank0/model_[0-9]+\.pt|rank0/trainer_state\.txt|model_[0-9]+/(layout\.txt|tensors\.txt|rank_[0-9]+\.pt))");
+  return std::regex_match(path, whole);
+}
+
+// read_verified's and SavedModel's messages speak of load_state; here they are merge-weights', with the fix.
+UsageError damaged(const UsageError& e) {
+  std::string why = e.what();
+  const std::string prefix = "load_state: ";
+  if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+  return UsageError("merge-weights: " + why +
+                    "; merge a complete checkpoint (an older one, or save again from the training run)");
+}
+
+checkpoint::Files read_checkpoint(const std::string& dir, std::ostream& log, checkpoint::ReadInfo* info) {
   if (!is_directory(dir) && !is_directory(dir + ".old"))
     throw UsageError("merge-weights: no checkpoint directory at " + dir + " (" +
                      (::access(dir.c_str(), F_OK) == 0 ? std::string("not a directory") : std::strerror(ENOENT)) +
@@ -64,17 +80,13 @@ checkpoint::Files read_checkpoint(const std::string& dir, std::ostream& log) {
                      "checkpoints, e.g. the newest of " + dir + "/checkpoints/checkpoint_<step>");
   bool fell_back = false;
   try {
-    checkpoint::Files files = checkpoint::read_verified(dir, &fell_back);
+    checkpoint::Files files = checkpoint::read_verified(dir, &fell_back, read_whole, info);
     if (fell_back)
       log << "xlaunch: merge-weights: " << dir << " is missing; reading " << dir
           << ".old, the complete checkpoint an interrupted save left\n";
     return files;
   } catch (const UsageError& e) {
-    std::string why = e.what();
-    const std::string prefix = "load_state: ";
-    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
-    throw UsageError("merge-weights: " + why +
-                     "; merge a complete checkpoint (an older one, or save again from the training run)");
+    throw damaged(e);
   }
 }
 
@@ -126,16 +138,18 @@ std::vector<std::string> move_into_place(size_t model, const fs::path& dir, cons
 
 int64_t data_bytes(const NamedTensors& tensors) {
   int64_t n = 0;
-  for (const auto& [name, t] : tensors) n += static_cast<int64_t>(t.nbytes());
+  for (const auto& [name, t] : tensors) n += t.numel() * static_cast<int64_t>(t.element_size());
   return n;
 }
 
 }  // namespace
 
 void merge_weights(const MergeOptions& o, std::ostream& log) {
-  const checkpoint::Files files = read_checkpoint(o.checkpoint, log);
+  checkpoint::ReadInfo info;
+  const checkpoint::Files files = read_checkpoint(o.checkpoint, log, &info);
+  const checkpoint::CheckpointOnDisk disk{info.dir, checkpoint::parse_manifest(info.manifest, info.dir + "/MANIFEST")};
   std::vector<std::string> paths;
-  for (const auto& [path, bytes] : files) paths.push_back(path);
+  for (const auto& [path, entry] : disk.manifest) paths.push_back(path);
   const std::vector<size_t> models = model_indices(paths);
   if (models.empty())
     throw UsageError("merge-weights: checkpoint " + o.checkpoint +
@@ -150,10 +164,20 @@ void merge_weights(const MergeOptions& o, std::ostream& log) {
   try {
     std::vector<std::string> lines;
     for (size_t i : models) {
-      // At ZeRO stage 3 the parameters are in every rank's shard (state/model_shards.h): assembled.
-      const NamedTensors tensors = checkpoint::SavedModel(files, i).whole_model();
-      save_safetensors(tensors, staging + "/" + std::to_string(i), o.max_shard_bytes);
-      lines.push_back(std::to_string(tensors.size()) + " tensors, " + std::to_string(data_bytes(tensors)) + " bytes");
+      // One entry at a time: at ZeRO stage 3 each parameter is assembled from the ranks' shards,
+      // read in place (state/model_shards.h), written and dropped before the next.
+      try {
+        checkpoint::SavedModel saved(files, i, &disk);
+        const NamedTensors described = saved.described();
+        save_safetensors_streamed(
+            described, [&](size_t k) { return saved.entry(described[k].first); }, staging + "/" + std::to_string(i),
+            o.max_shard_bytes);
+        lines.push_back(std::to_string(described.size()) + " tensors, " + std::to_string(data_bytes(described)) +
+                        " bytes");
+      } catch (const UsageError& e) {
+        if (std::string(e.what()).rfind("load_state: ", 0) == 0) throw damaged(e);
+        throw;
+      }
     }
     std::set<std::string> written;
     for (size_t k = 0; k < models.size(); ++k) {

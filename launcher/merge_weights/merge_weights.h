@@ -48,8 +48,10 @@ std::string merged_name(size_t model, const std::string& saved_name);
 // OUT would replace, which OUT must not hold without --overwrite.
 bool is_merged_model_file(const std::string& name);
 
-// Reads and verifies the checkpoint (checkpoint_dir.h read_verified: MANIFEST, sizes, CRC32s),
-// unpickles each model and writes it into OUT. Every file is written under a temporary name in a
+// Verifies the checkpoint (checkpoint_dir.h read_verified: MANIFEST, sizes; the CRC32s of the
+// model files, the shards' as they are opened) and streams each model into OUT, one tensor at a
+// time (save_safetensors_streamed): what a process holds is rank 0's model file (whole at stages
+// 0-2; buffers and frozen parameters at stage 3) and one parameter being assembled. Every file is written under a temporary name in a
 // hidden directory in OUT and renamed into place once all are written, an index after its shards:
 // no file under a final name is ever half-written. With overwrite, model files of an earlier merge
 // that this one does not write are removed afterwards. Prints one line per model written to `log`.

@@ -2,8 +2,11 @@
 // checkpoint holds buffers too, one of them int64), trained a few steps on every rank's own data,
 // then saved with save_state. `xlaunch merge-weights` then turns the checkpoint into safetensors.
 //
-//   merge_weights_job --save DIR [--steps N] [--model_out DIR]
+//   merge_weights_job --save DIR [--steps N] [--model_out DIR] [--big_width W]
 // --model_out: also model 0's weights as safetensors through acc.save_model (the model as trained).
+// --big_width: instead, one model of four bias-free Linear(W, W) (4 W^2 fp32 parameters, each
+// layer a unit at stage 3: W = 8192 is 1 GiB), trained with plain SGD: the streaming export's
+// memory check.
 // Settings (zero stage, mixed precision...) come from the XLAUNCH_* environment.
 #include <torch/torch.h>
 
@@ -19,8 +22,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: merge_weights_job --save DIR [--steps N]\n");
     return 2;
   }
+  const int64_t big = std::stoll(xlaunch::test::get(args, "--big_width", "0"));
   xlaunch::Accelerator acc;
   acc.set_seed(11);
+  if (big > 0) {
+    torch::nn::Sequential body;
+    for (int i = 0; i < 4; ++i) body->push_back(torch::nn::Linear(torch::nn::LinearOptions(big, big).bias(false)));
+    auto model = acc.prepare(body);
+    torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(1e-3));
+    auto& opt = acc.prepare(sgd);
+    torch::Generator gen = at::detail::createCPUGenerator(100 + acc.process_index());
+    for (int64_t s = 0; s < steps; ++s) {
+      acc.backward(model(torch::randn({2, big}, gen)).pow(2).mean());
+      opt.step();
+      opt.zero_grad();
+    }
+    acc.save_state(save);
+    if (!model_out.empty()) acc.save_model(model, model_out);
+    acc.print("saved ", save, " at step ", acc.step());
+    return 0;
+  }
   torch::nn::Sequential body(torch::nn::Linear(8, 16), torch::nn::BatchNorm1d(16), torch::nn::ReLU(),
                              torch::nn::Linear(16, 4));
   torch::nn::Linear head(4, 3);

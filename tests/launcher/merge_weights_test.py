@@ -7,7 +7,11 @@
    merge-weights writes it; safetensors.torch.load_file reads model.safetensors and
    model_1.safetensors, and every tensor equals, bit for bit and in dtype, the one torch.load reads
    from the checkpoint's rank0/model_<i>.pt; the same for a checkpoint saved at ZeRO stage 2; at
-   stage 3, the shards every rank saved, assembled by this test from model_0/layout.txt.
+   stage 3, the shards every rank saved (safetensors files), assembled by this test from
+   model_0/layout.txt.
+4. Streaming export (issue 44): a stage-3 checkpoint of a 1 GiB model (four 256 MiB parameters)
+   merges with the process's peak memory at most 2 x its largest tensor above what the same
+   program takes to merge a tiny model, and into the very bytes the job's own save_model wrote.
 2. Sharded (--max_shard_size): the index's weight_map names files that exist and that together hold
    exactly the checkpoint's tensors; model_<i>'s files carry its stem.
 3. Refused, with exit code 2, a message naming the problem and the fix, and nothing written: a
@@ -18,6 +22,7 @@
 Fails (does not skip) when the safetensors package is missing: scripts/install-deps.sh --test
 installs it.
 """
+import filecmp
 import json
 import os
 import shutil
@@ -177,7 +182,7 @@ try:
         check(diff == "", f"stage 2: {name} equals rank0/model_{i}.pt bit for bit", diff)
 
     # At ZeRO stage 3 each rank keeps only its shard of the parameters (the Sequential's entries are
-    # units), and saves it as it is: model_0/rank_<r>.pt, with model_0/layout.txt saying which
+    # units), and saves it as it is: model_0/rank_<r>.safetensors, with model_0/layout.txt saying which
     # elements of which parameter each piece holds; rank0/model_0.pt keeps what is whole (buffers).
     # merge-weights assembles the model as trained: what the job's own save_model wrote, bit for
     # bit, and what this test assembles itself from the layout and torch.load of the shards.
@@ -212,7 +217,7 @@ try:
             w = line.split(" ")
             if w[0] == "rank":
                 rank, piece = int(w[1]), -1
-                pieces = torch.load(os.path.join(ckpt3, "model_0", f"rank_{rank}.pt"), weights_only=False)
+                pieces = load_file(os.path.join(ckpt3, "model_0", f"rank_{rank}.safetensors"))
             elif w[0] == "piece":
                 piece, at = piece + 1, 0
             elif w[0] == "segment":
@@ -226,6 +231,45 @@ try:
         check(same_tensors(merged, assembled) == "",
               "stage 3: model.safetensors equals the shards assembled from layout.txt bit for bit",
               same_tensors(merged, assembled))
+
+    # 4. Streaming export: merge-weights never holds the model, only the parameter it assembles.
+    #    The bare process: the same program merging the tiny checkpoint above.
+    def peak_rss_kb(*args):
+        """Exit code, output and peak resident memory (KiB) of `xlaunch merge-weights ARGS`."""
+        code = ("import resource, subprocess, sys\n"
+                "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+                "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+                "sys.stdout.write(r.stdout + r.stderr)\n")
+        r = subprocess.run([sys.executable, "-c", code, XLAUNCH, "merge-weights", *args], capture_output=True,
+                           text=True, timeout=600)
+        first, _, rest = r.stdout.partition("\n")
+        rc, kb = (int(w) for w in first.split())
+        return rc, rest + r.stderr, kb
+
+    rc, text, bare_kb = peak_rss_kb(ckpt, os.path.join(work, "bare"))
+    check(rc == 0, "merge-weights of the tiny checkpoint (the bare process)", text)
+    big_ckpt = os.path.join(work, "ckpt_big")
+    big_model = os.path.join(work, "model_big")
+    width = 8192  # four 8192 x 8192 fp32 weights: 1 GiB, the largest tensor 256 MiB
+    r = subprocess.run([*MPIRUN, "-np", "2", JOB, "--save", big_ckpt, "--steps", "1", "--big_width", str(width),
+                        "--model_out", big_model], capture_output=True, text=True,
+                       env=dict(env, XLAUNCH_ZERO_STAGE="3"), timeout=600)
+    check(r.returncode == 0, "the job saved a 1 GiB model's checkpoint at ZeRO stage 3", r.stdout + r.stderr)
+    if r.returncode == 0:
+        big_out = os.path.join(work, "out_big")
+        rc, text, big_kb = peak_rss_kb(big_ckpt, big_out)
+        check(rc == 0, "merge-weights of the 1 GiB stage-3 checkpoint", text)
+        largest_kb = width * width * 4 // 1024
+        print(f"    peak {big_kb} KiB, bare {bare_kb} KiB, largest tensor {largest_kb} KiB")
+        check(big_kb - bare_kb <= 2 * largest_kb,
+              f"merge-weights' peak memory above the bare process ({(big_kb - bare_kb) // 1024} MiB) is at most "
+              f"2 x the largest tensor ({2 * largest_kb // 1024} MiB)")
+        check(rc == 0 and filecmp.cmp(os.path.join(big_out, "model.safetensors"),
+                                      os.path.join(big_model, "model.safetensors"), shallow=False),
+              "the merged model.safetensors is byte for byte what the job's save_model wrote")
+        shutil.rmtree(big_ckpt, ignore_errors=True)
+        shutil.rmtree(big_out, ignore_errors=True)
+        shutil.rmtree(big_model, ignore_errors=True)
 
     rc, text = merge("--help")
     check(rc == 0 and "CHECKPOINT" in text and "--overwrite" in text and "--max_shard_size" in text,

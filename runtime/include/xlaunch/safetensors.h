@@ -85,6 +85,25 @@ std::string shard_file_name(size_t index, size_t count);
 void save_safetensors(const NamedTensors& tensors, const std::string& dir, int64_t max_shard_bytes,
                       const std::map<std::string, std::string>& metadata = {});
 
+// The values of tensor i of a streamed save, when its bytes are written.
+using TensorSource = std::function<at::Tensor(size_t index)>;
+
+// save_safetensors for tensors made one at a time, so that no more than one need be held (a model
+// assembled from shards, or gathered unit by unit): `described` gives each tensor's name, dtype and
+// shape (a meta tensor will do: at::empty(sizes, at::kMeta)); value(i) is asked for described[i]'s
+// values (any device, any strides) when they are written, once each, in the order
+// safetensors_write_order gives, and may be dropped as soon as it returns. The files, the checks
+// and the safety against a crash are save_safetensors'. Values that differ from their description
+// (dtype, shape) throw Error; so does anything value throws, and the files of this save are then
+// removed (a previous save's are left as they were).
+void save_safetensors_streamed(const NamedTensors& described, const TensorSource& value, const std::string& dir,
+                               int64_t max_shard_bytes, const std::map<std::string, std::string>& metadata = {});
+
+// The indices of `described` in the order save_safetensors_streamed asks for them (shard after
+// shard; in each, by element size, largest first, then by name): what a collective producer on
+// the other ranks follows.
+std::vector<size_t> safetensors_write_order(const NamedTensors& described, int64_t max_shard_bytes);
+
 // Reads tensors (CPU, in the file's dtypes) from `path`: a .safetensors file, or a directory with
 // model.safetensors (preferred, as transformers does) or model.safetensors.index.json and the
 // shards it names (links are followed: hub caches are links). Returns them in file order (shard

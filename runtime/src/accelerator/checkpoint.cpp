@@ -2,12 +2,18 @@
 // hand every prepared and registered part to state/ (checkpoint::TrainingRun) and do around it
 // what concerns the rest of the run: the schedulers caught up and the trackers drained before a
 // save, the trackers told of a load, `--resume`. And the model's weights out as safetensors.
+#include <ATen/ops/empty.h>
+
 #include <chrono>
 
+#include <map>
+#include <optional>
 #include <set>
 
 #include "accelerator/impl.h"
+#include "check.h"
 #include "comm/agree.h"
+#include "ddp/units.h"
 #include "state/training_run.h"
 #include "xlaunch/env_vars.h"
 #include "state/log_main.h"
@@ -42,21 +48,83 @@ bool Accelerator::maybe_load_state() {
   return true;
 }
 
+namespace {
+
+// save_model of a model whose parameters ZeRO stage 3 shards, streamed (issue 44): no rank ever
+// holds more than one unit whole. Every rank walks the tensors in the order the writer asks for
+// them (safetensors_write_order), gathering each sharded parameter's unit when it comes (and
+// freeing the one before); rank 0 writes each as it comes. Should rank 0's writing fail, it walks
+// on without writing, so that every rank makes the same gathers.
+std::string save_streamed(const NamedTensors& tensors, const std::map<const c10::TensorImpl*, size_t>& unit_of,
+                          Units& units, const std::string& dir, int64_t limit, int rank) {
+  NamedTensors described;
+  for (const auto& [name, t] : tensors)
+    described.emplace_back(name, unit_of.count(t.unsafeGetTensorImpl())
+                                     ? at::empty(t.sizes(), at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta))
+                                     : t);
+  const std::vector<size_t> order = safetensors_write_order(described, limit);
+  std::optional<size_t> whole;  // the unit gathered now
+  size_t next = 0;              // into order
+  const auto walk_to = [&](size_t index) {
+    const auto unit = unit_of.find(tensors[index].second.unsafeGetTensorImpl());
+    if (unit == unit_of.end() || whole == unit->second) return;
+    if (whole) units.free_one(*whole);
+    units.gather_one(unit->second);
+    whole = unit->second;
+  };
+  std::string error;
+  if (rank == 0) {
+    try {
+      save_safetensors_streamed(
+          described,
+          [&](size_t index) {
+            XLAUNCH_ASSERT(next < order.size() && order[next] == index, "save_model asked for tensors out of order");
+            ++next;
+            walk_to(index);
+            return tensors[index].second.detach();
+          },
+          dir, limit);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  for (; next < order.size(); ++next) walk_to(order[next]);
+  if (whole) units.free_one(*whole);
+  return error;
+}
+
+}  // namespace
+
 void Accelerator::save_module(const torch::nn::Module& module, const std::string& dir, const std::string& max_shard_size) {
   const int64_t limit = parse_size(max_shard_size);
-  const detail::AcceleratorImpl::WholeModels whole(*impl_, /*keep_changes=*/false);
+  // At stage 3 a prepared model is streamed unit by unit; any other module is whole already, or
+  // made whole (every unit) while it is written.
+  detail::AcceleratorImpl::Model* sharded = nullptr;
+  for (auto& m : impl_->models_)
+    if (m.module.get() == &module && m.units) sharded = &m;
+  std::map<const c10::TensorImpl*, size_t> unit_of;  // the sharded parameters' units
+  if (sharded)
+    for (size_t b = 0; b < sharded->units->plan().buckets.size(); ++b)
+      for (size_t i : sharded->units->plan().buckets[b]) unit_of[sharded->reducer->params()[i].unsafeGetTensorImpl()] = b;
+  std::optional<detail::AcceleratorImpl::WholeModels> whole;
+  if (!sharded) whole.emplace(*impl_, /*keep_changes=*/false);
+  // Tied weights (one tensor under two names) are written once, under the first name, as
+  // Accelerate's clean_state_dict_for_safetensors does: safetensors refuses shared memory. A
+  // sharded parameter's memory is not there until gathered: it is known by its tensor.
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  std::set<const void*> seen;
+  const auto add = [&](const std::string& name, const at::Tensor& t) {
+    const void* key = unit_of.count(t.unsafeGetTensorImpl()) ? static_cast<const void*>(t.unsafeGetTensorImpl()) : t.data_ptr();
+    if (t.numel() == 0 || seen.insert(key).second) tensors.emplace_back(name, t);
+  };
+  for (const auto& p : module.named_parameters()) add(p.key(), p.value());
+  for (const auto& b : module.named_buffers()) add(b.key(), b.value());
   std::string error;
-  if (impl_->rank_ == 0) {
+  if (sharded) {
+    error = save_streamed(tensors, unit_of, *sharded->units, dir, limit, impl_->rank_);
+  } else if (impl_->rank_ == 0) {
     try {
-      // Tied weights (one tensor under two names) are written once, under the first name, as
-      // Accelerate's clean_state_dict_for_safetensors does: safetensors refuses shared memory.
-      std::vector<std::pair<std::string, at::Tensor>> tensors;
-      std::set<const void*> seen;
-      const auto add = [&](const std::string& name, const at::Tensor& t) {
-        if (t.numel() == 0 || seen.insert(t.data_ptr()).second) tensors.emplace_back(name, t.detach());
-      };
-      for (const auto& p : module.named_parameters()) add(p.key(), p.value());
-      for (const auto& b : module.named_buffers()) add(b.key(), b.value());
+      for (auto& [name, t] : tensors) t = t.detach();
       save_safetensors(tensors, dir, limit);
     } catch (const std::exception& e) {
       error = e.what();

@@ -640,4 +640,15 @@ void Units::free_all(bool keep_changes) {
   for (size_t b = 0; b < plan_.buckets.size(); ++b) reducer_.free_unit(b, keep_changes);
 }
 
+void Units::gather_one(size_t bucket) {
+  std::lock_guard<std::mutex> lk(mu_);
+  reducer_.gather_unit(bucket, /*exact=*/true);
+  reducer_.wait_unit(bucket);
+}
+
+void Units::free_one(size_t bucket) {
+  std::lock_guard<std::mutex> lk(mu_);
+  reducer_.free_unit(bucket, /*keep_changes=*/false);
+}
+
 }  // namespace xlaunch

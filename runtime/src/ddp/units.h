@@ -89,6 +89,10 @@ class Units {
   // whole parameters hold (after a load).
   void gather_all();
   void free_all(bool keep_changes);
+  // Unit `bucket` alone whole, exactly (in the parameters' own dtype), and freed again without its
+  // shard taking anything: save_model streams a model one unit at a time (collective, as gather_all).
+  void gather_one(size_t bucket);
+  void free_one(size_t bucket);
 
   // Bytes gathered since the last call (each unit's whole parameters, per gather; none alone), and
   // the most bytes of units (the root included) whole at once so far: for the report.

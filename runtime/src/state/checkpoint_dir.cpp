@@ -92,10 +92,14 @@ fs::path normalized(const std::string& dir) {
 
 fs::path sibling(const fs::path& dir, const char* suffix) { return fs::path(dir.string() + suffix); }
 
+std::string hex_crc(uint32_t crc) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%08x", crc);
+  return text;
+}
+
 std::string manifest_line(const std::string& path, const std::string& bytes) {
-  char crc[16];
-  std::snprintf(crc, sizeof crc, "%08x", crc32_of(bytes));
-  return std::string(crc) + " " + std::to_string(bytes.size()) + " " + path + "\n";
+  return hex_crc(crc32_of(bytes)) + " " + std::to_string(bytes.size()) + " " + path + "\n";
 }
 
 // The process's umask, without changing it (umask(2) would, for every thread, for a moment).
@@ -292,8 +296,12 @@ void write_atomically(const std::string& dir, const Files& files) {
 }
 
 bool is_rank_file(const std::string& path) {
-  const bool pt = path.size() > 3 && path.compare(path.size() - 3, 3, ".pt") == 0;
-  return pt && (path.rfind("rng/", 0) == 0 || path.rfind("ddp/", 0) == 0 || path.find("/rank_") != std::string::npos);
+  const auto ends_with = [&](const std::string& end) {
+    return path.size() > end.size() && path.compare(path.size() - end.size(), end.size(), end) == 0;
+  };
+  if (ends_with(".safetensors")) return path.rfind("model_", 0) == 0 && path.find("/rank_") != std::string::npos;
+  return ends_with(".pt") &&
+         (path.rfind("rng/", 0) == 0 || path.rfind("ddp/", 0) == 0 || path.find("/rank_") != std::string::npos);
 }
 
 std::map<std::string, ManifestEntry> parse_manifest(const std::string& text, const std::string& where) {
@@ -314,19 +322,76 @@ std::map<std::string, ManifestEntry> parse_manifest(const std::string& text, con
   return out;
 }
 
+namespace {
+
+UsageError corrupt_part(const std::string& dir, const fs::path& file, size_t size, const std::string& crc,
+                        const ManifestEntry& entry) {
+  return UsageError("load_state: checkpoint " + dir + " is corrupt: " + file.string() + " has " + std::to_string(size) +
+                    " bytes, CRC32 " + crc + "; its MANIFEST says " + std::to_string(entry.size) + " bytes, CRC32 " +
+                    entry.crc);
+}
+
+}  // namespace
+
 std::string read_part(const std::string& dir, const std::string& path, const ManifestEntry& entry) {
   const fs::path file = fs::path(dir) / path;
   if (!fs::exists(file))
     throw UsageError("load_state: checkpoint " + dir + " is corrupt: " + file.string() + " is missing");
   std::string bytes = read_file(file);
-  char crc[16];
-  std::snprintf(crc, sizeof crc, "%08x", crc32_of(bytes));
-  if (bytes.size() != entry.size || entry.crc != crc)
-    throw UsageError("load_state: checkpoint " + dir + " is corrupt: " + file.string() + " has " +
-                     std::to_string(bytes.size()) + " bytes, CRC32 " + crc + "; its MANIFEST says " +
-                     std::to_string(entry.size) + " bytes, CRC32 " + entry.crc);
+  const std::string crc = hex_crc(crc32_of(bytes));
+  if (bytes.size() != entry.size || entry.crc != crc) throw corrupt_part(dir, file, bytes.size(), crc, entry);
   notify_read("read " + path);
   return bytes;
+}
+
+PartReader::PartReader(const std::string& dir, const std::string& path, const ManifestEntry& entry)
+    : file_((fs::path(dir) / path).string()) {
+  fd_ = ::open(file_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd_ < 0)
+    throw UsageError("load_state: checkpoint " + dir + " is corrupt: cannot open " + file_ + " (" +
+                     std::strerror(errno) + ")");
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw UsageError("load_state: checkpoint " + dir + " is corrupt: " + file_ + " is not a regular file");
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+  std::vector<char> block(4u << 20);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (uint64_t at = 0; at < size_;) {
+    const uint64_t n = std::min<uint64_t>(block.size(), size_ - at);
+    try {
+      read_at(at, n, block.data());
+    } catch (...) {
+      ::close(fd_);
+      throw;
+    }
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(block.data()), static_cast<uInt>(n));
+    at += n;
+  }
+  const std::string text = hex_crc(static_cast<uint32_t>(crc));
+  if (size_ != entry.size || entry.crc != text) {
+    ::close(fd_);
+    throw corrupt_part(dir, file_, size_, text, entry);
+  }
+  notify_read("read " + path);
+}
+
+PartReader::~PartReader() { ::close(fd_); }
+
+void PartReader::read_at(uint64_t offset, uint64_t length, void* dst) const {
+  char* p = static_cast<char*>(dst);
+  while (length > 0) {
+    const ssize_t n = ::pread(fd_, p, length, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) durable::throw_io("cannot read", file_);
+    if (n == 0)
+      throw UsageError("load_state: " + file_ + " ended early at byte " + std::to_string(offset) +
+                       " (was it truncated while being read?)");
+    p += n;
+    length -= static_cast<uint64_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
 }
 
 Files read_verified(const std::string& dir_text, bool* fell_back, const FileFilter& only, ReadInfo* info) {

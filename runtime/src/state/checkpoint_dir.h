@@ -17,7 +17,7 @@
 //   optimizer_<i>/rank_<r>.pt, optimizer_<i>/layout.txt   at ZeRO stages 1 and 2: rank r's
 //                            optimizer over its pieces, and what every piece holds
 //                            (state/sharded_layout.h, state/zero_state.h)
-//   model_<i>/rank_<r>.pt, model_<i>/layout.txt, model_<i>/tensors.txt   at ZeRO stage 3: rank
+//   model_<i>/rank_<r>.safetensors, model_<i>/layout.txt, model_<i>/tensors.txt   at ZeRO stage 3: rank
 //                            r's shard of model i's parameters, what every piece holds, and their
 //                            shapes (state/model_shards.h); rank0/model_<i>.pt then holds the rest
 //   rng/rank_<r>.pt          rank r's generator states: "cpu", and "cuda" on a GPU
@@ -38,7 +38,10 @@ inline constexpr int kFormatVersion = 1;
 // rank0/trainer_state.txt's format_version when a model is saved as shards (ZeRO stage 3,
 // state/model_shards.h): an xlaunch that reads only 1 refuses it by its version, instead of taking
 // the missing parameters for another model. The MANIFEST stays at kFormatVersion.
-inline constexpr int kShardedModelFormatVersion = 2;
+inline constexpr int kShardedModelFormatVersion = 3;
+// The first format of sharded models, still read: the ranks' shards as torch pickles
+// (model_<i>/rank_<r>.pt) where format 3 writes safetensors files.
+inline constexpr int kPickledShardsFormatVersion = 2;
 
 // A checkpoint's files: path relative to its directory -> contents.
 using Files = std::map<std::string, std::string>;
@@ -111,8 +114,27 @@ std::map<std::string, ManifestEntry> parse_manifest(const std::string& text, con
 // `entry`; throws UsageError as read_verified does.
 std::string read_part(const std::string& dir, const std::string& path, const ManifestEntry& entry);
 
+// A file of the checkpoint directory `dir` read in place, range by range, instead of whole as
+// read_part reads it: opening it checks its size and CRC32 against `entry`, streaming the file in
+// blocks, so that nothing of a corrupt file is used; read_at then reads exactly the bytes asked
+// for. No more than a block is held. Throws UsageError as read_part does.
+class PartReader {
+ public:
+  PartReader(const std::string& dir, const std::string& path, const ManifestEntry& entry);
+  ~PartReader();
+  PartReader(const PartReader&) = delete;
+  PartReader& operator=(const PartReader&) = delete;
+  uint64_t size() const { return size_; }
+  void read_at(uint64_t offset, uint64_t length, void* dst) const;
+
+ private:
+  std::string file_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
 // Whether `path` is one rank's own file (rng/, ddp/, optimizer_<i>/rank_<r>.pt,
-// model_<i>/rank_<r>.pt), which that rank writes and reads itself where it sees the directory.
+// model_<i>/rank_<r>.safetensors or .pt), which that rank writes and reads itself where it sees the directory.
 bool is_rank_file(const std::string& path);
 
 // Removes a directory and everything in it (missing: nothing to do); Error naming the path when

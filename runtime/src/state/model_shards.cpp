@@ -2,10 +2,13 @@
 
 #include <ATen/ops/empty.h>
 
+#include <cstring>
+#include <limits>
 #include <set>
 #include <sstream>
 
 #include "ddp/zero_layout.h"
+#include "state/safetensors_format.h"
 #include "xlaunch/error.h"
 #include "xlaunch/reducer.h"
 
@@ -14,6 +17,23 @@ namespace xlaunch::checkpoint {
 bool shards_params(const Reducer& reducer) { return reducer.zero_stage() == 3; }
 
 std::string model_dir(size_t model) { return "model_" + std::to_string(model) + "/"; }
+
+std::string model_rank_file(const Files& files, size_t model, int rank) {
+  int64_t format = kShardedModelFormatVersion;
+  const auto state = files.find("rank0/trainer_state.txt");
+  if (state != files.end()) {
+    std::istringstream in(state->second);
+    for (std::string key; in >> key;) {
+      if (key == "format_version") {
+        in >> format;
+        break;
+      }
+      in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
+  }
+  return model_dir(model) + "rank_" + std::to_string(rank) +
+         (format == kPickledShardsFormatVersion ? ".pt" : ".safetensors");
+}
 
 std::vector<HeldTensor> param_pieces(const Reducer& reducer, size_t model) {
   const std::vector<int> group(reducer.params().size(), 0);
@@ -80,7 +100,8 @@ at::ScalarType dtype_named(const std::string& name, const std::string& path) {
 
 }  // namespace
 
-SavedModel::SavedModel(const Files& files, size_t model) : files_(files), model_(model) {
+SavedModel::SavedModel(const Files& files, size_t model, const CheckpointOnDisk* disk)
+    : files_(files), model_(model), disk_(disk) {
   whole_ = unpickle(files, "rank0/model_" + std::to_string(model) + ".pt");
   for (size_t k = 0; k < whole_.size(); ++k) whole_index_[whole_[k].first] = k;
   const std::string dir = model_dir(model);
@@ -150,23 +171,89 @@ std::set<int> SavedModel::ranks_for(const PieceLayout& target) const {
   return out;
 }
 
-const at::Tensor& SavedModel::piece(int rank, size_t k) {
-  auto it = pieces_.find(rank);
-  if (it == pieces_.end()) {
-    const std::string path = model_dir(model_) + "rank_" + std::to_string(rank) + ".pt";
+// One saved rank's shard file, opened: its pieces' places (safetensors, in memory or in place on
+// disk) or, for format_version 2, the pieces unpickled.
+struct SavedModel::RankFile {
+  std::string path;
+  std::vector<at::Tensor> unpickled;
+  const std::string* bytes = nullptr;
+  std::unique_ptr<PartReader> reader;
+  std::vector<safetensors::Entry> pieces;  // piece k's dtype and bytes
+  uint64_t data_start = 0;
+
+  void read(uint64_t offset, uint64_t length, void* dst) const {
+    if (reader) return reader->read_at(offset, length, dst);
+    std::memcpy(dst, bytes->data() + offset, length);
+  }
+};
+
+SavedModel::~SavedModel() = default;
+
+void SavedModel::release() { ranks_.clear(); }
+
+SavedModel::RankFile& SavedModel::rank_file(int rank) {
+  auto it = ranks_.find(rank);
+  if (it != ranks_.end()) return *it->second;
+  auto file = std::make_unique<RankFile>();
+  file->path = model_rank_file(files_, model_, rank);
+  const std::string& path = file->path;
+  const auto damaged = [&](const std::string& why) {
+    return UsageError("load_state: " + path + " " + why +
+                      ". The checkpoint's sharded model is damaged; resume from another checkpoint");
+  };
+  const std::vector<PieceLayout>& layout = layout_->pieces[static_cast<size_t>(rank)][0];
+  const auto in_memory = files_.find(path);
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".pt") == 0) {
     std::map<std::string, at::Tensor> by_name;
     for (auto& [name, t] : unpickle(files_, path)) by_name[name] = t;
-    std::vector<at::Tensor> pieces;
-    for (size_t n = 0; n < layout_->pieces[static_cast<size_t>(rank)][0].size(); ++n) {
+    for (size_t n = 0; n < layout.size(); ++n) {
       const auto p = by_name.find("piece." + std::to_string(n));
-      if (p == by_name.end() || p->second.numel() != layout_->pieces[static_cast<size_t>(rank)][0][n].numel())
-        throw UsageError("load_state: " + path + " does not hold piece " + std::to_string(n) +
-                         " as its layout says. The checkpoint's sharded model is damaged; resume from another checkpoint");
-      pieces.push_back(p->second.reshape({-1}));
+      if (p == by_name.end() || p->second.numel() != layout[n].numel())
+        throw damaged("does not hold piece " + std::to_string(n) + " as its layout says");
+      file->unpickled.push_back(p->second.reshape({-1}));
     }
-    it = pieces_.emplace(rank, std::move(pieces)).first;
+  } else {
+    uint64_t size = 0;
+    if (in_memory != files_.end()) {
+      file->bytes = &in_memory->second;
+      size = in_memory->second.size();
+    } else {
+      const auto entry = disk_ ? disk_->manifest.find(path) : decltype(disk_->manifest)::const_iterator();
+      if (!disk_ || entry == disk_->manifest.end()) throw damaged("is missing");
+      file->reader = std::make_unique<PartReader>(disk_->dir, path, entry->second);
+      size = file->reader->size();
+    }
+    const safetensors::Index index = safetensors::read_index(
+        size, [&](uint64_t offset, uint64_t length, void* dst) { file->read(offset, length, dst); }, path);
+    file->data_start = index.data_start;
+    std::map<std::string, const safetensors::Entry*> by_name;
+    for (const safetensors::Entry& e : index.entries) by_name[e.name] = &e;
+    for (size_t n = 0; n < layout.size(); ++n) {
+      const auto p = by_name.find("piece." + std::to_string(n));
+      int64_t numel = 1;
+      if (p != by_name.end())
+        for (int64_t d : p->second->shape) numel *= d;
+      if (p == by_name.end() || p->second->shape.size() != 1 || numel != layout[n].numel())
+        throw damaged("does not hold piece " + std::to_string(n) + " as its layout says");
+      file->pieces.push_back(*p->second);
+    }
   }
-  return it->second.at(k);
+  return *ranks_.emplace(rank, std::move(file)).first->second;
+}
+
+void SavedModel::read_chunk(int rank, size_t k, int64_t saved_offset, at::Tensor dst) {
+  RankFile& file = rank_file(rank);
+  if (!file.unpickled.empty() || file.pieces.empty()) {
+    dst.copy_(file.unpickled.at(k).narrow(0, saved_offset, dst.numel()));
+    return;
+  }
+  const safetensors::Entry& piece = file.pieces.at(k);
+  const at::ScalarType saved = piece.dtype->type;
+  at::Tensor into = dst.scalar_type() == saved && dst.is_contiguous() ? dst : at::empty({dst.numel()}, at::TensorOptions().dtype(saved));
+  const uint64_t element = static_cast<uint64_t>(into.element_size());
+  file.read(file.data_start + piece.begin + static_cast<uint64_t>(saved_offset) * element,
+            static_cast<uint64_t>(dst.numel()) * element, into.data_ptr());
+  if (!into.is_same(dst)) dst.copy_(into);
 }
 
 at::Tensor SavedModel::read(const PieceLayout& target, const at::Tensor& like) {
@@ -178,24 +265,34 @@ at::Tensor SavedModel::read(const PieceLayout& target, const at::Tensor& like) {
       out.narrow(0, at, s.length).copy_(whole.reshape({-1}).narrow(0, s.offset, s.length));
     } else {
       for (const Chunk& c : index_->chunks(PieceLayout{target.model, {s}}))
-        out.narrow(0, at + c.offset, c.length).copy_(piece(c.rank, c.piece).narrow(0, c.saved_offset, c.length));
+        read_chunk(c.rank, c.piece, c.saved_offset, out.narrow(0, at + c.offset, c.length));
     }
     at += s.length;
   }
   return out;
 }
 
+at::Tensor SavedModel::entry(const std::string& name) {
+  const at::Tensor whole = whole_entry(name);
+  if (whole.defined()) return whole;
+  const auto shape = shapes_.find(name);
+  const ParamLayout* param = nullptr;
+  if (layout_)
+    for (const ParamLayout& p : layout_->params)
+      if (p.name == name) param = &p;
+  if (!param || shape == shapes_.end())
+    throw UsageError("model " + std::to_string(model_) + " of the checkpoint has no entry '" + name + "'");
+  const auto& [dtype, sizes] = shape->second;
+  const PieceLayout all{model_, {NamedSegment{name, 0, param->numel}}};
+  if (const auto gap = missing(all))
+    throw UsageError("the checkpoint does not hold " + *gap + " of model " + std::to_string(model_) + ": its " +
+                     model_dir(model_) + "layout.txt is damaged");
+  return read(all, at::empty({0}, at::TensorOptions().dtype(dtype))).view(sizes);
+}
+
 NamedTensors SavedModel::whole_model() {
-  NamedTensors out = whole_;
-  if (!layout_) return out;
-  for (const ParamLayout& p : layout_->params) {
-    const auto& [dtype, sizes] = shapes_.at(p.name);
-    const PieceLayout all{model_, {NamedSegment{p.name, 0, p.numel}}};
-    if (const auto gap = missing(all))
-      throw UsageError("the checkpoint does not hold " + *gap + " of model " + std::to_string(model_) + ": its " +
-                       model_dir(model_) + "layout.txt is damaged");
-    out.emplace_back(p.name, read(all, at::empty({0}, at::TensorOptions().dtype(dtype))).view(sizes));
-  }
+  NamedTensors out;
+  for (const auto& [name, t] : described()) out.emplace_back(name, entry(name));
   release();
   return out;
 }

@@ -3,7 +3,10 @@
 //
 // Saving at stage 3, every rank's shard of every unit goes into a file of its own; rank 0's
 // model file holds only what stage 3 keeps whole (buffers, frozen parameters):
-//   model_<i>/rank_<r>.pt   rank r's pieces, a torch pickle {"piece.<k>": flat tensor}
+//   model_<i>/rank_<r>.safetensors   rank r's pieces, a safetensors file {"piece.<k>": flat
+//                           tensor}: any range of a piece can be read in place (merge-weights
+//                           reads one parameter at a time). Checkpoints of format_version 2 hold
+//                           model_<i>/rank_<r>.pt instead (a torch pickle of the same), still read.
 //   model_<i>/layout.txt    the sharded_layout.h format under kModelLayoutHeader: one group, the
 //                           sharded parameters (param 0 <model> <numel> <name>), each rank's pieces
 //                           with their segments by parameter name
@@ -42,8 +45,8 @@ bool shards_params(const Reducer& reducer);
 // unit's shard (without its padding), the tensor a view of the shard itself (writable).
 std::vector<HeldTensor> param_pieces(const Reducer& reducer, size_t model);
 
-// What this rank's model_<i>/rank_<r>.pt holds: param_pieces' tensors as "piece.<k>", in order
-// (views of the shard: pickle_bytes copies them).
+// What this rank's model_<i>/rank_<r>.safetensors holds: param_pieces' tensors as "piece.<k>", in order
+// (views of the shard: safetensors::file_bytes copies them).
 NamedTensors shard_tensors(const Reducer& reducer, size_t model);
 
 // The files of a sharded model beside the ranks' shards (rank_texts[r]: rank r's "rank ..." lines
@@ -54,14 +57,25 @@ Files sharded_model_files(const Reducer& reducer, const torch::nn::Module& modul
 
 // The paths of model i's sharded files.
 std::string model_dir(size_t model);  // "model_<i>/"
+// Rank r's shard of model i in a checkpoint whose shared files are `files`: model_<i>/rank_<r>
+// .safetensors, or .pt where rank0/trainer_state.txt says format_version 2.
+std::string model_rank_file(const Files& files, size_t model, int rank);
+// The checkpoint in place (merge-weights): its directory and MANIFEST, for the rank files that
+// SavedModel reads range by range (PartReader) instead of from `files`.
+struct CheckpointOnDisk {
+  std::string dir;
+  std::map<std::string, ManifestEntry> manifest;
+};
 
 // A model as a checkpoint holds it: rank 0's file (whole entries) and, when it was saved at stage 3,
 // the sharded parameters' layout, shapes and every rank's pieces (read lazily, one file at a time).
 class SavedModel {
  public:
   // Parses model i of `files`; throws UsageError naming the file for anything damaged. `files`
-  // must outlive this.
-  SavedModel(const Files& files, size_t model);
+  // (and `disk`) must outlive this. A rank file that `files` does not hold is read from `disk`
+  // when given: only the ranges asked for (format_version 2's pickles are read whole).
+  SavedModel(const Files& files, size_t model, const CheckpointOnDisk* disk = nullptr);
+  ~SavedModel();
 
   bool sharded() const { return layout_.has_value(); }
   // The saved ranks and stage when sharded.
@@ -79,23 +93,29 @@ class SavedModel {
   std::set<int> ranks_for(const PieceLayout& target) const;
   // `target`'s elements, flat, in the saved dtype (CPU).
   at::Tensor read(const PieceLayout& target, const at::Tensor& like);
-  // Every entry whole: those saved whole as they are, the sharded ones assembled from the pieces
-  // (in described() order). For merge-weights.
+  // Entry `name` of described() whole: as saved, or a sharded one assembled from the pieces,
+  // reading only its own ranges. merge-weights writes one at a time.
+  at::Tensor entry(const std::string& name);
+  // Every entry whole (entry(), in described() order).
   NamedTensors whole_model();
   // Drops the rank files read so far (their memory).
-  void release() { pieces_.clear(); }
+  void release();
 
  private:
-  const at::Tensor& piece(int rank, size_t k);
+  struct RankFile;
+  RankFile& rank_file(int rank);
+  // Elements [saved_offset, + dst.numel()) of saved rank `rank`'s piece k, into dst (1-D).
+  void read_chunk(int rank, size_t k, int64_t saved_offset, at::Tensor dst);
 
   const Files& files_;
   size_t model_;
+  const CheckpointOnDisk* disk_;
   NamedTensors whole_;
   std::map<std::string, size_t> whole_index_;
   std::optional<OptimizerLayout> layout_;
   std::unique_ptr<SavedIndex> index_;
   std::map<std::string, std::pair<at::ScalarType, std::vector<int64_t>>> shapes_;
-  std::map<int, std::vector<at::Tensor>> pieces_;
+  std::map<int, std::unique_ptr<RankFile>> ranks_;
 };
 
 // What this rank holds of model i's entries, each with its layout: at stage 3 the sharded

@@ -128,9 +128,10 @@ void restore(TrainingRun& run, const Files& files, const std::string& checkpoint
   if (state_it == files.end()) throw UsageError("load_state: the checkpoint has no rank0/trainer_state.txt");
   const KeyValues state = parse_key_values(state_it->second);
   const int64_t format = get_int(state, "format_version");
-  if (format != checkpoint::kFormatVersion && format != checkpoint::kShardedModelFormatVersion)
+  if (format != checkpoint::kFormatVersion && format != checkpoint::kPickledShardsFormatVersion &&
+      format != checkpoint::kShardedModelFormatVersion)
     throw UsageError("load_state: checkpoint format " + state.at("format_version") + ", this xlaunch reads " +
-                     std::to_string(checkpoint::kFormatVersion) + " and " +
+                     std::to_string(checkpoint::kFormatVersion) + " to " +
                      std::to_string(checkpoint::kShardedModelFormatVersion) + ". Load it with the xlaunch that saved it");
   check_count(state, "models", run.models.size());
   check_count(state, "optimizers", run.optimizers.size());

@@ -14,6 +14,8 @@
 #include "ddp/accumulation.h"
 #include "state/loader_state.h"
 #include "state/model_shards.h"
+#include "state/safetensors_format.h"
+#include "state/snapshots.h"
 #include "state/checkpoint_dir.h"
 #include "state/durable_files.h"
 #include "state/torch_state.h"
@@ -88,15 +90,21 @@ std::vector<OwnFile> rank_files(const TrainingRun& run) {
   for (size_t i = 0; i < run.optimizers.size(); ++i)
     if (run.optimizers[i].sharded)
       out.push_back({"optimizer_" + std::to_string(i) + "/rank_" + r + ".pt",
-                     [&run, i] { return archive_bytes([&](auto& ar) { run.optimizers[i].inner->save(ar); }); }});
+                     [&run, i] { return archive_bytes([&](auto& ar) { run.optimizers[i].inner->save(ar); }); },
+                     [&run, i]() -> Producer {
+                       if (Producer later = optimizer_snapshot(*run.optimizers[i].inner)) return later;
+                       auto bytes = std::make_shared<std::string>(
+                           archive_bytes([&](auto& ar) { run.optimizers[i].inner->save(ar); }));
+                       return [bytes] { return std::move(*bytes); };
+                     }});
   for (size_t i = 0; i < run.models.size(); ++i)
     if (shards_params(*run.models[i].reducer))
-      out.push_back({model_dir(i) + "rank_" + r + ".pt",
-                     [&run, i] { return pickle_bytes(shard_tensors(*run.models[i].reducer, i)); },
+      out.push_back({model_dir(i) + "rank_" + r + ".safetensors",
+                     [&run, i] { return safetensors::file_bytes(shard_tensors(*run.models[i].reducer, i)); },
                      [&run, i]() -> std::function<std::string()> {
                        NamedTensors pieces = shard_tensors(*run.models[i].reducer, i);
-                       for (auto& [name, t] : pieces) t = t.detach().clone();  // the copy; pickled later
-                       return [pieces = std::move(pieces)] { return pickle_bytes(pieces); };
+                       for (auto& [name, t] : pieces) t = t.detach().clone();  // the copy; written later
+                       return [pieces = std::move(pieces)] { return safetensors::file_bytes(pieces); };
                      }});
   return out;
 }
@@ -134,8 +142,11 @@ Layouts gather_layouts(const TrainingRun& run) {
 }
 
 // What rank 0 writes: everything but the ranks' own files (rank_files). stream_states[r]: rank
-// r's streaming loaders' positions (empty: no loader streams).
-Files files_of(const TrainingRun& run, const std::vector<std::string>& stream_states, const Layouts& layouts) {
+// r's streaming loaders' positions (empty: no loader streams). With `later` (an asynchronous save),
+// the model files and the optimizers it can copy (optimizer_snapshot) are copied now and go there,
+// to be serialized on the background thread; the rest is serialized at once.
+Files files_of(const TrainingRun& run, const std::vector<std::string>& stream_states, const Layouts& layouts,
+               std::vector<std::pair<std::string, Producer>>* later = nullptr) {
   Files files;
   const bool any_sharded_model = std::any_of(layouts.model_pieces.begin(), layouts.model_pieces.end(),
                                              [](const std::vector<std::string>& p) { return !p.empty(); });
@@ -165,7 +176,9 @@ Files files_of(const TrainingRun& run, const std::vector<std::string>& stream_st
       meta << "model " << i << " '" << name << "' " << describe(t) << (in_shards ? " sharded" : "") << "\n";
       if (!in_shards) whole.emplace_back(name, t);
     }
-    files["rank0/model_" + std::to_string(i) + ".pt"] = pickle_bytes(whole);
+    const std::string model_file = "rank0/model_" + std::to_string(i) + ".pt";
+    if (later) later->emplace_back(model_file, pickle_snapshot(whole));
+    else files[model_file] = pickle_bytes(whole);
     if (layouts.model_pieces[i].empty()) continue;
     meta << "model " << i << " sharded over " << run.world << " ranks (zero_stage 3)\n";
     files.merge(sharded_model_files(*run.models[i].reducer, *run.models[i].module, i, layouts.model_pieces[i]));
@@ -174,7 +187,11 @@ Files files_of(const TrainingRun& run, const std::vector<std::string>& stream_st
     const TrainingRun::OptimizerPart& opt = run.optimizers[i];
     state["optimizer." + std::to_string(i) + ".steps"] = std::to_string(*opt.steps);
     if (!opt.sharded) {
-      files["rank0/optimizer_" + std::to_string(i) + ".pt"] = archive_bytes([&](auto& ar) { opt.inner->save(ar); });
+      const std::string optimizer_file = "rank0/optimizer_" + std::to_string(i) + ".pt";
+      if (Producer copied = later ? optimizer_snapshot(*opt.inner) : Producer())
+        later->emplace_back(optimizer_file, std::move(copied));
+      else
+        files[optimizer_file] = archive_bytes([&](auto& ar) { opt.inner->save(ar); });
       continue;
     }
     // Sharded: every rank writes its own file (rank_files); here, what their pieces hold
@@ -392,8 +409,8 @@ class Background final : public BackgroundSave {
       if (!failed.empty()) throw Error(failed);
       return;
     }
-    if (!failed.empty()) throw Error(failed);
-    // Every other rank's marker, within the deadline.
+    // Every other rank's marker, within the deadline, even once one has failed: the temporary
+    // directory is removed only when no rank writes in it any more.
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<bool> seen(static_cast<size_t>(world), false);
     seen[0] = true;
@@ -404,8 +421,11 @@ class Background final : public BackgroundSave {
         std::ifstream in(path, std::ios::binary);
         std::ostringstream text;
         text << in.rdbuf();
-        if (text.str().rfind("error ", 0) == 0) throw Error("rank " + std::to_string(r) + " could not write its part: " + text.str().substr(6));
-        o.pending->add_lines(text.str());
+        if (text.str().rfind("error ", 0) == 0) {
+          if (failed.empty()) failed = "rank " + std::to_string(r) + " could not write its part: " + text.str().substr(6);
+        } else {
+          o.pending->add_lines(text.str());
+        }
         ::unlink(path.c_str());
         seen[static_cast<size_t>(r)] = true;
         --left;
@@ -420,6 +440,7 @@ class Background final : public BackgroundSave {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    if (!failed.empty()) throw Error(failed);
     o.pending->add_lines(lines);
     for (const auto& [path, bytes] : shared) o.pending->write(path, bytes);
     o.pending->commit();
@@ -460,7 +481,11 @@ std::unique_ptr<BackgroundSave> save_run_async(const std::string& dir, const Tra
       auto bytes = std::make_shared<std::string>(f.bytes());
       mine.emplace_back(f.path, [bytes] { return std::move(*bytes); });
     }
-    if (run.rank == 0) shared = files_of(run, o.streams, o.layouts);
+    if (run.rank == 0) {
+      std::vector<std::pair<std::string, Producer>> later;
+      shared = files_of(run, o.streams, o.layouts, &later);
+      for (auto& [path, produce] : later) mine.emplace_back(path, std::move(produce));
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }

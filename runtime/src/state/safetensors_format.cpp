@@ -126,4 +126,20 @@ std::vector<Entry> parse_header(const std::string& text, uint64_t data_size, con
   return entries;
 }
 
+Index read_index(uint64_t size, const ReadAt& read, const fs::path& path) {
+  if (size < 8)
+    throw invalid_file(path, "it has " + std::to_string(size) + " bytes, fewer than the 8 of its header length");
+  uint64_t header_length = 0;
+  read(0, 8, &header_length);
+  if (header_length > kMaxHeaderBytes || header_length > size - 8)
+    throw invalid_file(path, "its header length is " + std::to_string(header_length) + " bytes, and the file has " +
+                                 std::to_string(size) + " (at most 100 MB of header is read)");
+  std::string text(header_length, '\0');
+  read(8, header_length, text.data());
+  Index out;
+  out.data_start = 8 + header_length;
+  out.entries = parse_header(text, size - out.data_start, path);
+  return out;
+}
+
 }  // namespace xlaunch::safetensors

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -57,5 +58,23 @@ struct Entry {
 // of sizes and offsets whose length fits both, tiling the data_size bytes that follow the header
 // exactly. Throws invalid_file for the first problem.
 std::vector<Entry> parse_header(const std::string& text, uint64_t data_size, const fs::path& path);
+
+// Reads `length` bytes at `offset` of one file into `dst`; throws when it cannot.
+using ReadAt = std::function<void(uint64_t offset, uint64_t length, void* dst)>;
+
+// A file's entries (parse_header) and where its data starts.
+struct Index {
+  uint64_t data_start = 0;
+  std::vector<Entry> entries;
+};
+
+// The index of the safetensors file `path` of `size` bytes, whose header is read through `read`
+// (the data is not read): the header length checked against the file and kMaxHeaderBytes, then
+// parse_header. Throws invalid_file.
+Index read_index(uint64_t size, const ReadAt& read, const fs::path& path);
+
+// The bytes of one safetensors file holding `tensors` (no metadata but "format"), in memory: the
+// sharded checkpoints' rank files (state/model_shards.h). Throws save_safetensors' UsageErrors.
+std::string file_bytes(const std::vector<std::pair<std::string, at::Tensor>>& tensors);
 
 }  // namespace xlaunch::safetensors

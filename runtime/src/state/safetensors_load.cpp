@@ -56,18 +56,11 @@ NamedTensors read_file(const fs::path& path) {
   if (::fstat(f.fd, &st) != 0) throw_io("cannot stat", path);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (!S_ISREG(st.st_mode)) throw invalid_file(path, "it is not a regular file");
-  if (size < 8)
-    throw invalid_file(path, "it has " + std::to_string(size) + " bytes, fewer than the 8 of its header length");
-  uint64_t header_length = 0;
-  read_exactly(f.fd, &header_length, 8, 0, path);
-  if (header_length > kMaxHeaderBytes || header_length > size - 8)
-    throw invalid_file(path, "its header length is " + std::to_string(header_length) + " bytes, and the file has " +
-                                 std::to_string(size) + " (at most 100 MB of header is read)");
-  std::string text(header_length, '\0');
-  read_exactly(f.fd, text.data(), text.size(), 8, path);
-  const uint64_t data_start = 8 + header_length;
+  const safetensors::Index index = safetensors::read_index(
+      size, [&](uint64_t offset, uint64_t length, void* dst) { read_exactly(f.fd, dst, length, offset, path); }, path);
+  const uint64_t data_start = index.data_start;
   NamedTensors out;
-  for (const safetensors::Entry& e : safetensors::parse_header(text, size - data_start, path)) {
+  for (const safetensors::Entry& e : index.entries) {
     at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype->type));
     read_exactly(f.fd, t.data_ptr(), static_cast<size_t>(e.end - e.begin), data_start + e.begin, path);
     out.emplace_back(e.name, std::move(t));

@@ -14,6 +14,7 @@
 
 #include "state/durable_files.h"
 #include "state/safetensors_format.h"
+#include "state/torch_state.h"
 #include "xlaunch/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -32,10 +33,13 @@ durable::SaveHook notify;  // set_safetensors_save_hook
 
 // ---- checks before writing -----------------------------------------------------------------
 
-void check_tensor(const std::string& name, const at::Tensor& t) {
+// `described`: the tensor only describes what will be written (save_safetensors_streamed), so a
+// meta tensor is fine; its values are checked when they come (value_of).
+void check_tensor(const std::string& name, const at::Tensor& t, bool described) {
   const std::string what = "save_safetensors: tensor '" + name + "' ";
   if (!t.defined()) throw UsageError(what + "is undefined; pass only tensors that hold values");
-  if (t.is_meta()) throw UsageError(what + "is on the meta device and has no values; materialize the model first");
+  if (t.is_meta() && !described)
+    throw UsageError(what + "is on the meta device and has no values; materialize the model first");
   if (t.layout() != at::kStrided)
     throw UsageError(what + "is not dense (layout " + c10::str(t.layout()) +
                      "); safetensors stores dense tensors: pass t.to_dense()");
@@ -45,7 +49,7 @@ void check_tensor(const std::string& name, const at::Tensor& t) {
                      "(e.g. torch::view_as_real for complex, dequantize() for quantized) before saving");
 }
 
-void check_names(const NamedTensors& tensors) {
+void check_names(const NamedTensors& tensors, bool described) {
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors) {
     if (name.empty()) throw UsageError("save_safetensors: a tensor has an empty name; give every tensor a name");
@@ -54,7 +58,7 @@ void check_names(const NamedTensors& tensors) {
                        "tensor; rename it");
     if (!seen.insert(name).second)
       throw UsageError("save_safetensors: two tensors are named '" + name + "'; names must be unique");
-    check_tensor(name, t);
+    check_tensor(name, t, described);
   }
 }
 
@@ -77,7 +81,7 @@ void check_not_shared(const NamedTensors& tensors) {
   };
   std::vector<Span> spans;
   for (const auto& [name, t] : tensors)
-    if (t.numel() > 0 && t.has_storage()) {
+    if (t.numel() > 0 && t.has_storage() && !t.is_meta()) {
       const auto [begin, end] = span_of(t);
       spans.push_back({t.device().str(), begin, end, &name});
     }
@@ -104,24 +108,51 @@ bool is_shard_name(const std::string& name) {
   return std::regex_match(name, pattern);
 }
 
-void write_safetensors_file(const fs::path& path, const NamedTensors& tensors, const std::vector<size_t>& indices,
-                            const std::map<std::string, std::string>& metadata) {
-  std::vector<const std::pair<std::string, at::Tensor>*> order;
-  for (size_t i : indices) order.push_back(&tensors[i]);
-  std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
-    const size_t sa = a->second.element_size(), sb = b->second.element_size();
-    return sa != sb ? sa > sb : a->first < b->first;
+// The tensors of one file (`indices` into `tensors`) in their order in it: by element size, largest
+// first, then by name.
+std::vector<size_t> file_order(const NamedTensors& tensors, std::vector<size_t> indices) {
+  std::stable_sort(indices.begin(), indices.end(), [&](size_t a, size_t b) {
+    const size_t sa = tensors[a].second.element_size(), sb = tensors[b].second.element_size();
+    return sa != sb ? sa > sb : tensors[a].first < tensors[b].first;
   });
-  const std::string header = safetensors::header_of(order, metadata);
-  write_new_file(path, [&](int fd) {
-    const uint64_t length = header.size();
-    write_all(fd, &length, sizeof length, path);
-    write_all(fd, header.data(), header.size(), path);
-    for (const auto* entry : order) {
-      const at::Tensor cpu = entry->second.detach().to(at::kCPU).contiguous();
-      write_all(fd, cpu.data_ptr(), static_cast<size_t>(nbytes_of(cpu)), path);
-    }
-  });
+  return indices;
+}
+
+// described[i]'s values, from `value`, as a contiguous CPU tensor; Error when they do not match it.
+at::Tensor value_of(const NamedTensors& described, size_t i, const TensorSource& value) {
+  const auto& [name, want] = described[i];
+  const at::Tensor got = value(i);
+  if (!got.defined() || got.is_meta() || got.layout() != at::kStrided || got.scalar_type() != want.scalar_type() ||
+      got.sizes() != want.sizes())
+    throw Error("save_safetensors: the values given for tensor '" + name + "' (" +
+                (got.defined() ? describe(got) : std::string("undefined")) + ") are not what was described (" +
+                describe(want) + ")");
+  return got.detach().to(at::kCPU).contiguous();
+}
+
+// One file's bytes, tensor after tensor, each fetched when it is written, to `put`.
+void stream_file(const NamedTensors& described, const std::vector<size_t>& order, const TensorSource& value,
+                 const std::map<std::string, std::string>& metadata,
+                 const std::function<void(const void*, size_t)>& put) {
+  std::vector<const std::pair<std::string, at::Tensor>*> entries;
+  for (size_t i : order) entries.push_back(&described[i]);
+  const std::string header = safetensors::header_of(entries, metadata);
+  const uint64_t length = header.size();
+  put(&length, sizeof length);
+  put(header.data(), header.size());
+  for (size_t i : order) {
+    const at::Tensor cpu = value_of(described, i, value);
+    put(cpu.data_ptr(), static_cast<size_t>(nbytes_of(cpu)));
+  }
+}
+
+// The shards of `described` (plan_shards), each in its file order.
+std::vector<std::vector<size_t>> shards_of(const NamedTensors& described, int64_t max_shard_bytes) {
+  std::vector<int64_t> bytes;
+  for (const auto& entry : described) bytes.push_back(nbytes_of(entry.second));
+  std::vector<std::vector<size_t>> shards = plan_shards(bytes, max_shard_bytes);
+  for (auto& s : shards) s = file_order(described, std::move(s));
+  return shards;
 }
 
 std::string index_json(const NamedTensors& tensors, const std::vector<std::vector<size_t>>& shards) {
@@ -167,8 +198,10 @@ void rename_into_place(const fs::path& dir, const std::string& temp, const std::
 
 void set_safetensors_save_hook(std::function<void(const std::string&)> hook) { notify.set(std::move(hook)); }
 
-void save_safetensors(const NamedTensors& tensors, const std::string& dir_text, int64_t max_shard_bytes,
-                      const std::map<std::string, std::string>& metadata) {
+namespace {
+
+void check_arguments(const NamedTensors& tensors, const std::string& dir_text, int64_t max_shard_bytes,
+                     const std::map<std::string, std::string>& metadata, bool described) {
   if (dir_text.empty()) throw UsageError("save_safetensors: the directory is empty; pass one, such as \"model\"");
   if (max_shard_bytes <= 0)
     throw UsageError("save_safetensors: max_shard_bytes is " + std::to_string(max_shard_bytes) +
@@ -177,12 +210,13 @@ void save_safetensors(const NamedTensors& tensors, const std::string& dir_text, 
   if (format != metadata.end() && format->second != "pt")
     throw UsageError("save_safetensors: metadata \"format\" is '" + format->second +
                      "'; it must be \"pt\" (transformers refuses other values for torch weights). Drop that key");
-  check_names(tensors);
+  check_names(tensors, described);
   check_not_shared(tensors);
+}
 
-  std::vector<int64_t> bytes;
-  for (const auto& entry : tensors) bytes.push_back(nbytes_of(entry.second));
-  std::vector<std::vector<size_t>> shards = plan_shards(bytes, max_shard_bytes);
+void save_checked(const NamedTensors& tensors, const TensorSource& value, const std::string& dir_text,
+                  int64_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
+  std::vector<std::vector<size_t>> shards = shards_of(tensors, max_shard_bytes);
   const bool sharded = shards.size() > 1;
   if (shards.empty()) shards.emplace_back();  // no tensors: one file with the metadata alone
   std::vector<std::string> files;
@@ -200,7 +234,10 @@ void save_safetensors(const NamedTensors& tensors, const std::string& dir_text, 
   Temporaries temps{dir, {}};
   for (size_t s = 0; s < shards.size(); ++s) {
     temps.names.push_back(hidden_temporary(files[s]));
-    write_safetensors_file(dir / temps.names.back(), tensors, shards[s], metadata);
+    const fs::path path = dir / temps.names.back();
+    write_new_file(path, [&](int fd) {
+      stream_file(tensors, shards[s], value, metadata, [&](const void* data, size_t size) { write_all(fd, data, size, path); });
+    });
     notify("wrote " + files[s]);
   }
   fsync_dir(dir);
@@ -238,4 +275,38 @@ void save_safetensors(const NamedTensors& tensors, const std::string& dir_text, 
   if (removed) fsync_dir(dir);
 }
 
+}  // namespace
+
+void save_safetensors(const NamedTensors& tensors, const std::string& dir, int64_t max_shard_bytes,
+                      const std::map<std::string, std::string>& metadata) {
+  check_arguments(tensors, dir, max_shard_bytes, metadata, /*described=*/false);
+  save_checked(tensors, [&](size_t i) { return tensors[i].second; }, dir, max_shard_bytes, metadata);
+}
+
+void save_safetensors_streamed(const NamedTensors& described, const TensorSource& value, const std::string& dir,
+                               int64_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
+  check_arguments(described, dir, max_shard_bytes, metadata, /*described=*/true);
+  save_checked(described, value, dir, max_shard_bytes, metadata);
+}
+
+std::vector<size_t> safetensors_write_order(const NamedTensors& described, int64_t max_shard_bytes) {
+  std::vector<size_t> out;
+  for (const auto& shard : shards_of(described, max_shard_bytes)) out.insert(out.end(), shard.begin(), shard.end());
+  return out;
+}
+
+namespace safetensors {
+
+std::string file_bytes(const NamedTensors& tensors) {
+  check_names(tensors, /*described=*/false);
+  check_not_shared(tensors);
+  std::vector<size_t> all(tensors.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::string out;
+  stream_file(tensors, file_order(tensors, all), [&](size_t i) { return tensors[i].second; }, {},
+              [&](const void* data, size_t size) { out.append(static_cast<const char*>(data), size); });
+  return out;
+}
+
+}  // namespace safetensors
 }  // namespace xlaunch

@@ -157,7 +157,7 @@ std::set<std::string> rank_files_needed(const TrainingRun& run, const Files& fil
     if (!files.count(model_dir(i) + "layout.txt")) continue;
     const SavedModel saved(files, i);
     for (const HeldTensor& h : held_entries(*run.models[i].module, *run.models[i].reducer, i))
-      for (int r : saved.ranks_for(h.layout)) out.insert(model_dir(i) + "rank_" + std::to_string(r) + ".pt");
+      for (int r : saved.ranks_for(h.layout)) out.insert(model_rank_file(files, i, r));
   }
   return out;
 }

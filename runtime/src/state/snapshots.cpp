@@ -1,0 +1,71 @@
+#include "state/snapshots.h"
+
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+
+#include <memory>
+#include <vector>
+
+#include "state/training_run_parts.h"
+
+namespace xlaunch::checkpoint {
+namespace {
+
+// A copy in host memory (a clone on the CPU); undefined stays undefined (a momentum buffer before
+// the first step).
+at::Tensor host_copy(const at::Tensor& t) {
+  return t.defined() ? t.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true) : t;
+}
+
+void copy_tensors(torch::optim::SGDParamState& s) { s.momentum_buffer(host_copy(s.momentum_buffer())); }
+
+template <class AdamState>
+void copy_adam_tensors(AdamState& s) {
+  s.exp_avg(host_copy(s.exp_avg()));
+  s.exp_avg_sq(host_copy(s.exp_avg_sq()));
+  s.max_exp_avg_sq(host_copy(s.max_exp_avg_sq()));
+}
+void copy_tensors(torch::optim::AdamParamState& s) { copy_adam_tensors(s); }
+void copy_tensors(torch::optim::AdamWParamState& s) { copy_adam_tensors(s); }
+void copy_tensors(torch::optim::AdagradParamState& s) { s.sum(host_copy(s.sum())); }
+void copy_tensors(torch::optim::RMSpropParamState& s) {
+  s.square_avg(host_copy(s.square_avg()));
+  s.momentum_buffer(host_copy(s.momentum_buffer()));
+  s.grad_avg(host_copy(s.grad_avg()));
+}
+
+template <class Opt, class Options, class State>
+Producer snapshot_as(const torch::optim::Optimizer& opt) {
+  if (!dynamic_cast<const Opt*>(&opt)) return {};
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  for (const auto& g : opt.param_groups()) groups.emplace_back(g.params(), g.options().clone());
+  auto shadow = std::make_shared<Opt>(groups, static_cast<const Options&>(opt.defaults()));
+  for (const auto& [key, state] : opt.state()) {
+    auto copy = std::make_unique<State>(static_cast<const State&>(*state));
+    copy_tensors(*copy);
+    shadow->state()[key] = std::move(copy);
+  }
+  return [shadow] { return archive_bytes([&](auto& ar) { shadow->save(ar); }); };
+}
+
+}  // namespace
+
+Producer pickle_snapshot(const NamedTensors& tensors) {
+  auto copies = std::make_shared<NamedTensors>();
+  for (const auto& [name, t] : tensors) copies->emplace_back(name, host_copy(t));
+  return [copies] { return pickle_bytes(*copies); };
+}
+
+Producer optimizer_snapshot(const torch::optim::Optimizer& opt) {
+  using namespace torch::optim;
+  for (const auto& make : {snapshot_as<AdamW, AdamWOptions, AdamWParamState>, snapshot_as<Adam, AdamOptions, AdamParamState>,
+                           snapshot_as<SGD, SGDOptions, SGDParamState>, snapshot_as<Adagrad, AdagradOptions, AdagradParamState>,
+                           snapshot_as<RMSprop, RMSpropOptions, RMSpropParamState>})
+    if (Producer p = make(opt)) return p;
+  return {};
+}
+
+}  // namespace xlaunch::checkpoint
