@@ -101,11 +101,7 @@ std::vector<OwnFile> rank_files(const TrainingRun& run) {
     if (shards_params(*run.models[i].reducer))
       out.push_back({model_dir(i) + "rank_" + r + ".safetensors",
                      [&run, i] { return safetensors::file_bytes(shard_tensors(*run.models[i].reducer, i)); },
-                     [&run, i]() -> std::function<std::string()> {
-                       NamedTensors pieces = shard_tensors(*run.models[i].reducer, i);
-                       for (auto& [name, t] : pieces) t = t.detach().clone();  // the copy; written later
-                       return [pieces = std::move(pieces)] { return safetensors::file_bytes(pieces); };
-                     }});
+                     [&run, i] { return safetensors_snapshot(shard_tensors(*run.models[i].reducer, i)); }});
   return out;
 }
 

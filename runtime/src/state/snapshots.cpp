@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "state/safetensors_format.h"
 #include "state/training_run_parts.h"
 
 namespace xlaunch::checkpoint {
@@ -51,12 +52,20 @@ Producer snapshot_as(const torch::optim::Optimizer& opt) {
   return [shadow] { return archive_bytes([&](auto& ar) { shadow->save(ar); }); };
 }
 
+std::shared_ptr<NamedTensors> host_copies(const NamedTensors& tensors) {
+  auto copies = std::make_shared<NamedTensors>();
+  for (const auto& [name, t] : tensors) copies->emplace_back(name, host_copy(t));
+  return copies;
+}
+
 }  // namespace
 
 Producer pickle_snapshot(const NamedTensors& tensors) {
-  auto copies = std::make_shared<NamedTensors>();
-  for (const auto& [name, t] : tensors) copies->emplace_back(name, host_copy(t));
-  return [copies] { return pickle_bytes(*copies); };
+  return [copies = host_copies(tensors)] { return pickle_bytes(*copies); };
+}
+
+Producer safetensors_snapshot(const NamedTensors& tensors) {
+  return [copies = host_copies(tensors)] { return safetensors::file_bytes(*copies); };
 }
 
 Producer optimizer_snapshot(const torch::optim::Optimizer& opt) {

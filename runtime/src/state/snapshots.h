@@ -16,6 +16,8 @@ using Producer = std::function<std::string()>;
 
 // The tensors copied to host memory now; pickle_bytes of the copies when called.
 Producer pickle_snapshot(const NamedTensors& tensors);
+// The same, as a safetensors file (safetensors::file_bytes): a stage-3 rank's parameter shard.
+Producer safetensors_snapshot(const NamedTensors& tensors);
 
 // The optimizer's state copied to host memory now, into an optimizer of its own type over the same
 // parameters (its options and groups copied too); that optimizer's save() archive when called,
