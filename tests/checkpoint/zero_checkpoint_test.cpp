@@ -17,6 +17,7 @@
 #include "state/durable_files.h"
 #include "state/model_shards.h"
 #include "state/sharded_layout.h"
+#include "state/safetensors_format.h"
 #include "state/snapshots.h"
 #include "state/training_run_parts.h"
 #include "xlaunch/error.h"
@@ -332,6 +333,12 @@ TEST(ZeroCheckpoint, StageThreeSavesEveryRanksShardAndGathersNothing) {
   {
     xlaunch::checkpoint::SavedModel in_place(shared, 0, &disk);
     for (const auto& [name, t] : gathered) EXPECT_TRUE(in_place.entry(name).equal(t)) << name;
+    // Into another dtype: read through a buffer of the saved one, then converted.
+    const auto& [name, t] = gathered.front();
+    const at::Tensor as_double =
+        in_place.read(PieceLayout{0, {{name, 0, t.numel()}}}, at::empty({0}, at::TensorOptions().dtype(at::kDouble)));
+    EXPECT_EQ(as_double.scalar_type(), at::kDouble);
+    EXPECT_TRUE(as_double.equal(t.reshape({-1}).to(at::kDouble))) << name;
   }
   const auto rank_1 = xlaunch::load_safetensors(path + "/model_0/rank_1.safetensors");
   ASSERT_FALSE(rank_1.empty());
@@ -353,13 +360,19 @@ TEST(ZeroCheckpoint, StageThreeSavesEveryRanksShardAndGathersNothing) {
 
 // Issue 44's streaming export: save_model at stage 3 has one unit whole at a time on every rank,
 // never the model, and writes what get_state_dict gathers. One tensor per file ("1B"), so that the
-// save hook looks after each tensor.
+// save hook looks after each tensor. With bf16 parameters in the forward and units kept whole after
+// it (SHARD_GRAD_OP), an evaluation forward leaves every unit whole in bf16 before the save: the file
+// still holds the fp32 parameters.
 TEST(ZeroCheckpoint, StageThreeSaveModelGathersOneUnitAtATime) {
   ScratchDir dir;
   std::atomic<int> most_whole{0}, written{0};
   xlaunch::NamedTensors gathered;
   run_ranks(2, [&](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
-    xlaunch::Accelerator acc(leg_options(Leg{2, 3, Opt::Sgd}), c);
+    xlaunch::AcceleratorOptions o = leg_options(Leg{2, 3, Opt::Sgd});
+    o.mixed_precision = "bf16";
+    o.ddp.fsdp_param_dtype = "bf16";
+    o.ddp.reshard_after_forward = false;
+    xlaunch::Accelerator acc(o, c);
     torch::nn::Sequential seq(torch::nn::Linear(6, 8), torch::nn::ReLU(), torch::nn::Linear(8, 8),
                               torch::nn::Linear(8, 3));
     {
@@ -375,6 +388,13 @@ TEST(ZeroCheckpoint, StageThreeSaveModelGathersOneUnitAtATime) {
     opt.zero_grad();
     xlaunch::Reducer& reducer = acc.reducer(0);
     ASSERT_GE(reducer.buckets().size(), 3u);
+    {
+      torch::NoGradGuard no_grad;
+      model(at::ones({4, 6}));  // an evaluation: every unit stays whole, in bf16
+    }
+    int whole_before = 0;
+    for (size_t b = 0; b < reducer.buckets().size(); ++b) whole_before += reducer.unit_whole(b) ? 1 : 0;
+    EXPECT_GE(whole_before, 3) << "the evaluation left units whole";
     if (c->rank() == 0)
       xlaunch::set_safetensors_save_hook([&](const std::string& event) {
         if (event.rfind("wrote model-", 0) != 0) return;
@@ -396,6 +416,7 @@ TEST(ZeroCheckpoint, StageThreeSaveModelGathersOneUnitAtATime) {
   std::map<std::string, at::Tensor> by_name(saved.begin(), saved.end());
   for (const auto& [name, t] : gathered) {
     ASSERT_TRUE(by_name.count(name)) << name;
+    EXPECT_EQ(by_name.at(name).scalar_type(), at::kFloat) << name;
     EXPECT_TRUE(by_name.at(name).equal(t)) << name;
   }
 }
@@ -624,6 +645,26 @@ TEST(ZeroCheckpoint, AnOptimizerSnapshotSerializesTheStateOfItsMoment) {
   std::vector<at::Tensor> params{at::ones({3}).requires_grad_()};
   LBFGS lbfgs(params, LBFGSOptions(0.1));
   EXPECT_FALSE(xlaunch::checkpoint::optimizer_snapshot(lbfgs)) << "LBFGS is serialized at once";
+  // A subclass may save more than its base: serialized at once too.
+  struct MyAdam : Adam {
+    using Adam::Adam;
+  };
+  MyAdam mine(params, AdamOptions(0.1));
+  EXPECT_FALSE(xlaunch::checkpoint::optimizer_snapshot(mine)) << "a subclass of Adam is serialized at once";
+}
+
+// The model's copies (rank 0's whole entries, a rank's parameter shard) serialize into the bytes of
+// the tensors when copied, whatever happens to them after.
+TEST(ZeroCheckpoint, AModelSnapshotSerializesTheValuesOfItsMoment) {
+  const xlaunch::NamedTensors tensors{{"w", at::linspace(0, 1, 10)}, {"b", at::arange(4, at::kLong)}};
+  const std::string pickled = xlaunch::pickle_bytes(tensors);
+  const std::string safetensors = xlaunch::safetensors::file_bytes(tensors);
+  const xlaunch::checkpoint::Producer later_pickle = xlaunch::checkpoint::pickle_snapshot(tensors);
+  const xlaunch::checkpoint::Producer later_safetensors = xlaunch::checkpoint::safetensors_snapshot(tensors);
+  for (const auto& [name, t] : tensors) at::Tensor(t).add_(1);
+  EXPECT_TRUE(later_pickle() == pickled);
+  EXPECT_TRUE(later_safetensors() == safetensors);
+  EXPECT_FALSE(xlaunch::safetensors::file_bytes(tensors) == safetensors);
 }
 
 // A rank that fails to write its part in the background: wait_for_checkpoint throws on every rank,

@@ -13,6 +13,19 @@
 #include "test_args.h"
 #include "xlaunch/accelerator.h"
 
+namespace {
+
+// The checkpoint, and `model`'s weights as safetensors when model_out is given.
+template <typename Model>
+int save_all(xlaunch::Accelerator& acc, const Model& model, const std::string& save, const std::string& model_out) {
+  acc.save_state(save);
+  if (!model_out.empty()) acc.save_model(model, model_out);
+  acc.print("saved ", save, " at step ", acc.step());
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const auto args = xlaunch::test::parse_args(argc, argv);
   const std::string save = xlaunch::test::get(args, "--save");
@@ -37,10 +50,7 @@ int main(int argc, char** argv) {
       opt.step();
       opt.zero_grad();
     }
-    acc.save_state(save);
-    if (!model_out.empty()) acc.save_model(model, model_out);
-    acc.print("saved ", save, " at step ", acc.step());
-    return 0;
+    return save_all(acc, model, save, model_out);
   }
   torch::nn::Sequential body(torch::nn::Linear(8, 16), torch::nn::BatchNorm1d(16), torch::nn::ReLU(),
                              torch::nn::Linear(16, 4));
@@ -61,8 +71,5 @@ int main(int argc, char** argv) {
     opt0.zero_grad();
     opt1.zero_grad();
   }
-  acc.save_state(save);
-  if (!model_out.empty()) acc.save_model(m0, model_out);
-  acc.print("saved ", save, " at step ", acc.step());
-  return 0;
+  return save_all(acc, m0, save, model_out);
 }

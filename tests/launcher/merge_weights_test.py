@@ -8,7 +8,8 @@
    model_1.safetensors, and every tensor equals, bit for bit and in dtype, the one torch.load reads
    from the checkpoint's rank0/model_<i>.pt; the same for a checkpoint saved at ZeRO stage 2; at
    stage 3, the shards every rank saved (safetensors files), assembled by this test from
-   model_0/layout.txt.
+   model_0/layout.txt; and a stage-3 checkpoint turned into format 2 (its shards torch pickles, as
+   the first stage-3 checkpoints were) merges into the same weights.
 4. Streaming export (issue 44): a stage-3 checkpoint of a 1 GiB model (four 256 MiB parameters)
    merges with the process's peak memory at most 2 x its largest tensor above what the same
    program takes to merge a tiny model, and into the very bytes the job's own save_model wrote.
@@ -23,12 +24,14 @@ Fails (does not skip) when the safetensors package is missing: scripts/install-d
 installs it.
 """
 import filecmp
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import zlib
 
 try:
     import torch
@@ -194,7 +197,8 @@ try:
     out3 = os.path.join(work, "out_stage3")
     rc, text = merge(ckpt3, out3)
     check(rc == 0, "merge-weights of the stage-3 checkpoint", text)
-    if rc == 0 and r.returncode == 0:
+    r3_ok = rc == 0 and r.returncode == 0
+    if r3_ok:
         merged = load_file(os.path.join(out3, "model.safetensors"))
         trained = load_file(os.path.join(model3, "model.safetensors"))
         check(same_tensors(merged, trained) == "", "stage 3: model.safetensors equals the job's save_model bit for bit",
@@ -270,6 +274,43 @@ try:
         shutil.rmtree(big_ckpt, ignore_errors=True)
         shutil.rmtree(big_out, ignore_errors=True)
         shutil.rmtree(big_model, ignore_errors=True)
+
+    # A stage-3 checkpoint of format_version 2 (the first ones, whose shards were torch pickles,
+    # model_<i>/rank_<r>.pt) still merges, into the same weights.
+    if r3_ok:
+        ckpt3_v2 = os.path.join(work, "ckpt_stage3_v2")
+        shutil.copytree(ckpt3, ckpt3_v2)
+        entries = {}
+        with open(os.path.join(ckpt3_v2, "MANIFEST")) as f:
+            header, *lines = f.read().splitlines()  # "xlaunch-checkpoint 1", then "crc32 bytes path"
+            for line in lines:
+                crc, size, path = line.split(" ", 2)
+                entries[path] = line
+
+        def rewrite(path, data):
+            with open(os.path.join(ckpt3_v2, path), "wb") as f:
+                f.write(data)
+            entries[path] = f"{zlib.crc32(data) & 0xffffffff:08x} {len(data)} {path}"
+
+        for path in [p for p in entries if p.startswith("model_") and "/rank_" in p and p.endswith(".safetensors")]:
+            buffer = io.BytesIO()
+            torch.save(load_file(os.path.join(ckpt3_v2, path)), buffer)
+            os.remove(os.path.join(ckpt3_v2, path))
+            del entries[path]
+            rewrite(path[:-len(".safetensors")] + ".pt", buffer.getvalue())
+        with open(os.path.join(ckpt3_v2, "rank0", "trainer_state.txt")) as f:
+            state = f.read()
+        check("format_version 3" in state, "a stage-3 checkpoint says format_version 3")
+        rewrite("rank0/trainer_state.txt", state.replace("format_version 3", "format_version 2").encode())
+        with open(os.path.join(ckpt3_v2, "MANIFEST"), "w") as f:
+            f.write(header + "\n" + "".join(entries[p] + "\n" for p in sorted(entries)))
+        out3_v2 = os.path.join(work, "out_stage3_v2")
+        rc, text = merge(ckpt3_v2, out3_v2)
+        check(rc == 0, "merge-weights of a format-2 stage-3 checkpoint (pickled shards)", text)
+        if rc == 0:
+            for name in ("model.safetensors", "model_1.safetensors"):
+                check(same_tensors(load_file(os.path.join(out3_v2, name)), load_file(os.path.join(out3, name))) == "",
+                      f"format 2: {name} holds the same weights as the format-3 checkpoint's merge")
 
     rc, text = merge("--help")
     check(rc == 0 and "CHECKPOINT" in text and "--overwrite" in text and "--max_shard_size" in text,

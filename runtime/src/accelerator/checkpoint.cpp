@@ -74,17 +74,26 @@ std::string save_streamed(const NamedTensors& tensors, const std::map<const c10:
   };
   std::string error;
   if (rank == 0) {
+    // A gather that fails (communication) ends the save here as on the other ranks; only a failure
+    // to write lets rank 0 walk on.
+    bool gather_failed = false;
     try {
       save_safetensors_streamed(
           described,
           [&](size_t index) {
             XLAUNCH_ASSERT(next < order.size() && order[next] == index, "save_model asked for tensors out of order");
             ++next;
-            walk_to(index);
+            try {
+              walk_to(index);
+            } catch (...) {
+              gather_failed = true;
+              throw;
+            }
             return tensors[index].second.detach();
           },
           dir, limit);
     } catch (const std::exception& e) {
+      if (gather_failed) throw;
       error = e.what();
     }
   }
@@ -108,6 +117,10 @@ void Accelerator::save_module(const torch::nn::Module& module, const std::string
       for (size_t i : sharded->units->plan().buckets[b]) unit_of[sharded->reducer->params()[i].unsafeGetTensorImpl()] = b;
   std::optional<detail::AcceleratorImpl::WholeModels> whole;
   if (!sharded) whole.emplace(*impl_, /*keep_changes=*/false);
+  // Units left whole (the root after a forward; every unit without reshard_after_forward), perhaps
+  // in fsdp.param_dtype, are freed first (no communication): the walk then gathers each exactly,
+  // in the parameters' own dtype, which the description below gives.
+  if (sharded) sharded->units->free_all(/*keep_changes=*/false);
   // Tied weights (one tensor under two names) are written once, under the first name, as
   // Accelerate's clean_state_dict_for_safetensors does: safetensors refuses shared memory. A
   // sharded parameter's memory is not there until gathered: it is known by its tensor.

@@ -350,36 +350,48 @@ PartReader::PartReader(const std::string& dir, const std::string& path, const Ma
   if (fd_ < 0)
     throw UsageError("load_state: checkpoint " + dir + " is corrupt: cannot open " + file_ + " (" +
                      std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd_);
-    throw UsageError("load_state: checkpoint " + dir + " is corrupt: " + file_ + " is not a regular file");
-  }
-  size_ = static_cast<uint64_t>(st.st_size);
-  std::vector<char> block(4u << 20);
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (uint64_t at = 0; at < size_;) {
-    const uint64_t n = std::min<uint64_t>(block.size(), size_ - at);
-    try {
+  try {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))
+      throw UsageError("load_state: checkpoint " + dir + " is corrupt: " + file_ + " is not a regular file");
+    size_ = static_cast<uint64_t>(st.st_size);
+    device_ = static_cast<uint64_t>(st.st_dev);
+    inode_ = static_cast<uint64_t>(st.st_ino);
+    std::vector<char> block(4u << 20);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (uint64_t at = 0; at < size_;) {
+      const uint64_t n = std::min<uint64_t>(block.size(), size_ - at);
       read_at(at, n, block.data());
-    } catch (...) {
-      ::close(fd_);
-      throw;
+      crc = crc32(crc, reinterpret_cast<const Bytef*>(block.data()), static_cast<uInt>(n));
+      at += n;
     }
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(block.data()), static_cast<uInt>(n));
-    at += n;
+    const std::string text = hex_crc(static_cast<uint32_t>(crc));
+    if (size_ != entry.size || entry.crc != text) throw corrupt_part(dir, file_, size_, text, entry);
+    notify_read("read " + path);
+  } catch (...) {
+    close();
+    throw;
   }
-  const std::string text = hex_crc(static_cast<uint32_t>(crc));
-  if (size_ != entry.size || entry.crc != text) {
-    ::close(fd_);
-    throw corrupt_part(dir, file_, size_, text, entry);
-  }
-  notify_read("read " + path);
 }
 
-PartReader::~PartReader() { ::close(fd_); }
+PartReader::~PartReader() { close(); }
 
-void PartReader::read_at(uint64_t offset, uint64_t length, void* dst) const {
+void PartReader::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void PartReader::read_at(uint64_t offset, uint64_t length, void* dst) {
+  if (fd_ < 0) {
+    fd_ = ::open(file_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st {};
+    if (fd_ < 0 || ::fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_dev) != device_ ||
+        static_cast<uint64_t>(st.st_ino) != inode_ || static_cast<uint64_t>(st.st_size) != size_) {
+      close();
+      throw UsageError("load_state: " + file_ + " is no longer the file that was checked (was the checkpoint "
+                       "replaced by a save while it was being read?); read it again once no save writes there");
+    }
+  }
   char* p = static_cast<char*>(dst);
   while (length > 0) {
     const ssize_t n = ::pread(fd_, p, length, static_cast<off_t>(offset));

@@ -118,6 +118,9 @@ std::string read_part(const std::string& dir, const std::string& path, const Man
 // read_part reads it: opening it checks its size and CRC32 against `entry`, streaming the file in
 // blocks, so that nothing of a corrupt file is used; read_at then reads exactly the bytes asked
 // for. No more than a block is held. Throws UsageError as read_part does.
+// close() gives the descriptor back (a reader of many files keeps few open); the next read_at
+// opens the file again, and refuses it, naming it, when it is no longer the file checked (a save
+// replaced the checkpoint meanwhile).
 class PartReader {
  public:
   PartReader(const std::string& dir, const std::string& path, const ManifestEntry& entry);
@@ -125,12 +128,15 @@ class PartReader {
   PartReader(const PartReader&) = delete;
   PartReader& operator=(const PartReader&) = delete;
   uint64_t size() const { return size_; }
-  void read_at(uint64_t offset, uint64_t length, void* dst) const;
+  void read_at(uint64_t offset, uint64_t length, void* dst);
+  bool is_open() const { return fd_ >= 0; }
+  void close();
 
  private:
   std::string file_;
   int fd_ = -1;
   uint64_t size_ = 0;
+  uint64_t device_ = 0, inode_ = 0;  // the file checked
 };
 
 // Whether `path` is one rank's own file (rng/, ddp/, optimizer_<i>/rank_<r>.pt,

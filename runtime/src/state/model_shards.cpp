@@ -180,6 +180,7 @@ struct SavedModel::RankFile {
   std::unique_ptr<PartReader> reader;
   std::vector<safetensors::Entry> pieces;  // piece k's dtype and bytes
   uint64_t data_start = 0;
+  uint64_t last_read = 0;  // SavedModel::reads_ when last read
 
   void read(uint64_t offset, uint64_t length, void* dst) const {
     if (reader) return reader->read_at(offset, length, dst);
@@ -190,6 +191,20 @@ struct SavedModel::RankFile {
 SavedModel::~SavedModel() = default;
 
 void SavedModel::release() { ranks_.clear(); }
+
+void SavedModel::make_room() {
+  for (;;) {
+    int open = 0;
+    RankFile* oldest = nullptr;
+    for (auto& [rank, file] : ranks_)
+      if (file->reader && file->reader->is_open()) {
+        ++open;
+        if (!oldest || file->last_read < oldest->last_read) oldest = file.get();
+      }
+    if (open < kMaxOpenFiles) return;
+    oldest->reader->close();
+  }
+}
 
 SavedModel::RankFile& SavedModel::rank_file(int rank) {
   auto it = ranks_.find(rank);
@@ -220,6 +235,7 @@ SavedModel::RankFile& SavedModel::rank_file(int rank) {
     } else {
       const auto entry = disk_ ? disk_->manifest.find(path) : decltype(disk_->manifest)::const_iterator();
       if (!disk_ || entry == disk_->manifest.end()) throw damaged("is missing");
+      make_room();
       file->reader = std::make_unique<PartReader>(disk_->dir, path, entry->second);
       size = file->reader->size();
     }
@@ -247,6 +263,8 @@ void SavedModel::read_chunk(int rank, size_t k, int64_t saved_offset, at::Tensor
     dst.copy_(file.unpickled.at(k).narrow(0, saved_offset, dst.numel()));
     return;
   }
+  file.last_read = ++reads_;
+  if (file.reader && !file.reader->is_open()) make_room();
   const safetensors::Entry& piece = file.pieces.at(k);
   const at::ScalarType saved = piece.dtype->type;
   at::Tensor into = dst.scalar_type() == saved && dst.is_contiguous() ? dst : at::empty({dst.numel()}, at::TensorOptions().dtype(saved));

@@ -104,6 +104,11 @@ class SavedModel {
  private:
   struct RankFile;
   RankFile& rank_file(int rank);
+  // Closes the least recently read file's descriptor while kMaxOpenFiles are open (a checkpoint of
+  // thousands of ranks, each parameter in every rank's file); it is opened again when read.
+  void make_room();
+  static constexpr int kMaxOpenFiles = 64;
+  uint64_t reads_ = 0;
   // Elements [saved_offset, + dst.numel()) of saved rank `rank`'s piece k, into dst (1-D).
   void read_chunk(int rank, size_t k, int64_t saved_offset, at::Tensor dst);
 

@@ -7,6 +7,7 @@
 #include <torch/optim/sgd.h>
 
 #include <memory>
+#include <typeinfo>
 #include <vector>
 
 #include "state/safetensors_format.h"
@@ -40,7 +41,8 @@ void copy_tensors(torch::optim::RMSpropParamState& s) {
 
 template <class Opt, class Options, class State>
 Producer snapshot_as(const torch::optim::Optimizer& opt) {
-  if (!dynamic_cast<const Opt*>(&opt)) return {};
+  // The type itself, not a subclass, whose save() may write more than Opt's.
+  if (typeid(opt) != typeid(Opt)) return {};
   std::vector<torch::optim::OptimizerParamGroup> groups;
   for (const auto& g : opt.param_groups()) groups.emplace_back(g.params(), g.options().clone());
   auto shadow = std::make_shared<Opt>(groups, static_cast<const Options&>(opt.defaults()));
