@@ -68,12 +68,15 @@ say "torch cmake prefix: $("$PY" -c 'import torch; print(torch.utils.cmake_prefi
 #   environments replay (its numpy requirement is met by the pinned numpy above)
 #   kornia: tests/augment/colour_kornia.py, Kornia's ColorJitter and Normalize that xlaunch's match
 #   (it needs torch, already pinned above, and installs its kornia_rs)
+#   accelerate: tests/config/accelerate_files_test.py, whose config files Accelerate's own
+#   `accelerate config` code writes (it needs torch >= 2.0, so pip keeps ours)
 TEST_PEERS=("packaging==25.0 packaging"
             "numpy==2.2.6 numpy"
             "safetensors==0.7.0 safetensors.torch"
             "tensorboard==2.21.0 tensorboard.backend.event_processing.event_accumulator"
             "gymnasium==1.4.0 gymnasium"
-            "kornia==0.9.0 kornia")
+            "kornia==0.9.0 kornia"
+            "accelerate==1.15.0 accelerate.commands.config.cluster")
 # Benchmark peers (scripts/bench/): "name==version module" rows as above.
 #   envpool: scripts/bench/envpool.sh's peer (the newest that installs here), with Gymnasium's vector
 #   environments (scripts/bench/peers/vector_envs.py)
