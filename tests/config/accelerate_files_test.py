@@ -17,7 +17,6 @@ a table here, and a question not in the table takes Accelerate's default. Then:
 Fails (does not skip) when accelerate is missing: scripts/install-deps.sh --test installs it.
 """
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,15 +29,8 @@ except ImportError as e:
     sys.exit(1)
 
 XLAUNCH, JOB = sys.argv[1], sys.argv[2]
-failures = []
-
-
-def check(ok, what, detail=""):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
-        if detail:
-            print("    " + detail.replace("\n", "\n    "))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from py_checks import check, clean_up, finish  # noqa: E402
 
 
 def accelerate_config(path, answers):
@@ -152,10 +144,6 @@ try:
     check(shards == ["layout.txt", "rank_0.safetensors", "rank_1.safetensors", "tensors.txt"],
           "its checkpoint holds both ranks' shards of the parameters (ddp.zero_stage 3)", str(shards))
 finally:
-    if not failures:
-        shutil.rmtree(work, ignore_errors=True)
-    else:
-        print(f"kept {work}")
+    clean_up(work)
 
-print(f"{len(failures)} failure(s)" if failures else "all passed")
-sys.exit(1 if failures else 0)
+finish()

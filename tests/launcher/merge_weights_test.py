@@ -42,15 +42,8 @@ except ImportError as e:
 
 XLAUNCH, JOB = sys.argv[1], sys.argv[2]
 MPIRUN = sys.argv[3:]
-failures = []
-
-
-def check(ok, what, detail=""):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
-        if detail:
-            print("    " + detail.replace("\n", "\n    "))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from py_checks import check, clean_up, failures, finish  # noqa: E402
 
 
 def merge(*args):
@@ -318,10 +311,6 @@ try:
     r = subprocess.run([XLAUNCH, "--help"], capture_output=True, text=True)
     check("merge-weights" in r.stdout + r.stderr, "xlaunch --help lists merge-weights", r.stdout + r.stderr)
 finally:
-    if not failures:
-        shutil.rmtree(work, ignore_errors=True)
-    else:
-        print(f"kept {work}")
+    clean_up(work)
 
-print(f"{len(failures)} failure(s)" if failures else "all passed")
-sys.exit(1 if failures else 0)
+finish()

@@ -115,12 +115,14 @@ void Accelerator::save_module(const torch::nn::Module& module, const std::string
   if (sharded)
     for (size_t b = 0; b < sharded->units->plan().buckets.size(); ++b)
       for (size_t i : sharded->units->plan().buckets[b]) unit_of[sharded->reducer->params()[i].unsafeGetTensorImpl()] = b;
+  // Streamed: units left whole (the root after a forward; every unit without
+  // reshard_after_forward), perhaps in fsdp.param_dtype, are freed first (no communication), so
+  // that the walk gathers each exactly, in the parameters' own dtype, which the description gives.
   std::optional<detail::AcceleratorImpl::WholeModels> whole;
-  if (!sharded) whole.emplace(*impl_, /*keep_changes=*/false);
-  // Units left whole (the root after a forward; every unit without reshard_after_forward), perhaps
-  // in fsdp.param_dtype, are freed first (no communication): the walk then gathers each exactly,
-  // in the parameters' own dtype, which the description below gives.
-  if (sharded) sharded->units->free_all(/*keep_changes=*/false);
+  if (sharded)
+    sharded->units->free_all(/*keep_changes=*/false);
+  else
+    whole.emplace(*impl_, /*keep_changes=*/false);
   // Tied weights (one tensor under two names) are written once, under the first name, as
   // Accelerate's clean_state_dict_for_safetensors does: safetensors refuses shared memory. A
   // sharded parameter's memory is not there until gathered: it is known by its tensor.

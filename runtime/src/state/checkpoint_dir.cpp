@@ -392,18 +392,9 @@ void PartReader::read_at(uint64_t offset, uint64_t length, void* dst) {
                        "replaced by a save while it was being read?); read it again once no save writes there");
     }
   }
-  char* p = static_cast<char*>(dst);
-  while (length > 0) {
-    const ssize_t n = ::pread(fd_, p, length, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) durable::throw_io("cannot read", file_);
-    if (n == 0)
-      throw UsageError("load_state: " + file_ + " ended early at byte " + std::to_string(offset) +
-                       " (was it truncated while being read?)");
-    p += n;
-    length -= static_cast<uint64_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
+  if (!durable::read_all_at(fd_, dst, length, offset, file_))
+    throw UsageError("load_state: " + file_ + " ended early, before byte " + std::to_string(offset + length) +
+                     " (was it truncated while being read?)");
 }
 
 Files read_verified(const std::string& dir_text, bool* fell_back, const FileFilter& only, ReadInfo* info) {

@@ -26,6 +26,20 @@ void write_all(int fd, const void* data, size_t size, const fs::path& path) {
   }
 }
 
+bool read_all_at(int fd, void* data, size_t size, uint64_t offset, const fs::path& path) {
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::pread(fd, p, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_io("cannot read", path);
+    if (n == 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
 void write_new_file(const fs::path& path, const std::function<void(int fd)>& fill, unsigned mode) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) throw_io("cannot create", path);

@@ -4,6 +4,7 @@
 // Every failure throws xlaunch::Error naming the call's purpose, the path and errno's text.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -21,6 +22,9 @@ void write_new_file(const fs::path& path, const std::function<void(int fd)>& fil
 void write_new_file(const fs::path& path, const std::string& bytes, unsigned mode = 0666);
 // Writes all of `data` to fd (retrying short writes and EINTR).
 void write_all(int fd, const void* data, size_t size, const fs::path& path);
+// Reads `size` bytes at `offset` of fd into `data` (pread, retrying short reads and EINTR). False
+// when the file ends first (the caller says what that means); Error naming `path` on a failure.
+bool read_all_at(int fd, void* data, size_t size, uint64_t offset, const fs::path& path);
 
 // A rename or a new entry is durable only once its directory is fsynced.
 void fsync_dir(const fs::path& dir);

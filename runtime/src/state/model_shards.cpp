@@ -3,12 +3,12 @@
 #include <ATen/ops/empty.h>
 
 #include <cstring>
-#include <limits>
 #include <set>
 #include <sstream>
 
 #include "ddp/zero_layout.h"
 #include "state/safetensors_format.h"
+#include "state/trainer_state.h"
 #include "xlaunch/error.h"
 #include "xlaunch/reducer.h"
 
@@ -18,21 +18,21 @@ bool shards_params(const Reducer& reducer) { return reducer.zero_stage() == 3; }
 
 std::string model_dir(size_t model) { return "model_" + std::to_string(model) + "/"; }
 
-std::string model_rank_file(const Files& files, size_t model, int rank) {
-  int64_t format = kShardedModelFormatVersion;
+namespace {
+
+// Whether the checkpoint's shards are format 2's torch pickles (else safetensors files).
+bool pickled_shards(const Files& files) {
   const auto state = files.find("rank0/trainer_state.txt");
-  if (state != files.end()) {
-    std::istringstream in(state->second);
-    for (std::string key; in >> key;) {
-      if (key == "format_version") {
-        in >> format;
-        break;
-      }
-      in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-    }
-  }
-  return model_dir(model) + "rank_" + std::to_string(rank) +
-         (format == kPickledShardsFormatVersion ? ".pt" : ".safetensors");
+  if (state == files.end()) return false;
+  const KeyValues kv = parse_key_values(state->second);
+  const auto format = kv.find("format_version");
+  return format != kv.end() && format->second == std::to_string(kPickledShardsFormatVersion);
+}
+
+}  // namespace
+
+std::string model_rank_file(const Files& files, size_t model, int rank) {
+  return model_dir(model) + "rank_" + std::to_string(rank) + (pickled_shards(files) ? ".pt" : ".safetensors");
 }
 
 std::vector<HeldTensor> param_pieces(const Reducer& reducer, size_t model) {
@@ -101,7 +101,7 @@ at::ScalarType dtype_named(const std::string& name, const std::string& path) {
 }  // namespace
 
 SavedModel::SavedModel(const Files& files, size_t model, const CheckpointOnDisk* disk)
-    : files_(files), model_(model), disk_(disk) {
+    : files_(files), model_(model), disk_(disk), pickled_(pickled_shards(files)) {
   whole_ = unpickle(files, "rank0/model_" + std::to_string(model) + ".pt");
   for (size_t k = 0; k < whole_.size(); ++k) whole_index_[whole_[k].first] = k;
   const std::string dir = model_dir(model);
@@ -172,7 +172,7 @@ std::set<int> SavedModel::ranks_for(const PieceLayout& target) const {
 }
 
 // One saved rank's shard file, opened: its pieces' places (safetensors, in memory or in place on
-// disk) or, for format_version 2, the pieces unpickled.
+// disk) or, for format_version 2 (pickled_), the pieces unpickled.
 struct SavedModel::RankFile {
   std::string path;
   std::vector<at::Tensor> unpickled;
@@ -217,8 +217,7 @@ SavedModel::RankFile& SavedModel::rank_file(int rank) {
                       ". The checkpoint's sharded model is damaged; resume from another checkpoint");
   };
   const std::vector<PieceLayout>& layout = layout_->pieces[static_cast<size_t>(rank)][0];
-  const auto in_memory = files_.find(path);
-  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".pt") == 0) {
+  if (pickled_) {
     std::map<std::string, at::Tensor> by_name;
     for (auto& [name, t] : unpickle(files_, path)) by_name[name] = t;
     for (size_t n = 0; n < layout.size(); ++n) {
@@ -229,12 +228,13 @@ SavedModel::RankFile& SavedModel::rank_file(int rank) {
     }
   } else {
     uint64_t size = 0;
-    if (in_memory != files_.end()) {
+    if (const auto in_memory = files_.find(path); in_memory != files_.end()) {
       file->bytes = &in_memory->second;
       size = in_memory->second.size();
     } else {
-      const auto entry = disk_ ? disk_->manifest.find(path) : decltype(disk_->manifest)::const_iterator();
-      if (!disk_ || entry == disk_->manifest.end()) throw damaged("is missing");
+      if (!disk_) throw damaged("is missing");
+      const auto entry = disk_->manifest.find(path);
+      if (entry == disk_->manifest.end()) throw damaged("is missing");
       make_room();
       file->reader = std::make_unique<PartReader>(disk_->dir, path, entry->second);
       size = file->reader->size();
@@ -259,7 +259,7 @@ SavedModel::RankFile& SavedModel::rank_file(int rank) {
 
 void SavedModel::read_chunk(int rank, size_t k, int64_t saved_offset, at::Tensor dst) {
   RankFile& file = rank_file(rank);
-  if (!file.unpickled.empty() || file.pieces.empty()) {
+  if (pickled_) {
     dst.copy_(file.unpickled.at(k).narrow(0, saved_offset, dst.numel()));
     return;
   }

@@ -115,6 +115,7 @@ class SavedModel {
   const Files& files_;
   size_t model_;
   const CheckpointOnDisk* disk_;
+  bool pickled_;  // format_version 2: the ranks' shards are torch pickles
   NamedTensors whole_;
   std::map<std::string, size_t> whole_index_;
   std::optional<OptimizerLayout> layout_;

@@ -72,8 +72,8 @@ struct OwnFile {
   std::string path;
   std::function<std::string()> bytes;
   // For an asynchronous save: a copy of what it is made of, now, and the bytes of that copy
-  // later (in the background). Empty: bytes() now is the copy.
-  std::function<std::function<std::string()>()> snapshot;
+  // later (in the background). Empty, or returning an empty Producer: bytes() now is the copy.
+  std::function<Producer()> snapshot;
 };
 
 // This rank's files (state/checkpoint_dir.h: rng/, ddp/, optimizer_<i>/, model_<i>/). The same
@@ -91,12 +91,7 @@ std::vector<OwnFile> rank_files(const TrainingRun& run) {
     if (run.optimizers[i].sharded)
       out.push_back({"optimizer_" + std::to_string(i) + "/rank_" + r + ".pt",
                      [&run, i] { return archive_bytes([&](auto& ar) { run.optimizers[i].inner->save(ar); }); },
-                     [&run, i]() -> Producer {
-                       if (Producer later = optimizer_snapshot(*run.optimizers[i].inner)) return later;
-                       auto bytes = std::make_shared<std::string>(
-                           archive_bytes([&](auto& ar) { run.optimizers[i].inner->save(ar); }));
-                       return [bytes] { return std::move(*bytes); };
-                     }});
+                     [&run, i] { return optimizer_snapshot(*run.optimizers[i].inner); }});
   for (size_t i = 0; i < run.models.size(); ++i)
     if (shards_params(*run.models[i].reducer))
       out.push_back({model_dir(i) + "rank_" + r + ".safetensors",
@@ -470,8 +465,8 @@ std::unique_ptr<BackgroundSave> save_run_async(const std::string& dir, const Tra
   std::string error;
   try {
     for (const OwnFile& f : rank_files(run)) {
-      if (f.snapshot) {
-        mine.emplace_back(f.path, f.snapshot());
+      if (Producer later = f.snapshot ? f.snapshot() : Producer()) {
+        mine.emplace_back(f.path, std::move(later));
         continue;
       }
       auto bytes = std::make_shared<std::string>(f.bytes());

@@ -34,16 +34,8 @@ struct OpenFile {
 };
 
 void read_exactly(int fd, void* data, size_t size, uint64_t offset, const fs::path& path) {
-  char* p = static_cast<char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::pread(fd, p, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_io("cannot read", path);
-    if (n == 0) throw UsageError("load_safetensors: " + path.string() + " ended early (was it truncated?)");
-    p += n;
-    size -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
+  if (!durable::read_all_at(fd, data, size, offset, path))
+    throw UsageError("load_safetensors: " + path.string() + " ended early (was it truncated?)");
 }
 
 NamedTensors read_file(const fs::path& path) {
