@@ -15,6 +15,7 @@
 #include "state/checkpoint_dir.h"
 #include "state/durable_files.h"
 #include "state/model_shards.h"
+#include "state/safetensors_format.h"
 #include "state/torch_state.h"
 #include "xlaunch/error.h"
 #include "xlaunch/safetensors.h"
@@ -138,7 +139,7 @@ std::vector<std::string> move_into_place(size_t model, const fs::path& dir, cons
 
 int64_t data_bytes(const NamedTensors& tensors) {
   int64_t n = 0;
-  for (const auto& [name, t] : tensors) n += t.numel() * static_cast<int64_t>(t.element_size());
+  for (const auto& [name, t] : tensors) n += safetensors::nbytes_of(t);  // meta descriptions too
   return n;
 }
 
