@@ -30,6 +30,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -102,6 +103,9 @@ class GradScaler {
   // device synchronisation). Disabled: optimizer.step(), returns true. Throws UsageError when
   // called twice for one optimizer between update()s.
   bool step(torch::optim::Optimizer& optimizer);
+  // The same, stepping through step_fn instead of optimizer.step() (the prepared optimizer's fused
+  // step, optimizer.fused).
+  bool step(torch::optim::Optimizer& optimizer, const std::function<void()>& step_fn);
 
   // Whether the most recent step() skipped the optimizer (false before any step, and always
   // false when disabled).

@@ -76,8 +76,8 @@ class PreparedModel {
 class PreparedOptimizer {
  public:
   PreparedOptimizer(detail::AcceleratorImpl* acc, torch::optim::Optimizer* inner,
-                    std::shared_ptr<ShardedOptimizer> sharded = {})
-      : acc_(acc), inner_(inner), sharded_(std::move(sharded)) {}
+                    std::shared_ptr<ShardedOptimizer> sharded = {}, size_t index = 0)
+      : acc_(acc), inner_(inner), sharded_(std::move(sharded)), index_(index) {}
   void step();
   // Default set_to_none=true, like LibTorch; the reducer moves the next gradients into its buckets.
   void zero_grad(bool set_to_none = true);
@@ -98,6 +98,8 @@ class PreparedOptimizer {
   bool skipped_ = false;
   int64_t steps_ = 0;
   bool state_reported_ = false;  // ZeRO: state_bytes() went to the report (after the first step)
+  size_t index_;                 // in prepare order, for messages
+  int fused_said_ = 0;           // the step last announced: 1 fused, 2 LibTorch's (optimizer.fused)
 };
 
 // A prepared learning-rate scheduler (lr_scheduler.h): advances exactly once per optimizer step

@@ -69,6 +69,8 @@ inline constexpr const char* kParamDtypes[] = {"fp32", "bf16", "fp16"};
 // The signal a scheduler sends `xlaunch run` before it ends the job (Slurm's --signal, Kubernetes'
 // SIGTERM before SIGKILL).
 inline constexpr const char* kPreemptSignals[] = {"SIGTERM", "SIGUSR1"};
+// optimizer.fused: the fused step where it can (auto), always or failing (true), never (false).
+inline constexpr const char* kOptimizerFused[] = {"auto", "true", "false"};
 
 // A row's default, as the file and the variable spell it, in the type of a field that holds it. A
 // list's default is empty (gpu_ids' "all", log_with's none).
@@ -196,6 +198,15 @@ T default_of(const char* s) {
     ACC_AT(ddp.fsdp_wrap),                                                                                           \
     "which Sequential entries and FullyShard modules are units: auto (all), none, type:Block, name:blocks.*, or "    \
     "size:N (at least N trainable parameters)")
+
+// The prepared optimizers' step (docs/performance.md#compiling-the-step).
+#define XLAUNCH_SETTINGS_OPTIMIZER(X, S)                                                                              \
+  X(S, fused, std::string, ENV(kOptimizerFused, "XLAUNCH_OPTIMIZER_FUSED", String), "auto",                          \
+    CLI("--optimizer_fused", "auto, true or false: step SGD/Adam/AdamW in one pass over memory (the CPU)"),          \
+    ONE_OF(settings::kOptimizerFused, "auto falls back to LibTorch's step where the fused one cannot run"),          \
+    ACC(std::string, optimizer_fused),                                                                               \
+    "auto: LibTorch's SGD, Adam and AdamW step in one fused pass over memory where their parameters allow (float32 " \
+    "on the CPU), LibTorch's step elsewhere; true: the fused step or an error naming why not; false: LibTorch's")
 
 #define XLAUNCH_SETTINGS_LOADER(X, S)                                                                                 \
   X(S, num_workers, int, ENV(kNumWorkers, "XLAUNCH_NUM_WORKERS", String), "2", NO_CLI,                               \
@@ -336,7 +347,7 @@ T default_of(const char* s) {
 // Every row, in the order the file is written (and the config reference lists them).
 #define XLAUNCH_SETTINGS(X)                                                                         \
   XLAUNCH_SETTINGS_JOB(X, ) XLAUNCH_SETTINGS_MPI(X, mpi.) XLAUNCH_SETTINGS_DDP(X, ddp.)              \
-  XLAUNCH_SETTINGS_FSDP(X, fsdp.) XLAUNCH_SETTINGS_LOADER(X, loader.) XLAUNCH_SETTINGS_OBSERVE(X, ) XLAUNCH_SETTINGS_CHECKPOINT(X, checkpoint.) \
+  XLAUNCH_SETTINGS_FSDP(X, fsdp.) XLAUNCH_SETTINGS_OPTIMIZER(X, optimizer.) XLAUNCH_SETTINGS_LOADER(X, loader.) XLAUNCH_SETTINGS_OBSERVE(X, ) XLAUNCH_SETTINGS_CHECKPOINT(X, checkpoint.) \
   XLAUNCH_SETTINGS_PREEMPT(X, )
 
 // Taking a row's columns apart. XLAUNCH_WHEN_ENV(env, M, args...) is M(constant, "NAME", Type,

@@ -56,8 +56,10 @@ class AcceleratorImpl {
   double clip_grad_norm_(double max_norm, double norm_type);
   // clip_grad_norm_ at ddp.zero_stage >= 1: over every rank's shard of every bucket.
   double clip_sharded(double max_norm, double norm_type);
-  // optimizer.cpp: one prepared optimizer's inner step, through the scaler under fp16.
-  void optimizer_step(torch::optim::Optimizer& inner, bool& skipped);
+  // optimizer.cpp: one prepared optimizer's inner step, through the scaler under fp16, fused where
+  // optimizer.fused allows (step_inner).
+  void optimizer_step(PreparedOptimizer& opt, bool& skipped);
+  void step_inner(PreparedOptimizer& opt);
   // Sum or mean over ranks (Accelerator::reduce; a metric scheduler's step).
   at::Tensor reduce(const at::Tensor& t, ReduceOp op);
 

@@ -5,6 +5,8 @@
 #include "accelerator/impl.h"
 #include "ddp/optim_state.h"
 #include "ddp/zero_optimizer.h"
+#include "optim/fused_step.h"
+#include "state/log_main.h"
 #include "profile/step_clock.h"
 #include "watch/watchdog.h"
 #include "xlaunch/zero_stages.h"
@@ -17,7 +19,7 @@ void PreparedOptimizer::step() {
   {
     const profile::PhaseScope phase(profile::kOptimizer);
     if (sharded_) sharded_->bind_grads();
-    acc_->optimizer_step(*inner_, skipped_);
+    acc_->optimizer_step(*this, skipped_);
   }
   if (sharded_ && !skipped_) {
     // Every rank skips alike (the scaler's verdict is agreed), so a skipped step gathers nothing.
@@ -79,16 +81,38 @@ int64_t PreparedOptimizer::state_bytes() const { return xlaunch::state_bytes(*in
 
 namespace detail {
 
-void AcceleratorImpl::optimizer_step(torch::optim::Optimizer& inner, bool& skipped) {
+void AcceleratorImpl::optimizer_step(PreparedOptimizer& opt, bool& skipped) {
   skipped = false;
   if (!scaler_) {
-    inner.step();
+    step_inner(opt);
     return;
   }
   // Every rank sees the same averaged gradients and reduces found_inf, so every rank skips the
   // same steps and keeps the same scale.
-  skipped = !scaler_->step(inner);
+  skipped = !scaler_->step(*opt.inner_, [&] { step_inner(opt); });
   scaler_->update();
+}
+
+void AcceleratorImpl::step_inner(PreparedOptimizer& opt) {
+  torch::optim::Optimizer& inner = *opt.inner_;
+  const optim::FusedMode mode = optim::parse_fused_mode(options_.optimizer_fused);
+  if (mode == optim::FusedMode::Off) {
+    inner.step();
+    return;
+  }
+  // Checked at every step: a loaded state or a new parameter group may change the answer.
+  const std::string why = optim::why_not_fused(inner);
+  const std::string which = "optimizer " + std::to_string(opt.index_) + " (" + optim::optimizer_kind(inner) + ")";
+  if (why.empty()) {
+    if (opt.fused_said_ != 1) log_main(rank_, which + ": the fused step (optimizer.fused " + options_.optimizer_fused + ")");
+    opt.fused_said_ = 1;
+    optim::fused_step(inner, /*checked=*/true);
+    return;
+  }
+  if (mode == optim::FusedMode::On) throw UsageError(optim::fused_refusal(opt.index_, inner, why));
+  if (opt.fused_said_ != 2) log_main(rank_, which + ": LibTorch's step, not the fused one, because " + why);
+  opt.fused_said_ = 2;
+  inner.step();
 }
 
 }  // namespace detail

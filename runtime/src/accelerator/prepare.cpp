@@ -16,6 +16,7 @@
 #include "ddp/zero_optimizer.h"
 #include "nn/prepare_sync_batchnorm.h"
 #include "profile/step_clock.h"
+#include "optim/fused_step.h"
 #include "state/log_main.h"
 #include "watch/watchdog.h"
 #include "xlaunch/autocast.h"
@@ -93,7 +94,13 @@ PreparedOptimizer& Accelerator::prepare(torch::optim::Optimizer& optimizer) {
     for (size_t i = 0; i < a.models_.size(); ++i) models.push_back({a.models_[i].reducer.get(), i});
     sharded = std::make_shared<ShardedOptimizer>(optimizer, std::move(models));
   }
-  a.optimizers_.push_back(std::make_unique<PreparedOptimizer>(&a, &optimizer, std::move(sharded)));
+  // optimizer.fused: true fails here for what can be known before a gradient exists (the type, the
+  // parameters' device, dtype and layout); the step checks the rest.
+  if (optim::parse_fused_mode(a.options_.optimizer_fused) == optim::FusedMode::On) {
+    const std::string why = optim::why_not_fused(optimizer);
+    if (!why.empty()) throw UsageError(optim::fused_refusal(a.optimizers_.size(), optimizer, why));
+  }
+  a.optimizers_.push_back(std::make_unique<PreparedOptimizer>(&a, &optimizer, std::move(sharded), a.optimizers_.size()));
   return *a.optimizers_.back();
 }
 

@@ -166,8 +166,12 @@ bool GradScaler::is_unscaled(const torch::optim::Optimizer& optimizer) const {
 }
 
 bool GradScaler::step(torch::optim::Optimizer& optimizer) {
+  return step(optimizer, [&optimizer] { optimizer.step(); });
+}
+
+bool GradScaler::step(torch::optim::Optimizer& optimizer, const std::function<void()>& step_fn) {
   if (!options_.enabled) {
-    optimizer.step();
+    step_fn();
     return true;
   }
   if (record(optimizer).stage == Stage::Stepped)
@@ -185,7 +189,7 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
     ++skipped_steps_;
     return false;
   }
-  optimizer.step();
+  step_fn();
   return true;
 }
 

@@ -56,6 +56,10 @@ struct FsdpSection {
   XLAUNCH_SETTINGS_FSDP(XLAUNCH_CONFIG_FIELD, fsdp.)
 };
 
+struct OptimizerSection {
+  XLAUNCH_SETTINGS_OPTIMIZER(XLAUNCH_CONFIG_FIELD, optimizer.)
+};
+
 struct LoaderSection {
   static constexpr int kAutoWorkers = -1;  // "auto" in the file: the runtime picks
   XLAUNCH_SETTINGS_LOADER(XLAUNCH_CONFIG_FIELD, loader.)
@@ -77,6 +81,7 @@ struct LaunchConfig {
   MpiSection mpi;
   DdpSection ddp;
   FsdpSection fsdp;
+  OptimizerSection optimizer;
   LoaderSection loader;
   CheckpointSection checkpoint;
 };

@@ -1,0 +1,35 @@
+// The fused optimizer loops on the CPU (fused_step.h): one pass over a range of a flat parameter,
+// each element's parameter, gradient and state read once and written once.
+//
+// The arithmetic is LibTorch's, operation for operation in float, with its scalars rounded to
+// float as its kernels round them, and a fused multiply-add exactly where its kernels use one
+// (add_ with an alpha): so the result is LibTorch's step to the last bit, or within an ulp where
+// its vectorised and tail loops round differently (tests/runtime/fused_step_test.cpp measures it).
+#pragma once
+
+#include <cstdint>
+
+namespace xlaunch::optim::kernels {
+
+// Adam and AdamW, one step; every scalar as the kernel uses it.
+struct AdamScalars {
+  float decay = 1.0f;      // AdamW: 1 - lr * weight_decay (1: none)
+  float l2 = 0.0f;         // Adam: weight_decay, added to the gradient as weight_decay * p
+  float beta1 = 0, one_minus_beta1 = 0, beta2 = 0, one_minus_beta2 = 0;
+  float sqrt_bias_correction2 = 1, eps = 0;
+  float neg_step_size = 0;  // -lr / bias_correction1
+  bool amsgrad = false;
+};
+// max_exp_avg_sq is read only with amsgrad.
+void adam_range(const AdamScalars& s, float* p, const float* g, float* exp_avg, float* exp_avg_sq,
+                float* max_exp_avg_sq, int64_t n);
+
+struct SgdScalars {
+  float weight_decay = 0, momentum = 0, one_minus_dampening = 1, neg_lr = 0;
+  bool nesterov = false;
+  bool first = false;  // the momentum buffer is new: it starts as the (decayed) gradient
+};
+// buf is read only with momentum != 0.
+void sgd_range(const SgdScalars& s, float* p, const float* g, float* buf, int64_t n);
+
+}  // namespace xlaunch::optim::kernels

@@ -1,0 +1,248 @@
+// The fused step (fused_step.h): what LibTorch's SGD, Adam and AdamW do per parameter, read from
+// their groups and state, with the element loops of fused_kernels.cpp run over chunks of every
+// parameter at once.
+#include "optim/fused_step.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros_like.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <typeinfo>
+#include <unordered_set>
+#include <vector>
+
+#include "optim/fused_kernels.h"
+#include "xlaunch/error.h"
+
+namespace xlaunch::optim {
+namespace {
+
+enum class Kind { Sgd, Adam, AdamW, Other };
+
+Kind kind_of(const torch::optim::Optimizer& o) {
+  // The exact types: a subclass may have its own step().
+  const std::type_info& t = typeid(o);
+  if (t == typeid(torch::optim::SGD)) return Kind::Sgd;
+  if (t == typeid(torch::optim::Adam)) return Kind::Adam;
+  if (t == typeid(torch::optim::AdamW)) return Kind::AdamW;
+  return Kind::Other;
+}
+
+// Elements per chunk: 64 KiB of each array, so a thread's chunk stays in L2 and the chunks of a
+// large parameter spread over the threads.
+constexpr int64_t kChunk = 16384;
+
+std::string where(size_t group, size_t index) {
+  return "parameter " + std::to_string(index) + " of group " + std::to_string(group);
+}
+
+// "" when t is a dense, contiguous float32 CPU tensor of n elements.
+std::string flat_float(const at::Tensor& t, int64_t n, const std::string& what) {
+  if (!t.defined()) return what + " is missing";
+  if (t.layout() != c10::kStrided) return what + " is sparse";
+  if (!t.device().is_cpu())
+    return what + " is on " + t.device().str() + " (the fused step runs on the CPU; on a GPU LibTorch's step runs)";
+  if (t.scalar_type() != at::kFloat)
+    return what + " is " + std::string(c10::toString(t.scalar_type())) + " (the fused step takes float32)";
+  if (!t.is_contiguous()) return what + " is not contiguous";
+  if (t.numel() != n) return what + " has " + std::to_string(t.numel()) + " elements, the parameter " + std::to_string(n);
+  return "";
+}
+
+// The state tensors a parameter's existing state must have, for each kind.
+std::string state_problem(Kind kind, const torch::optim::OptimizerParamState& st, const torch::optim::OptimizerOptions& opts,
+                          int64_t n, const std::string& at) {
+  if (kind == Kind::Sgd) {
+    const auto* s = dynamic_cast<const torch::optim::SGDParamState*>(&st);
+    if (!s) return at + "'s state is not SGD's";
+    if (static_cast<const torch::optim::SGDOptions&>(opts).momentum() == 0) return "";
+    return flat_float(s->momentum_buffer(), n, at + "'s momentum_buffer");
+  }
+  const torch::Tensor *m, *v, *vmax;
+  bool amsgrad;
+  if (kind == Kind::Adam) {
+    const auto* s = dynamic_cast<const torch::optim::AdamParamState*>(&st);
+    if (!s) return at + "'s state is not Adam's";
+    m = &s->exp_avg(), v = &s->exp_avg_sq(), vmax = &s->max_exp_avg_sq();
+    amsgrad = static_cast<const torch::optim::AdamOptions&>(opts).amsgrad();
+  } else {
+    const auto* s = dynamic_cast<const torch::optim::AdamWParamState*>(&st);
+    if (!s) return at + "'s state is not AdamW's";
+    m = &s->exp_avg(), v = &s->exp_avg_sq(), vmax = &s->max_exp_avg_sq();
+    amsgrad = static_cast<const torch::optim::AdamWOptions&>(opts).amsgrad();
+  }
+  std::string why = flat_float(*m, n, at + "'s exp_avg");
+  if (why.empty()) why = flat_float(*v, n, at + "'s exp_avg_sq");
+  if (why.empty() && amsgrad) why = flat_float(*vmax, n, at + "'s max_exp_avg_sq");
+  return why;
+}
+
+// One parameter's share of a step: its pointers and scalars.
+struct Item {
+  float* p;
+  const float* g;
+  float* a;  // exp_avg, or the momentum buffer
+  float* b;  // exp_avg_sq
+  float* c;  // max_exp_avg_sq (amsgrad)
+  int64_t n;
+  kernels::AdamScalars adam;
+  kernels::SgdScalars sgd;
+};
+
+template <class Options, class State>
+Item adam_item(const Options& o, bool decoupled, const at::Tensor& p, const at::Tensor& g, State& st) {
+  st.step(st.step() + 1);
+  const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+  const double bias_correction1 = 1 - std::pow(beta1, st.step());
+  const double bias_correction2 = 1 - std::pow(beta2, st.step());
+  kernels::AdamScalars s;
+  if (o.weight_decay() != 0) {
+    if (decoupled) s.decay = static_cast<float>(1 - o.lr() * o.weight_decay());
+    else s.l2 = static_cast<float>(o.weight_decay());
+  }
+  s.beta1 = static_cast<float>(beta1);
+  s.one_minus_beta1 = static_cast<float>(1 - beta1);
+  s.beta2 = static_cast<float>(beta2);
+  s.one_minus_beta2 = static_cast<float>(1 - beta2);
+  s.sqrt_bias_correction2 = static_cast<float>(std::sqrt(bias_correction2));
+  s.eps = static_cast<float>(o.eps());
+  s.neg_step_size = static_cast<float>(-(o.lr() / bias_correction1));
+  s.amsgrad = o.amsgrad();
+  return Item{p.data_ptr<float>(), g.const_data_ptr<float>(), st.exp_avg().template data_ptr<float>(),
+              st.exp_avg_sq().template data_ptr<float>(),
+              s.amsgrad ? st.max_exp_avg_sq().template data_ptr<float>() : nullptr, p.numel(), s, {}};
+}
+
+}  // namespace
+
+FusedMode parse_fused_mode(const std::string& s) {
+  if (s == "true") return FusedMode::On;
+  if (s == "false") return FusedMode::Off;
+  return FusedMode::Auto;
+}
+
+std::string optimizer_kind(const torch::optim::Optimizer& optimizer) {
+  switch (kind_of(optimizer)) {
+    case Kind::Sgd: return "SGD";
+    case Kind::Adam: return "Adam";
+    case Kind::AdamW: return "AdamW";
+    default: return "this optimizer type";
+  }
+}
+
+std::string fused_refusal(size_t index, const torch::optim::Optimizer& optimizer, const std::string& why) {
+  return "optimizer.fused is true, and optimizer " + std::to_string(index) + " (" + optimizer_kind(optimizer) +
+         ") cannot take the fused step: " + why +
+         ". Set optimizer.fused: auto to take LibTorch's step where the fused one cannot run, or false";
+}
+
+std::string why_not_fused(const torch::optim::Optimizer& optimizer) {
+  const Kind kind = kind_of(optimizer);
+  if (kind == Kind::Other)
+    return "the optimizer is not LibTorch's SGD, Adam or AdamW (the optimizers with a fused step)";
+  std::unordered_set<const void*> seen;
+  const auto& groups = optimizer.param_groups();
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const auto& params = groups[gi].params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor& p = params[i];
+      if (!seen.insert(p.unsafeGetTensorImpl()).second)
+        return where(gi, i) + " is held twice (LibTorch steps it twice; the fused step would race)";
+      if (!p.grad().defined()) continue;
+      const std::string at = where(gi, i);
+      std::string why = flat_float(p, p.numel(), at);
+      if (why.empty()) why = flat_float(p.grad(), p.numel(), at + "'s gradient");
+      if (!why.empty()) return why;
+      const auto it = optimizer.state().find(p.unsafeGetTensorImpl());
+      if (it != optimizer.state().end()) {
+        why = state_problem(kind, *it->second, groups[gi].options(), p.numel(), at);
+        if (!why.empty()) return why;
+      }
+    }
+  }
+  return "";
+}
+
+void fused_step(torch::optim::Optimizer& optimizer, bool checked) {
+  if (!checked) {
+    const std::string why = why_not_fused(optimizer);
+    if (!why.empty()) throw UsageError("fused optimizer step: " + why);
+  }
+  const Kind kind = kind_of(optimizer);
+  at::NoGradGuard no_grad;
+  std::vector<Item> items;
+  auto& state = optimizer.state();
+  for (auto& group : optimizer.param_groups()) {
+    for (const at::Tensor& p : group.params()) {
+      const at::Tensor& g = p.grad();
+      if (!g.defined()) continue;
+      void* key = p.unsafeGetTensorImpl();
+      auto it = state.find(key);
+      if (kind == Kind::Sgd) {
+        const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+        kernels::SgdScalars s;
+        s.weight_decay = static_cast<float>(o.weight_decay());
+        s.momentum = static_cast<float>(o.momentum());
+        s.one_minus_dampening = static_cast<float>(1 - o.dampening());
+        s.neg_lr = static_cast<float>(-1 * o.lr());
+        s.nesterov = o.nesterov();
+        float* buf = nullptr;
+        if (o.momentum() != 0) {
+          if (it == state.end()) {  // LibTorch: clone(d_p), which the kernel writes
+            auto st = std::make_unique<torch::optim::SGDParamState>();
+            st->momentum_buffer(at::empty_like(p, at::MemoryFormat::Contiguous));
+            it = state.emplace(key, std::move(st)).first;
+            s.first = true;
+          }
+          buf = static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer().data_ptr<float>();
+        }
+        items.push_back(Item{p.data_ptr<float>(), g.const_data_ptr<float>(), buf, nullptr, nullptr, p.numel(), {}, s});
+        continue;
+      }
+      if (it == state.end()) {  // as LibTorch creates it: zeros like the parameter
+        const bool amsgrad = kind == Kind::Adam ? static_cast<const torch::optim::AdamOptions&>(group.options()).amsgrad()
+                                                : static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad();
+        auto fill = [&](auto st) {
+          st->step(0);
+          st->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+          st->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+          if (amsgrad) st->max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+          it = state.emplace(key, std::move(st)).first;
+        };
+        if (kind == Kind::Adam) fill(std::make_unique<torch::optim::AdamParamState>());
+        else fill(std::make_unique<torch::optim::AdamWParamState>());
+      }
+      if (kind == Kind::Adam)
+        items.push_back(adam_item(static_cast<const torch::optim::AdamOptions&>(group.options()), false, p, g,
+                                  static_cast<torch::optim::AdamParamState&>(*it->second)));
+      else
+        items.push_back(adam_item(static_cast<const torch::optim::AdamWOptions&>(group.options()), true, p, g,
+                                  static_cast<torch::optim::AdamWParamState&>(*it->second)));
+    }
+  }
+  // Every parameter's chunks, stepped over the intra-op threads.
+  struct Chunk {
+    const Item* item;
+    int64_t begin, end;
+  };
+  std::vector<Chunk> chunks;
+  for (const Item& item : items)
+    for (int64_t b = 0; b < item.n; b += kChunk) chunks.push_back({&item, b, std::min(item.n, b + kChunk)});
+  const bool sgd = kind == Kind::Sgd;
+  at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) {
+      const Chunk& c = chunks[static_cast<size_t>(k)];
+      const Item& t = *c.item;
+      const int64_t b = c.begin, n = c.end - c.begin;
+      if (sgd) kernels::sgd_range(t.sgd, t.p + b, t.g + b, t.a ? t.a + b : nullptr, n);
+      else kernels::adam_range(t.adam, t.p + b, t.g + b, t.a + b, t.b + b, t.c ? t.c + b : nullptr, n);
+    }
+  });
+}
+
+}  // namespace xlaunch::optim

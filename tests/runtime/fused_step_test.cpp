@@ -1,0 +1,390 @@
+// The fused optimizer step (optim/fused_step.h) against LibTorch's own step: SGD, Adam and AdamW
+// with every option LibTorch has, two parameter groups with their own options, a learning rate
+// changed every step (as a scheduler does), parameters larger than one chunk and of odd sizes,
+// and a parameter without a gradient at some steps.
+//
+// "Per step": both optimizers start each step from the same parameters and state (LibTorch's are
+// copied into the fused one's), so an ulp of difference cannot grow into more; the distance of
+// each step is measured in ulps over every parameter and state tensor. The bitwise cases also
+// run 1,000 steps without the copy and end equal.
+#include <gtest/gtest.h>
+
+#include <ATen/ops/max.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros_like.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "optim/fused_step.h"
+#include "xlaunch/error.h"
+
+namespace fused_step_test {
+
+using torch::optim::Optimizer;
+using torch::optim::OptimizerParamGroup;
+
+// Distance in ulps between two floats of one sign convention (the integers' order is the floats').
+int64_t ulps(float a, float b) {
+  if (a == b) return 0;
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : INT64_MAX;
+  auto key = [](float f) {
+    int32_t i;
+    std::memcpy(&i, &f, 4);
+    return i < 0 ? int64_t{INT32_MIN} - i : int64_t{i};
+  };
+  return std::llabs(key(a) - key(b));
+}
+
+int64_t max_ulps(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor x = a.contiguous(), y = b.contiguous();
+  const float *p = x.const_data_ptr<float>(), *q = y.const_data_ptr<float>();
+  int64_t worst = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) worst = std::max(worst, ulps(p[i], q[i]));
+  return worst;
+}
+
+// The largest |want - got| of a step, in ulps of the step's largest operand at that element (the
+// parameter before the step, the update, or the parameter after it): an update that differs by rounding moves the parameter
+// by at most that much, where a count of ulps of the result alone would be huge wherever the
+// update cancels the parameter to nearly zero.
+double max_step_ulps(const at::Tensor& want, const at::Tensor& got, const at::Tensor& before) {
+  const float *w = want.const_data_ptr<float>(), *g = got.const_data_ptr<float>(), *b = before.const_data_ptr<float>();
+  double worst = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    if (w[i] == g[i]) continue;
+    const float big = std::max({std::fabs(b[i]), std::fabs(w[i]), std::fabs(w[i] - b[i])});
+    const double ulp = static_cast<double>(std::nextafter(big, INFINITY)) - big;
+    worst = std::max(worst, std::fabs(static_cast<double>(w[i]) - g[i]) / ulp);
+  }
+  return worst;
+}
+
+// Every tensor of a parameter's state, in a fixed order.
+std::vector<at::Tensor> state_tensors(Optimizer& o, const at::Tensor& p) {
+  const auto it = o.state().find(p.unsafeGetTensorImpl());
+  if (it == o.state().end()) return {};
+  if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(it->second.get())) return {s->momentum_buffer()};
+  if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(it->second.get()))
+    return {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
+  auto* s = dynamic_cast<torch::optim::AdamWParamState*>(it->second.get());
+  return {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
+}
+
+int64_t state_step(Optimizer& o, const at::Tensor& p) {
+  const auto it = o.state().find(p.unsafeGetTensorImpl());
+  if (it == o.state().end()) return -1;
+  if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(it->second.get())) return s->step();
+  if (auto* s = dynamic_cast<torch::optim::AdamWParamState*>(it->second.get())) return s->step();
+  return 0;
+}
+
+// Parameters of odd sizes, one larger than a chunk (16384 elements) and not a multiple of any
+// vector width; two groups.
+std::vector<std::vector<at::Tensor>> make_params() {
+  torch::manual_seed(11);
+  return {{at::randn({40001}), at::randn({37, 91})}, {at::randn({17}), at::randn({3})}};
+}
+
+std::vector<std::vector<at::Tensor>> clone_of(const std::vector<std::vector<at::Tensor>>& ps) {
+  std::vector<std::vector<at::Tensor>> out;
+  for (const auto& g : ps) {
+    out.emplace_back();
+    for (const auto& p : g) out.back().push_back(p.clone());
+  }
+  return out;
+}
+
+using MakeOptimizer = std::function<std::unique_ptr<Optimizer>(std::vector<OptimizerParamGroup>)>;
+
+struct Case {
+  std::string name;
+  MakeOptimizer make;  // given the groups with their options set by `group_options`
+  std::function<std::unique_ptr<torch::optim::OptimizerOptions>(int group)> group_options;
+  bool bitwise;  // equal to the last bit: measured so, and kept so by this test
+};
+
+std::vector<OptimizerParamGroup> groups_of(const Case& c, const std::vector<std::vector<at::Tensor>>& ps) {
+  std::vector<OptimizerParamGroup> gs;
+  for (size_t g = 0; g < ps.size(); ++g) gs.emplace_back(ps[g], c.group_options(static_cast<int>(g)));
+  return gs;
+}
+
+void set_lr(Optimizer& o, int step) {
+  for (size_t g = 0; g < o.param_groups().size(); ++g) {
+    auto& opts = o.param_groups()[g].options();
+    opts.set_lr((g == 0 ? 1e-2 : 3e-3) * (1.0 - step / 2000.0));
+  }
+}
+
+// The gradients of step `step`: the same for both; the last parameter has none every 7th step.
+void set_grads(const std::vector<std::vector<at::Tensor>>& ps, int step) {
+  torch::manual_seed(1000 + step);
+  for (size_t g = 0; g < ps.size(); ++g)
+    for (size_t i = 0; i < ps[g].size(); ++i) {
+      at::Tensor& grad = const_cast<at::Tensor&>(ps[g][i]).mutable_grad();
+      const bool none = g + 1 == ps.size() && i + 1 == ps[g].size() && step % 7 == 3;
+      grad = none ? at::Tensor() : at::randn(ps[g][i].sizes()) * (step % 5 == 0 ? 1e-3 : 1.0);
+    }
+}
+
+struct Distance {
+  double params = 0;  // ulps of the step's largest operand (max_step_ulps)
+  int64_t state = 0;  // ulps
+};
+
+// `steps` steps of LibTorch's step and the fused one; each from the same starting point when
+// `resync`. Returns the largest distances of any step.
+Distance run(const Case& c, int steps, bool resync) {
+  const auto ref_params = make_params();
+  const auto fused_params = clone_of(ref_params);
+  auto ref = c.make(groups_of(c, ref_params));
+  auto fused = c.make(groups_of(c, fused_params));
+  Distance worst;
+  for (int step = 0; step < steps; ++step) {
+    set_grads(ref_params, step);
+    set_grads(fused_params, step);
+    set_lr(*ref, step);
+    set_lr(*fused, step);
+    std::vector<at::Tensor> before;
+    for (const auto& g : ref_params)
+      for (const auto& p : g) before.push_back(p.clone());
+    ref->step();
+    xlaunch::optim::fused_step(*fused);
+    size_t k_before = 0;
+    for (size_t g = 0; g < ref_params.size(); ++g)
+      for (size_t i = 0; i < ref_params[g].size(); ++i) {
+        const at::Tensor &a = ref_params[g][i], &b = fused_params[g][i];
+        worst.params = std::max(worst.params, max_step_ulps(a, b, before[k_before++]));
+        EXPECT_EQ(state_step(*ref, a), state_step(*fused, b)) << c.name << " step " << step;
+        const auto sa = state_tensors(*ref, a), sb = state_tensors(*fused, b);
+        EXPECT_EQ(sa.size(), sb.size()) << c.name;
+        for (size_t k = 0; k < sa.size() && k < sb.size(); ++k) {
+          EXPECT_EQ(sa[k].defined(), sb[k].defined()) << c.name << " state " << k;
+          if (!sa[k].defined() || !sb[k].defined()) continue;
+          worst.state = std::max(worst.state, max_ulps(sa[k], sb[k]));
+          if (resync) sb[k].copy_(sa[k]);
+        }
+        if (resync) {
+          at::NoGradGuard no_grad;
+          const_cast<at::Tensor&>(b).copy_(a);
+        }
+      }
+  }
+  return worst;
+}
+
+template <class O, class Opts>
+Case make_case(std::string name, std::function<Opts(int)> options, bool bitwise) {
+  return Case{std::move(name),
+              [options](std::vector<OptimizerParamGroup> gs) -> std::unique_ptr<Optimizer> {
+                return std::make_unique<O>(std::move(gs), options(0));
+              },
+              [options](int g) -> std::unique_ptr<torch::optim::OptimizerOptions> {
+                return std::make_unique<Opts>(options(g));
+              },
+              bitwise};
+}
+
+using torch::optim::AdamOptions;
+using torch::optim::AdamWOptions;
+using torch::optim::SGDOptions;
+
+std::vector<Case> cases() {
+  using torch::optim::Adam;
+  using torch::optim::AdamW;
+  using torch::optim::SGD;
+  return {
+      make_case<SGD, SGDOptions>("sgd", [](int) { return SGDOptions(0.01); }, true),
+      make_case<SGD, SGDOptions>("sgd_weight_decay", [](int g) { return SGDOptions(0.01).weight_decay(g ? 0 : 1e-2); },
+                                 true),
+      make_case<SGD, SGDOptions>("sgd_momentum", [](int) { return SGDOptions(0.01).momentum(0.9); }, true),
+      make_case<SGD, SGDOptions>(
+          "sgd_momentum_dampening", [](int g) { return SGDOptions(0.01).momentum(g ? 0.5 : 0.9).dampening(0.1); }, true),
+      make_case<SGD, SGDOptions>(
+          "sgd_nesterov_weight_decay",
+          [](int) { return SGDOptions(0.01).momentum(0.9).nesterov(true).weight_decay(1e-4); }, true),
+      make_case<Adam, AdamOptions>("adam", [](int) { return AdamOptions(1e-3); }, false),
+      make_case<Adam, AdamOptions>(
+          "adam_weight_decay_betas",
+          [](int g) { return AdamOptions(1e-3).weight_decay(1e-2).betas({g ? 0.8 : 0.9, g ? 0.99 : 0.999}).eps(1e-6); },
+          false),
+      make_case<Adam, AdamOptions>("adam_amsgrad", [](int) { return AdamOptions(1e-3).amsgrad(true); }, false),
+      make_case<AdamW, AdamWOptions>("adamw", [](int g) { return AdamWOptions(1e-3).weight_decay(g ? 0 : 0.1); }, false),
+      make_case<AdamW, AdamWOptions>("adamw_amsgrad",
+                                     [](int) { return AdamWOptions(1e-3).weight_decay(0.01).amsgrad(true); }, false),
+  };
+}
+
+// SGD is LibTorch's to the last bit. Adam and AdamW are not, and cannot be: LibTorch takes the
+// square root of a large tensor through MKL's vsSqrt, which is off by an ulp at some elements (and
+// of a small tensor exactly), so its result depends on the tensor's size; the fused step's square
+// root is correctly rounded. The parameters then differ by at most 3 ulps of the step's largest
+// operand (AdamStepIsLibTorchsArithmeticWithAnExactSquareRoot shows the square root is all that
+// differs); their state (exp_avg, exp_avg_sq, max_exp_avg_sq) is bitwise all the same.
+TEST(FusedStep, EachStepEqualsLibTorchsWithEveryOption) {
+  for (const Case& c : cases()) {
+    const Distance d = run(c, 1000, /*resync=*/true);
+    std::printf("fused_step case=%s steps=1000 params_max_ulps_per_step=%.3f state_max_ulps_per_step=%lld\n",
+                c.name.c_str(), d.params, static_cast<long long>(d.state));
+    EXPECT_EQ(d.state, 0) << c.name;
+    if (c.bitwise) EXPECT_EQ(d.params, 0) << c.name;
+    else EXPECT_LE(d.params, 3.0) << c.name;
+  }
+}
+
+// LibTorch's Adam/AdamW step, operation for operation (torch/csrc/api/src/optim/adam.cpp,
+// adamw.cpp), but for a correctly rounded square root (through double, which rounds sqrt right for
+// float).
+void libtorch_adam_exact_sqrt(at::Tensor p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, at::Tensor& vmax,
+                              int64_t step, double lr, double wd, bool decoupled, bool amsgrad) {
+  at::NoGradGuard no_grad;
+  const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  at::Tensor grad = g;
+  if (wd != 0) {
+    if (decoupled) p.mul_(1 - lr * wd);
+    else grad = grad.add(p, wd);
+  }
+  const double bc1 = 1 - std::pow(b1, step), bc2 = 1 - std::pow(b2, step);
+  m.mul_(b1).add_(grad, 1 - b1);
+  v.mul_(b2).addcmul_(grad, grad, 1 - b2);
+  at::Tensor src = v;
+  if (amsgrad) {
+    at::max_out(vmax, v, vmax);
+    src = vmax;
+  }
+  const at::Tensor denom = (src.to(at::kDouble).sqrt().to(at::kFloat) / std::sqrt(bc2)).add_(eps);
+  p.addcdiv_(m, denom, -(lr / bc1));
+}
+
+TEST(FusedStep, AdamStepIsLibTorchsArithmeticWithAnExactSquareRoot) {
+  for (const bool decoupled : {false, true})
+    for (const bool amsgrad : {false, true}) {
+      torch::manual_seed(3);
+      at::Tensor p = at::randn({40001}), want = p.clone();
+      at::Tensor m = at::zeros_like(p), v = at::zeros_like(p), vmax = at::zeros_like(p);
+      const double wd = 0.05;
+      std::unique_ptr<Optimizer> fused;
+      if (decoupled) fused = std::make_unique<torch::optim::AdamW>(std::vector<at::Tensor>{p}, AdamWOptions(0).weight_decay(wd).amsgrad(amsgrad));
+      else fused = std::make_unique<torch::optim::Adam>(std::vector<at::Tensor>{p}, AdamOptions(0).weight_decay(wd).amsgrad(amsgrad));
+      for (int step = 1; step <= 1000; ++step) {
+        const double lr = 1e-2 * (1.0 - step / 2000.0);
+        fused->param_groups()[0].options().set_lr(lr);
+        const at::Tensor g = at::randn({40001}) * (step % 5 == 0 ? 1e-3 : 1.0);
+        p.mutable_grad() = g;
+        xlaunch::optim::fused_step(*fused);
+        libtorch_adam_exact_sqrt(want, g, m, v, vmax, step, lr, wd, decoupled, amsgrad);
+        ASSERT_TRUE(p.equal(want)) << (decoupled ? "AdamW" : "Adam") << (amsgrad ? " amsgrad" : "") << ", step " << step
+                                   << ": " << max_ulps(p, want) << " ulps";
+      }
+    }
+}
+
+TEST(FusedStep, BitwiseCasesStayEqualOverAThousandSteps) {
+  for (const Case& c : cases()) {
+    if (!c.bitwise) continue;
+    const Distance d = run(c, 1000, /*resync=*/false);
+    EXPECT_EQ(d.params, 0) << c.name;
+    EXPECT_EQ(d.state, 0) << c.name;
+  }
+}
+
+// The fused step's state is LibTorch's: saved after fused steps, it loads into LibTorch's
+// optimizer, which continues as the fused one does (SGD with momentum to the last bit; AdamW
+// within its square roots' rounding).
+TEST(FusedStep, StateSavedAfterFusedStepsContinuesInLibTorchsStep) {
+  for (const Case& c : cases()) {
+    if (c.name != "sgd_momentum" && c.name != "adamw_amsgrad") continue;
+    const auto ps = make_params();
+    const auto copy = clone_of(ps);
+    auto fused = c.make(groups_of(c, ps));
+    for (int step = 0; step < 10; ++step) {
+      set_grads(ps, step);
+      xlaunch::optim::fused_step(*fused);
+    }
+    std::stringstream bytes;
+    {
+      torch::serialize::OutputArchive out;
+      fused->save(out);
+      out.save_to(bytes);
+    }
+    {
+      at::NoGradGuard no_grad;
+      for (size_t g = 0; g < ps.size(); ++g)
+        for (size_t i = 0; i < ps[g].size(); ++i) const_cast<at::Tensor&>(copy[g][i]).copy_(ps[g][i]);
+    }
+    auto libtorch = c.make(groups_of(c, copy));
+    torch::serialize::InputArchive in;
+    in.load_from(bytes);
+    libtorch->load(in);
+    for (int step = 10; step < 20; ++step) {
+      set_grads(ps, step);
+      set_grads(copy, step);
+      xlaunch::optim::fused_step(*fused);
+      libtorch->step();
+    }
+    for (size_t g = 0; g < ps.size(); ++g)
+      for (size_t i = 0; i < ps[g].size(); ++i) {
+        if (c.bitwise) EXPECT_TRUE(ps[g][i].equal(copy[g][i])) << c.name << " " << g << "/" << i;
+        else EXPECT_TRUE(ps[g][i].allclose(copy[g][i], 1e-5, 1e-7)) << c.name << " " << g << "/" << i;
+      }
+  }
+}
+
+// What cannot be fused is named; fused_step refuses it rather than step it wrongly.
+TEST(FusedStep, WhatCannotBeFusedIsNamed) {
+  using xlaunch::optim::why_not_fused;
+  auto expect_refused = [](Optimizer& o, const std::string& words) {
+    const std::string why = why_not_fused(o);
+    EXPECT_NE(why.find(words), std::string::npos) << "got: " << why;
+    EXPECT_THROW(xlaunch::optim::fused_step(o), xlaunch::UsageError);
+  };
+  at::Tensor p = at::randn({4, 3});
+  p.mutable_grad() = at::randn({4, 3});
+  torch::optim::RMSprop rms({p}, torch::optim::RMSpropOptions(0.1));
+  expect_refused(rms, "not LibTorch's SGD, Adam or AdamW");
+
+  torch::optim::SGD twice({p, p}, SGDOptions(0.1));
+  expect_refused(twice, "held twice");
+
+  at::Tensor half = at::randn({8}).to(at::kBFloat16);
+  half.mutable_grad() = at::randn({8}).to(at::kBFloat16);
+  torch::optim::AdamW low({half}, AdamWOptions(0.1));
+  expect_refused(low, "BFloat16 (the fused step takes float32)");
+
+  at::Tensor base = at::randn({6, 5});
+  at::Tensor strided = base.t();
+  strided.mutable_grad() = at::randn({5, 6});
+  torch::optim::Adam views({strided}, AdamOptions(0.1));
+  expect_refused(views, "not contiguous");
+
+  // A state of another optimizer's kind (a checkpoint loaded into the wrong type): amsgrad turned
+  // on after the state was made without its max_exp_avg_sq.
+  at::Tensor q = at::randn({5});
+  q.mutable_grad() = at::randn({5});
+  torch::optim::AdamW adamw({q}, AdamWOptions(0.1));
+  adamw.step();
+  static_cast<AdamWOptions&>(adamw.param_groups()[0].options()).amsgrad(true);
+  expect_refused(adamw, "max_exp_avg_sq is missing");
+
+  // A parameter without a gradient is skipped, as LibTorch skips it, and no state is made for it.
+  at::Tensor idle = at::randn({3});
+  torch::optim::AdamW none({idle}, AdamWOptions(0.1));
+  EXPECT_EQ(why_not_fused(none), "");
+  xlaunch::optim::fused_step(none);
+  EXPECT_TRUE(none.state().empty());
+}
+
+}  // namespace fused_step_test
