@@ -39,6 +39,7 @@ struct Job {
   bool uneven = false;        // rank r runs 4r steps fewer, clips, and joins the others (acc.join)
   bool bf16 = false;          // mixed_precision bf16
   std::string param_dtype = "fp32";  // fsdp.param_dtype
+  std::string fused = "auto";        // optimizer.fused
 };
 
 struct Result {
@@ -59,6 +60,7 @@ Result train_model(const Job& s, Holder net, Forward forward) {
   o.ddp.find_unused_parameters = s.skip_extra;
   o.ddp.fsdp_wrap = s.wrap;
   o.ddp.fsdp_param_dtype = s.param_dtype;
+  o.optimizer_fused = s.fused;
   if (s.bf16) o.mixed_precision = "bf16";
   xlaunch::Accelerator acc(o);
   const int rank = acc.process_index();
@@ -131,9 +133,11 @@ Result train_gpt(const Job& s) {
   return train_model(s, net, [](auto& model, const at::Tensor& idx, int) { return model(idx); });
 }
 
-void expect_matches_stage_zero(Job job, Result (*run)(const Job&) = train) {
+// `job` against itself at stage 0, there with LibTorch's optimizer step when `ref_fused` is "false".
+void expect_matches_stage_zero(Job job, Result (*run)(const Job&) = train, const std::string& ref_fused = "auto") {
   const Result got = run(job);
   job.stage = 0;
+  job.fused = ref_fused;
   const Result ref = run(job);
   ASSERT_EQ(got.state.size(), ref.state.size());
   double worst = 0;
@@ -157,6 +161,16 @@ class FsdpMpi : public ::testing::TestWithParam<std::string> {
 }  // namespace
 
 TEST_P(FsdpMpi, AdamWWithTwoGroupsMatchesStageZero) { expect_matches_stage_zero(job()); }
+
+// Issue 46: stage 3 with the fused step (on the flat shards) against stage 0 with LibTorch's.
+TEST_P(FsdpMpi, FusedStepMatchesLibTorchsAtStageZero) {
+  for (const bool adamw : {true, false}) {
+    Job j = job();
+    j.adamw = adamw;
+    j.fused = "true";
+    expect_matches_stage_zero(j, train, "false");
+  }
+}
 
 TEST_P(FsdpMpi, SgdMomentumMatchesStageZero) {
   Job j = job();

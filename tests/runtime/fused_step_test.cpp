@@ -15,6 +15,7 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/rmsprop.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 #include <torch/serialize.h>
 
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "optim/fused_step.h"
+#include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
 
 namespace fused_step_test {
@@ -385,6 +387,63 @@ TEST(FusedStep, WhatCannotBeFusedIsNamed) {
   EXPECT_EQ(why_not_fused(none), "");
   xlaunch::optim::fused_step(none);
   EXPECT_TRUE(none.state().empty());
+}
+
+// Through the Accelerator (optimizer.fused): auto steps an optimizer it cannot fuse with
+// LibTorch's step and says so once; true refuses it at prepare naming the cause and the fix; the
+// fused step trains the prepared model as LibTorch's does.
+xlaunch::AcceleratorOptions options(const std::string& fused) {
+  xlaunch::AcceleratorOptions o;
+  o.cpu = true;
+  o.num_threads = 1;
+  o.optimizer_fused = fused;
+  return o;
+}
+
+std::vector<at::Tensor> train_linear(const std::string& fused, bool rmsprop) {
+  xlaunch::Accelerator acc(options(fused));
+  torch::manual_seed(2);
+  torch::nn::Linear net(8, 4);
+  auto model = acc.prepare(net);
+  std::unique_ptr<Optimizer> inner;
+  if (rmsprop) inner = std::make_unique<torch::optim::RMSprop>(net->parameters(), torch::optim::RMSpropOptions(0.01));
+  else inner = std::make_unique<torch::optim::AdamW>(net->parameters(), AdamWOptions(0.01));
+  auto& opt = acc.prepare(*inner);
+  for (int step = 0; step < 20; ++step) {
+    torch::manual_seed(100 + step);
+    const at::Tensor x = at::randn({16, 8});
+    acc.backward(model(x).pow(2).mean());
+    opt.step();
+    opt.zero_grad();
+  }
+  std::vector<at::Tensor> out;
+  for (const auto& p : net->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+TEST(FusedStep, TheAcceleratorFusesWhereItCanAndRefusesByNameWhenTold) {
+  testing::internal::CaptureStderr();
+  const auto fused = train_linear("true", false);
+  const auto libtorch = train_linear("false", false);
+  const auto fallback = train_linear("auto", true);
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("optimizer 0 (AdamW): the fused step (optimizer.fused true; "), std::string::npos) << said;
+  EXPECT_NE(said.find("optimizer 0 (this optimizer type): LibTorch's step, not the fused one, because the optimizer "
+                      "is not LibTorch's SGD, Adam or AdamW"),
+            std::string::npos)
+      << said;
+  for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(fused[i].allclose(libtorch[i], 1e-5, 1e-7)) << i;
+  try {
+    train_linear("true", true);
+    ADD_FAILURE() << "optimizer.fused true with RMSprop was not refused";
+  } catch (const xlaunch::UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("optimizer.fused is true, and optimizer 0 (this optimizer type) cannot take the fused step: "
+                        "the optimizer is not LibTorch's SGD, Adam or AdamW"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("Set optimizer.fused: auto"), std::string::npos) << what;
+  }
 }
 
 }  // namespace fused_step_test

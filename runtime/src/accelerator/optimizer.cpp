@@ -2,12 +2,15 @@
 // scaler under fp16, at ZeRO stage >= 1 over this rank's shard and then gathered; and what one
 // optimizer step tells the rest of the facade (the step count, the watchdog, the trackers, the
 // report's step).
+#include <ATen/Parallel.h>
+
 #include "accelerator/impl.h"
 #include "ddp/optim_state.h"
 #include "ddp/zero_optimizer.h"
+#include "optim/fused_kernels.h"
 #include "optim/fused_step.h"
-#include "state/log_main.h"
 #include "profile/step_clock.h"
+#include "state/log_main.h"
 #include "watch/watchdog.h"
 #include "xlaunch/zero_stages.h"
 
@@ -104,7 +107,10 @@ void AcceleratorImpl::step_inner(PreparedOptimizer& opt) {
   const std::string why = optim::why_not_fused(inner);
   const std::string which = "optimizer " + std::to_string(opt.index_) + " (" + optim::optimizer_kind(inner) + ")";
   if (why.empty()) {
-    if (opt.fused_said_ != 1) log_main(rank_, which + ": the fused step (optimizer.fused " + options_.optimizer_fused + ")");
+    if (opt.fused_said_ != 1)
+      log_main(rank_, which + ": the fused step (optimizer.fused " + options_.optimizer_fused + "; " +
+                          optim::kernels::vector_isa() + " loops on " + std::to_string(at::get_num_threads()) +
+                          " threads)");
     opt.fused_said_ = 1;
     optim::fused_step(inner, /*checked=*/true);
     return;

@@ -5,16 +5,16 @@
 
 #include <cmath>
 
-// Each loop compiled three times on x86-64, the loader picking the one this CPU runs (GCC's and
-// Clang's target_clones): AVX-512 (16 floats a vector), AVX2 with FMA (8), and the baseline,
-// where std::fma is a call (slow, but the same result).
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define XLAUNCH_OPTIM_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
-#endif
-#endif
-#ifndef XLAUNCH_OPTIM_CLONES
-#define XLAUNCH_OPTIM_CLONES
+// Each loop is compiled three times on x86-64: for AVX-512 (16 floats a vector), AVX2 with FMA (8)
+// and the baseline (where std::fma is a call: slow, but the same result); the first call asks the
+// CPU which it has (__builtin_cpu_supports, by feature: GCC's target_clones("arch=...") would match
+// the CPU model instead, and leave a newer CPU the baseline).
+#if defined(__x86_64__) && defined(__GNUC__)
+#define XLAUNCH_OPTIM_X86 1
+#define XLAUNCH_OPTIM_INLINE inline __attribute__((always_inline))
+#else
+#define XLAUNCH_OPTIM_X86 0
+#define XLAUNCH_OPTIM_INLINE inline
 #endif
 
 namespace xlaunch::optim::kernels {
@@ -23,10 +23,7 @@ namespace {
 // torch.max's rule: NaN wins.
 inline float max_nan(float a, float b) { return (b > a || b != b) ? b : a; }
 
-}  // namespace
-
-XLAUNCH_OPTIM_CLONES
-void adam_range(const AdamScalars& s, float* __restrict p, const float* __restrict g, float* __restrict m,
+XLAUNCH_OPTIM_INLINE void adam_body(const AdamScalars& s, float* __restrict p, const float* __restrict g, float* __restrict m,
                 float* __restrict v, float* __restrict vmax, int64_t n) {
   const float decay = s.decay, l2 = s.l2, b1 = s.beta1, c1 = s.one_minus_beta1, b2 = s.beta2,
               c2 = s.one_minus_beta2, sq = s.sqrt_bias_correction2, eps = s.eps, step = s.neg_step_size;
@@ -65,8 +62,7 @@ void adam_range(const AdamScalars& s, float* __restrict p, const float* __restri
   }
 }
 
-XLAUNCH_OPTIM_CLONES
-void sgd_range(const SgdScalars& s, float* __restrict p, const float* __restrict g, float* __restrict buf,
+XLAUNCH_OPTIM_INLINE void sgd_body(const SgdScalars& s, float* __restrict p, const float* __restrict g, float* __restrict buf,
                int64_t n) {
   const float wd = s.weight_decay, mom = s.momentum, damp = s.one_minus_dampening, lr = s.neg_lr;
   const bool decay = wd != 0.0f;
@@ -85,6 +81,65 @@ void sgd_range(const SgdScalars& s, float* __restrict p, const float* __restrict
     d = s.nesterov ? std::fma(b, mom, d) : b;  // d_p.add(buf, momentum), or buf
     p[i] = std::fma(d, lr, p[i]);
   }
+}
+
+#if XLAUNCH_OPTIM_X86
+#define XLAUNCH_OPTIM_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")))
+#define XLAUNCH_OPTIM_AVX2 __attribute__((target("avx2,fma")))
+XLAUNCH_OPTIM_AVX512 void adam_avx512(const AdamScalars& s, float* p, const float* g, float* m, float* v, float* x, int64_t n) {
+  adam_body(s, p, g, m, v, x, n);
+}
+XLAUNCH_OPTIM_AVX2 void adam_avx2(const AdamScalars& s, float* p, const float* g, float* m, float* v, float* x, int64_t n) {
+  adam_body(s, p, g, m, v, x, n);
+}
+XLAUNCH_OPTIM_AVX512 void sgd_avx512(const SgdScalars& s, float* p, const float* g, float* b, int64_t n) {
+  sgd_body(s, p, g, b, n);
+}
+XLAUNCH_OPTIM_AVX2 void sgd_avx2(const SgdScalars& s, float* p, const float* g, float* b, int64_t n) {
+  sgd_body(s, p, g, b, n);
+}
+
+// 2: AVX-512, 1: AVX2 with FMA, 0: the baseline.
+int level() {
+  static const int l = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw"))
+      return 2;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+  }();
+  return l;
+}
+#endif
+
+}  // namespace
+
+void adam_range(const AdamScalars& s, float* p, const float* g, float* m, float* v, float* max_v, int64_t n) {
+#if XLAUNCH_OPTIM_X86
+  switch (level()) {
+    case 2: return adam_avx512(s, p, g, m, v, max_v, n);
+    case 1: return adam_avx2(s, p, g, m, v, max_v, n);
+  }
+#endif
+  adam_body(s, p, g, m, v, max_v, n);
+}
+
+void sgd_range(const SgdScalars& s, float* p, const float* g, float* buf, int64_t n) {
+#if XLAUNCH_OPTIM_X86
+  switch (level()) {
+    case 2: return sgd_avx512(s, p, g, buf, n);
+    case 1: return sgd_avx2(s, p, g, buf, n);
+  }
+#endif
+  sgd_body(s, p, g, buf, n);
+}
+
+const char* vector_isa() {
+#if XLAUNCH_OPTIM_X86
+  return level() == 2 ? "avx512" : level() == 1 ? "avx2" : "baseline";
+#else
+  return "baseline";
+#endif
 }
 
 }  // namespace xlaunch::optim::kernels

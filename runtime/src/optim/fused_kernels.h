@@ -32,4 +32,7 @@ struct SgdScalars {
 // buf is read only with momentum != 0.
 void sgd_range(const SgdScalars& s, float* p, const float* g, float* buf, int64_t n);
 
+// The loops this CPU runs: "avx512", "avx2" (with FMA) or "baseline".
+const char* vector_isa();
+
 }  // namespace xlaunch::optim::kernels

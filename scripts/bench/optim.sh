@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The optimizer step on the CPU (docs/performance.md#compiling-the-step): AdamW over a GPT-like
+# model's parameters (many small tensors, a few large ones; about 10 M and 100 M parameters), one
+# thread and every core: xlaunch's fused step, LibTorch's AdamW, PyTorch's
+# torch.optim.AdamW(fused=True) and (foreach=True) (peers/torch_optim.py), and a copy of the same
+# bytes (the machine's memory bandwidth for this traffic: 28 bytes per parameter). Systems
+# alternate round by round in one run; medians of the rounds. Prints per size, threads and system
+#   bench=optim system=S params_m=P threads=N ms_per_step=X gbps=Y stream_copy_gbps=C frac_of_copy=F
+#         ratio_vs_libtorch=R ratio_vs_torch_fused=T
+# (ratios: how many times faster than that system; frac_of_copy: gbps / stream_copy_gbps).
+# Usage: scripts/bench/optim.sh [ROUNDS]   (BUILD_DIR, PEERS, PEER_PYTHON, SIZES, THREADS override)
+set -euo pipefail
+shopt -s inherit_errexit
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+ROUNDS="${1:-3}"
+PY="${PEER_PYTHON:-python3}"
+SIZES="${SIZES:-10 100}"
+THREADS="${THREADS:-1 $(nproc)}"
+need_bin scripts/bench/bench_optim
+BIN="$BUILD_DIR/scripts/bench/bench_optim"
+SYSTEMS=(fused libtorch torch-fused torch-foreach copy)
+
+run_system() {  # system params_m threads steps -> the program's line
+  case "$1" in
+    torch-*) "$PY" "$PEERS/torch_optim.py" --system "$1" --params_m "$2" --threads "$3" --steps "$4" ;;
+    *)       "$BIN" --system "$1" --params_m "$2" --threads "$3" --steps "$4" ;;
+  esac
+}
+
+for size in $SIZES; do
+  steps=$(( size >= 50 ? 5 : 20 ))
+  for threads in $THREADS; do
+    declare -A ms=() gb=()
+    real_m=""
+    for ((r = 0; r < ROUNDS; r++)); do
+      for sys in "${SYSTEMS[@]}"; do
+        out=$(run_system "$sys" "$size" "$threads" "$steps")
+        ms[$sys]+="$(figure ms_per_step "$sys" "$out") "
+        gb[$sys]+="$(figure gbps "$sys" "$out") "
+        real_m=$(figure params_m "$sys" "$out")
+      done
+    done
+    declare -A med=() medgb=()
+    for sys in "${SYSTEMS[@]}"; do
+      # shellcheck disable=SC2086
+      med[$sys]=$(median ${ms[$sys]}); medgb[$sys]=$(median ${gb[$sys]})
+    done
+    copy=${medgb[copy]}
+    for sys in fused libtorch torch-fused torch-foreach; do
+      echo "bench=optim system=$sys params_m=$real_m threads=$threads ms_per_step=${med[$sys]} gbps=${medgb[$sys]}" \
+           "stream_copy_gbps=$copy frac_of_copy=$(ratio "${medgb[$sys]}" "$copy")" \
+           "ratio_vs_libtorch=$(ratio "${med[libtorch]}" "${med[$sys]}")" \
+           "ratio_vs_torch_fused=$(ratio "${med[torch-fused]}" "${med[$sys]}")"
+    done
+    unset ms gb med medgb
+  done
+done

@@ -1,0 +1,85 @@
+// One optimizer's step on the CPU (scripts/bench/optim.sh): AdamW over a GPT-like model's
+// parameters (token and position embeddings, then per layer two LayerNorms, the attention's qkv and
+// projection, the MLP's two matrices, with biases: many small tensors and a few large ones), sized
+// to about --params_m million parameters; each parameter has a fixed random gradient.
+//
+//   bench_optim --system fused|libtorch|copy --params_m 10 --threads 1 --steps 20
+// prints
+//   bench=optim_one system=S params_m=P tensors=T threads=N ms_per_step=X gbps=Y
+// fused: xlaunch's fused step (optim/fused_step.h); libtorch: torch::optim::AdamW::step();
+// copy: a copy of the same bytes (a buffer of 14 bytes per parameter into another: 28 bytes moved,
+// what one AdamW step reads and writes: p, g, m, v read, p, m, v written). gbps: those 28 bytes per
+// parameter over the median step's time. The first two steps are warm-up (the state is made).
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/randn.h>
+#include <CLI/CLI.hpp>
+#include <torch/optim/adamw.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_timing.h"
+#include "optim/fused_step.h"
+
+namespace {
+
+std::vector<std::vector<int64_t>> gpt_shapes(double params_m) {
+  const double target = params_m * 1e6;
+  const int64_t d = target >= 5e7 ? 768 : 256, vocab = 8192, ctx = 1024;
+  const double per_layer = 12.0 * d * d + 13.0 * d;
+  const int64_t layers = std::max<int64_t>(1, std::llround((target - (vocab + ctx) * d) / per_layer));
+  std::vector<std::vector<int64_t>> s = {{vocab, d}, {ctx, d}};
+  for (int64_t l = 0; l < layers; ++l) {
+    for (auto shape : std::vector<std::vector<int64_t>>{{d}, {d}, {3 * d, d}, {3 * d}, {d, d}, {d}, {d}, {d},
+                                                        {4 * d, d}, {4 * d}, {d, 4 * d}, {d}})
+      s.push_back(shape);
+  }
+  s.push_back({d});
+  s.push_back({d});
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"AdamW's step on the CPU: xlaunch's fused step, LibTorch's, and a copy of the same bytes"};
+  std::string system = "fused";
+  double params_m = 10;
+  int threads = 1, steps = 20;
+  app.add_option("--system", system, "fused, libtorch or copy")->check(CLI::IsMember({"fused", "libtorch", "copy"}));
+  app.add_option("--params_m", params_m, "million parameters (about)");
+  app.add_option("--threads", threads, "intra-op threads");
+  app.add_option("--steps", steps, "timed steps");
+  CLI11_PARSE(app, argc, argv);
+  at::set_num_threads(threads);
+  torch::manual_seed(0);
+  std::vector<at::Tensor> params;
+  int64_t n = 0;
+  for (const auto& shape : gpt_shapes(params_m)) {
+    at::Tensor p = at::randn(shape) * 0.02;
+    p.mutable_grad() = at::randn(shape) * 1e-3;
+    n += p.numel();
+    params.push_back(p);
+  }
+  torch::optim::AdamW opt(params, torch::optim::AdamWOptions(1e-4).weight_decay(0.1));
+  at::Tensor src, dst;
+  if (system == "copy") {
+    src = at::randn({n * 14 / 4});
+    dst = at::empty_like(src);
+  }
+  auto step = [&] {
+    if (system == "fused") xlaunch::optim::fused_step(opt);
+    else if (system == "libtorch") opt.step();
+    else dst.copy_(src);
+  };
+  for (int i = 0; i < 2; ++i) step();
+  std::vector<double> times;
+  for (int i = 0; i < steps; ++i) times.push_back(xlaunch::bench::seconds_of(step));
+  const double s = xlaunch::bench::median(times);
+  std::printf("bench=optim_one system=%s params_m=%.1f tensors=%zu threads=%d ms_per_step=%.3f gbps=%.2f\n",
+              system.c_str(), n / 1e6, params.size(), threads, s * 1e3, 28.0 * n / s / 1e9);
+  return 0;
+}
