@@ -8,7 +8,12 @@
 #   bench=optim system=S params_m=P threads=N ms_per_step=X gbps=Y stream_copy_gbps=C frac_of_copy=F
 #         ratio_vs_libtorch=R ratio_vs_torch_fused=T
 # (ratios: how many times faster than that system; frac_of_copy: gbps / stream_copy_gbps).
-# Usage: scripts/bench/optim.sh [ROUNDS]   (BUILD_DIR, PEERS, PEER_PYTHON, SIZES, THREADS override)
+# Then end to end: the GPT of examples/gpt_model.h (bench_fsdp: DIM 256, 4 layers, AdamW) on 2 ranks
+# at ddp.zero_stage 0 and 2, with the fused step and with LibTorch's (XLAUNCH_OPTIMIZER_FUSED),
+# alternating; a batch of 8 x 128 bytes per rank (compute-heavy) and of 2 x 64 (optimizer-heavy):
+#   bench=optim_e2e model=gpt params_m=P world=2 stage=S batch=B seq=Q fused_tokens_per_s=X
+#         libtorch_tokens_per_s=Y ratio_vs_libtorch=R
+# Usage: scripts/bench/optim.sh [ROUNDS]   (BUILD_DIR, PEERS, PEER_PYTHON, SIZES, THREADS, E2E=0 override)
 set -euo pipefail
 shopt -s inherit_errexit
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -17,6 +22,7 @@ PY="${PEER_PYTHON:-python3}"
 SIZES="${SIZES:-10 100}"
 THREADS="${THREADS:-1 $(nproc)}"
 need_bin scripts/bench/bench_optim
+need_bin scripts/bench/bench_fsdp
 BIN="$BUILD_DIR/scripts/bench/bench_optim"
 SYSTEMS=(fused libtorch torch-fused torch-foreach copy)
 
@@ -54,4 +60,23 @@ for size in $SIZES; do
     done
     unset ms gb med medgb
   done
+done
+
+[ "${E2E:-1}" = 1 ] || exit 0
+FSDP_BIN="$BUILD_DIR/scripts/bench/bench_fsdp"
+for cfg in "0 8 128" "0 2 64" "2 2 64"; do
+  read -r stage batch seq <<<"$cfg"
+  fused=() libtorch=()
+  for ((r = 0; r < ROUNDS; r++)); do
+    for mode in true false; do
+      out=$("${MPIRUN[@]}" -np 2 -x XLAUNCH_OPTIMIZER_FUSED=$mode "$FSDP_BIN" --cpu_allreduce mpi --stage "$stage" \
+            --dim 256 --layers 4 --heads 8 --seq "$seq" --batch "$batch" --steps 20 2>/dev/null)
+      tps=$(figure tokens_per_s "bench_fsdp (optimizer.fused $mode)" "$out")
+      params_m=$(figure params_m "bench_fsdp" "$out")
+      if [ "$mode" = true ]; then fused+=("$tps"); else libtorch+=("$tps"); fi
+    done
+  done
+  f=$(median "${fused[@]}") l=$(median "${libtorch[@]}")
+  echo "bench=optim_e2e model=gpt params_m=$params_m world=2 stage=$stage batch=$batch seq=$seq" \
+       "fused_tokens_per_s=$f libtorch_tokens_per_s=$l ratio_vs_libtorch=$(ratio "$f" "$l")"
 done

@@ -109,8 +109,8 @@ void AcceleratorImpl::step_inner(PreparedOptimizer& opt) {
   if (why.empty()) {
     if (opt.fused_said_ != 1)
       log_main(rank_, which + ": the fused step (optimizer.fused " + options_.optimizer_fused + "; " +
-                          optim::kernels::vector_isa() + " loops on " + std::to_string(at::get_num_threads()) +
-                          " threads)");
+                          optim::kernels::vector_isa() + " loops, intra-op threads: " +
+                          std::to_string(at::get_num_threads()) + ")");
     opt.fused_said_ = 1;
     optim::fused_step(inner, /*checked=*/true);
     return;
