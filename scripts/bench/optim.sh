@@ -2,8 +2,9 @@
 # The optimizer step on the CPU (docs/performance.md#compiling-the-step): AdamW over a GPT-like
 # model's parameters (many small tensors, a few large ones; about 10 M and 100 M parameters), one
 # thread and every core: xlaunch's fused step, LibTorch's AdamW, PyTorch's
-# torch.optim.AdamW(fused=True) and (foreach=True) (peers/torch_optim.py), and a copy of the same
-# bytes (the machine's memory bandwidth for this traffic: 28 bytes per parameter). Systems
+# torch.optim.AdamW(fused=True) and (foreach=True) (peers/torch_optim.py), and the same bytes moved
+# with next to no arithmetic (bench_optim --system stream: the machine's memory bandwidth for this
+# traffic, 28 bytes per parameter read and written, as stream_copy_gbps). Systems
 # alternate round by round in one run; medians of the rounds. Prints per size, threads and system
 #   bench=optim system=S params_m=P threads=N ms_per_step=X gbps=Y stream_copy_gbps=C frac_of_copy=F
 #         ratio_vs_libtorch=R ratio_vs_torch_fused=T
@@ -24,7 +25,7 @@ THREADS="${THREADS:-1 $(nproc)}"
 need_bin scripts/bench/bench_optim
 need_bin scripts/bench/bench_fsdp
 BIN="$BUILD_DIR/scripts/bench/bench_optim"
-SYSTEMS=(fused libtorch torch-fused torch-foreach copy)
+SYSTEMS=(fused libtorch torch-fused torch-foreach stream)
 
 run_system() {  # system params_m threads steps -> the program's line
   case "$1" in
@@ -51,7 +52,7 @@ for size in $SIZES; do
       # shellcheck disable=SC2086
       med[$sys]=$(median ${ms[$sys]}); medgb[$sys]=$(median ${gb[$sys]})
     done
-    copy=${medgb[copy]}
+    copy=${medgb[stream]}
     for sys in fused libtorch torch-fused torch-foreach; do
       echo "bench=optim system=$sys params_m=$real_m threads=$threads ms_per_step=${med[$sys]} gbps=${medgb[$sys]}" \
            "stream_copy_gbps=$copy frac_of_copy=$(ratio "${medgb[$sys]}" "$copy")" \

@@ -396,3 +396,23 @@ TEST(Advice, MixedPrecisionWithoutTheInstructionsIsNamed) {
   EXPECT_TRUE(advice_of({on_gpu(stats(0, 60, kBalanced))}, gpu, avx2).empty());
 }
 
+
+// Rule 7: the optimizer's share of the step with optimizer.fused false on a CPU job.
+TEST(Advice, ALargeOptimizerShareWithTheFusedStepOffNamesIt) {
+  auto c = workers(2);
+  c.optimizer.fused = "false";
+  const std::vector<double> heavy = {0.2, 3, 5, 0.5, 4.0, 0.5};  // the optimizer: 4 of 13.2 ms
+  const auto advice = advice_of({stats(0, 60, heavy), stats(1, 60, heavy)}, c, machine("node", 2));
+  ASSERT_EQ(advice.size(), 1u) << all_of(advice);
+  EXPECT_EQ(advice[0], "the optimizer step takes 30.3% of rank 0's step (threshold 20.0%), and optimizer.fused is "
+                       "false: set optimizer.fused: auto, which steps LibTorch's SGD, Adam and AdamW in one pass over "
+                       "memory (AdamW's step measured 3.4x to 4.8x LibTorch's on the CPU, docs/benchmarks.md); steps "
+                       "would be up to 1.27x faster");
+  EXPECT_TRUE(advice_of({stats(0, 60, kBalanced), stats(1, 60, kBalanced)}, c, machine("node", 2)).empty())
+      << "8% of the step: under the threshold";
+  c.optimizer.fused = "auto";
+  EXPECT_TRUE(advice_of({stats(0, 60, heavy), stats(1, 60, heavy)}, c, machine("node", 2)).empty()) << "already fused";
+  xlaunch::config::LaunchConfig gpu;
+  gpu.optimizer.fused = "false";
+  EXPECT_TRUE(advice_of({on_gpu(stats(0, 60, heavy))}, gpu).empty()) << "the fused step is the CPU's";
+}

@@ -63,7 +63,7 @@ struct JobReport {
 // Thresholds of the advice (docs/performance.md). kWorkerGain: more loader workers are proposed
 // only when the idle cores let them make steps at least this much faster.
 inline constexpr double kDataWaitPct = 10, kCommWaitPct = 15, kStragglerRatio = 1.10, kGpuSmPct = 70,
-                        kGpuMemPct = 50, kWorkerGain = 1.2;
+                        kGpuMemPct = 50, kWorkerGain = 1.2, kOptimizerPct = 20;
 
 // When the report's window began (CLOCK_REALTIME seconds): the end of the warm-up steps as far as
 // the stats still tell, else the first step's start. 0 without steps.
