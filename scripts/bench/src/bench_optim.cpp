@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <torch/optim/adamw.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -43,6 +44,17 @@ std::vector<std::vector<int64_t>> gpt_shapes(double params_m) {
   s.push_back({d});
   s.push_back({d});
   return s;
+}
+
+// The bandwidth loop, vectorised as wide as the fused step's loops are (the widest this CPU has).
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void add_grad(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] += g[i];
+    m[i] += g[i];
+    v[i] += g[i];
+  }
 }
 
 }  // namespace
@@ -74,17 +86,17 @@ int main(int argc, char** argv) {
       ms.push_back(at::randn(p.sizes()));
       vs.push_back(at::randn(p.sizes()));
     }
+  // In chunks of every tensor, as the fused step divides its work.
+  std::vector<std::pair<size_t, int64_t>> chunks;
+  if (system == "stream")
+    for (size_t k = 0; k < params.size(); ++k)
+      for (int64_t b = 0; b < params[k].numel(); b += 16384) chunks.emplace_back(k, b);
   auto stream = [&] {
-    at::parallel_for(0, static_cast<int64_t>(params.size()), 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t k = lo; k < hi; ++k) {
-        float* p = params[k].data_ptr<float>();
-        const float* g = params[k].grad().const_data_ptr<float>();
-        float *m = ms[k].data_ptr<float>(), *v = vs[k].data_ptr<float>();
-        for (int64_t i = 0, e = params[k].numel(); i < e; ++i) {
-          p[i] += g[i];
-          m[i] += g[i];
-          v[i] += g[i];
-        }
+    at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t c = lo; c < hi; ++c) {
+        const auto [k, b] = chunks[static_cast<size_t>(c)];
+        add_grad(params[k].data_ptr<float>() + b, params[k].grad().const_data_ptr<float>() + b,
+                 ms[k].data_ptr<float>() + b, vs[k].data_ptr<float>() + b, std::min<int64_t>(16384, params[k].numel() - b));
       }
     });
   };
