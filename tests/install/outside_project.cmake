@@ -48,7 +48,7 @@ endif()
 # runtime's internals (communicator implementations, the bucket plan, PowerSGD, the checkpoint
 # format, the MPI/CUDA check macros) are not.
 set(user_headers accelerator.h accelerator_options.h checkpoint_object.h prepared.h settings.h autocast.h comm_hooks.h dataset.h env_vars.h error.h fashion_mnist.h
-    grad_scaler.h loader.h lr_scheduler.h metrics.h mixed_precision.h place.h preemption.h process_state.h reducer.h
+    grad_scaler.h lion.h loader.h lr_scheduler.h metrics.h mixed_precision.h place.h preemption.h process_state.h reducer.h
     safetensors.h sampler.h object_codec.h split.h stream_dataset.h sync_batchnorm.h tracking.h
     extend/comm_hook.h extend/communicator.h rl/env.h rl/env_pool.h rng.h augment.h augment/args.h augment/colour.h
     augment/geometric.h augment/sequential.h augment/transform.h zero_stages.h wrap_policy.h fully_shard.h)

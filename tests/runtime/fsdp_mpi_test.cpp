@@ -133,8 +133,10 @@ Result train_gpt(const Job& s) {
   return train_model(s, net, [](auto& model, const at::Tensor& idx, int) { return model(idx); });
 }
 
-// `job` against itself at stage 0, there with LibTorch's optimizer step when `ref_fused` is "false".
-void expect_matches_stage_zero(Job job, Result (*run)(const Job&) = train, const std::string& ref_fused = "auto") {
+// `job` against itself at stage 0, there with LibTorch's optimizer step when `ref_fused` is "false";
+// every tensor within `tol` (relative).
+void expect_matches_stage_zero(Job job, Result (*run)(const Job&) = train, const std::string& ref_fused = "auto",
+                               double tol = 1e-5) {
   const Result got = run(job);
   job.stage = 0;
   job.fused = ref_fused;
@@ -143,7 +145,7 @@ void expect_matches_stage_zero(Job job, Result (*run)(const Job&) = train, const
   double worst = 0;
   for (size_t i = 0; i < got.state.size(); ++i) {
     worst = std::max(worst, rel_err(got.state[i], ref.state[i]));
-    EXPECT_LE(rel_err(got.state[i], ref.state[i]), 1e-5) << "tensor " << i;
+    EXPECT_LE(rel_err(got.state[i], ref.state[i]), tol) << "tensor " << i;
   }
   std::printf("fsdp_mpi largest relative error against stage 0: %.3g\n", worst);
   EXPECT_LE(static_cast<double>(got.state_bytes), 1.1 * static_cast<double>(ref.state_bytes) / got.world + 64);
@@ -218,7 +220,11 @@ TEST_P(FsdpMpi, UnevenInputsJoinAndMatchStageZero) {
   expect_matches_stage_zero(j);
 }
 
-TEST_P(FsdpMpi, GptExampleModelMatchesStageZero) { expect_matches_stage_zero(job(), train_gpt); }
+// On this model AdamW grows any rounding difference to about 1e-5 to 3e-5 of a tensor within its
+// 30 steps: the fused step against LibTorch's at stage 0, where only the square root rounds
+// otherwise, ends 1.1e-5 (3 ranks) to 1.6e-5 (2 ranks) apart, and stage 3 against stage 0, where the
+// order of summation differs, up to 2.2e-5. A wrong shard or a lost gradient is 1e-3 or more.
+TEST_P(FsdpMpi, GptExampleModelMatchesStageZero) { expect_matches_stage_zero(job(), train_gpt, "auto", 1e-4); }
 
 INSTANTIATE_TEST_SUITE_P(Transports, FsdpMpi, ::testing::Values("mpi", "auto"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });

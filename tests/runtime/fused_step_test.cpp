@@ -1,7 +1,7 @@
-// The fused optimizer step (optim/fused_step.h) against LibTorch's own step: SGD, Adam and AdamW
-// with every option LibTorch has, two parameter groups with their own options, a learning rate
-// changed every step (as a scheduler does), parameters larger than one chunk and of odd sizes,
-// and a parameter without a gradient at some steps.
+// The fused optimizer step (optim/fused_step.h) against the optimizers' own step: LibTorch's SGD,
+// Adam and AdamW with every option LibTorch has, and xlaunch's Lion; two parameter groups with
+// their own options, a learning rate changed every step (as a scheduler does), parameters larger
+// than one chunk and of odd sizes, and a parameter without a gradient at some steps.
 //
 // "Per step": both optimizers start each step from the same parameters and state (LibTorch's are
 // copied into the fused one's), so an ulp of difference cannot grow into more; the distance of
@@ -11,6 +11,7 @@
 
 #include <ATen/ops/max.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -31,6 +32,7 @@
 
 #include "optim/fused_step.h"
 #include "xlaunch/accelerator.h"
+#include "xlaunch/lion.h"
 #include "xlaunch/error.h"
 
 namespace fused_step_test {
@@ -79,6 +81,7 @@ std::vector<at::Tensor> state_tensors(Optimizer& o, const at::Tensor& p) {
   const auto it = o.state().find(p.unsafeGetTensorImpl());
   if (it == o.state().end()) return {};
   if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(it->second.get())) return {s->momentum_buffer()};
+  if (auto* s = dynamic_cast<xlaunch::optim::LionParamState*>(it->second.get())) return {s->exp_avg()};
   if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(it->second.get()))
     return {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
   auto* s = dynamic_cast<torch::optim::AdamWParamState*>(it->second.get());
@@ -203,6 +206,7 @@ Case make_case(std::string name, std::function<Opts(int)> options, bool bitwise)
 using torch::optim::AdamOptions;
 using torch::optim::AdamWOptions;
 using torch::optim::SGDOptions;
+using xlaunch::optim::LionOptions;
 
 std::vector<Case> cases() {
   using torch::optim::Adam;
@@ -225,6 +229,10 @@ std::vector<Case> cases() {
           false),
       make_case<Adam, AdamOptions>("adam_amsgrad", [](int) { return AdamOptions(1e-3).amsgrad(true); }, false),
       make_case<AdamW, AdamWOptions>("adamw", [](int g) { return AdamWOptions(1e-3).weight_decay(g ? 0 : 0.1); }, false),
+      make_case<xlaunch::optim::Lion, LionOptions>("lion", [](int) { return LionOptions(1e-4); }, true),
+      make_case<xlaunch::optim::Lion, LionOptions>(
+          "lion_weight_decay_betas",
+          [](int g) { return LionOptions(1e-4).weight_decay(g ? 0 : 1.0).betas({g ? 0.95 : 0.9, 0.98}); }, true),
       make_case<AdamW, AdamWOptions>("adamw_amsgrad",
                                      [](int) { return AdamWOptions(1e-3).weight_decay(0.01).amsgrad(true); }, false),
   };
@@ -303,12 +311,45 @@ TEST(FusedStep, BitwiseCasesStayEqualOverAThousandSteps) {
   }
 }
 
+// Lion's own step is the paper's update (Chen et al. 2023, Algorithm 2), each element computed
+// here in double: p * (1 - lr wd) - lr sign(b1 m + (1 - b1) g), m = b2 m + (1 - b2) g, within an
+// ulp of the step's largest operand (max_step_ulps); and sign(0) is 0.
+TEST(FusedStep, LionIsThePapersUpdate) {
+  torch::manual_seed(4);
+  at::Tensor p = at::randn({1000});
+  at::Tensor p0 = p.clone();
+  p.mutable_grad() = at::randn({1000});
+  p.mutable_grad()[0] = 0;  // with a zero momentum: the update's sign is 0
+  const double lr = 0.01, wd = 0.5, b1 = 0.9, b2 = 0.99;
+  xlaunch::optim::Lion lion({p}, LionOptions(lr).weight_decay(wd).betas({b1, b2}));
+  std::vector<double> m(1000, 0.0), want(1000);
+  for (int step = 0; step < 3; ++step) {
+    const at::Tensor before = p.detach().clone(), g = p.grad().clone();
+    lion.step();
+    for (int64_t i = 0; i < 1000; ++i) {
+      const double gi = g[i].item<float>(), u = b1 * m[static_cast<size_t>(i)] + (1 - b1) * gi;
+      const double sign = u > 0 ? 1 : u < 0 ? -1 : 0;
+      want[static_cast<size_t>(i)] = before[i].item<float>() * (1 - lr * wd) - lr * sign;
+      m[static_cast<size_t>(i)] = b2 * m[static_cast<size_t>(i)] + (1 - b2) * gi;
+    }
+    const at::Tensor w = at::tensor(want).to(at::kFloat);
+    EXPECT_LE(max_step_ulps(w, p.detach(), before), 1.0) << "step " << step;
+    p.mutable_grad() = at::randn({1000});
+    p.mutable_grad()[0] = 0;
+  }
+  const float decay = static_cast<float>(1 - lr * wd);
+  float decayed = p0[0].item<float>();
+  for (int step = 0; step < 3; ++step) decayed = decayed * decay;
+  EXPECT_EQ(p[0].item<float>(), decayed)
+      << "a zero gradient with zero momentum moves the parameter by its decay only";
+}
+
 // The fused step's state is LibTorch's: saved after fused steps, it loads into LibTorch's
 // optimizer, which continues as the fused one does (SGD with momentum to the last bit; AdamW
 // within its square roots' rounding).
 TEST(FusedStep, StateSavedAfterFusedStepsContinuesInLibTorchsStep) {
   for (const Case& c : cases()) {
-    if (c.name != "sgd_momentum" && c.name != "adamw_amsgrad") continue;
+    if (c.name != "sgd_momentum" && c.name != "adamw_amsgrad" && c.name != "lion_weight_decay_betas") continue;
     const auto ps = make_params();
     const auto copy = clone_of(ps);
     auto fused = c.make(groups_of(c, ps));
@@ -356,7 +397,7 @@ TEST(FusedStep, WhatCannotBeFusedIsNamed) {
   at::Tensor p = at::randn({4, 3});
   p.mutable_grad() = at::randn({4, 3});
   torch::optim::RMSprop rms({p}, torch::optim::RMSpropOptions(0.1));
-  expect_refused(rms, "not LibTorch's SGD, Adam or AdamW");
+  expect_refused(rms, "not LibTorch's SGD, Adam or AdamW, or xlaunch's Lion");
 
   torch::optim::SGD twice({p, p}, SGDOptions(0.1));
   expect_refused(twice, "held twice");
@@ -429,7 +470,7 @@ TEST(FusedStep, TheAcceleratorFusesWhereItCanAndRefusesByNameWhenTold) {
   const std::string said = testing::internal::GetCapturedStderr();
   EXPECT_NE(said.find("optimizer 0 (AdamW): the fused step (optimizer.fused true; "), std::string::npos) << said;
   EXPECT_NE(said.find("optimizer 0 (this optimizer type): LibTorch's step, not the fused one, because the optimizer "
-                      "is not LibTorch's SGD, Adam or AdamW"),
+                      "is not LibTorch's SGD, Adam or AdamW, or xlaunch's Lion"),
             std::string::npos)
       << said;
   for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(fused[i].allclose(libtorch[i], 1e-5, 1e-7)) << i;
@@ -439,7 +480,7 @@ TEST(FusedStep, TheAcceleratorFusesWhereItCanAndRefusesByNameWhenTold) {
   } catch (const xlaunch::UsageError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("optimizer.fused is true, and optimizer 0 (this optimizer type) cannot take the fused step: "
-                        "the optimizer is not LibTorch's SGD, Adam or AdamW"),
+                        "the optimizer is not LibTorch's SGD, Adam or AdamW, or xlaunch's Lion"),
               std::string::npos)
         << what;
     EXPECT_NE(what.find("Set optimizer.fused: auto"), std::string::npos) << what;

@@ -25,6 +25,7 @@
 
 #include "models.h"
 #include "xlaunch/accelerator.h"
+#include "xlaunch/lion.h"
 #include "xlaunch/process_state.h"
 
 using namespace xlaunch::test;
@@ -33,7 +34,7 @@ namespace {
 
 constexpr int kIn = 24, kHidden = 29, kOut = 10;
 
-enum class Opt { Sgd, AdamW };
+enum class Opt { Sgd, AdamW, Lion };
 
 struct Job {
   std::string transport;  // cpu_allreduce
@@ -78,6 +79,8 @@ std::string expected_comm(xlaunch::Accelerator& acc, const std::string& transpor
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(Opt opt, Mlp& mlp) {
   if (opt == Opt::Sgd)
     return std::make_unique<torch::optim::SGD>(mlp->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  if (opt == Opt::Lion)
+    return std::make_unique<xlaunch::optim::Lion>(mlp->parameters(), xlaunch::optim::LionOptions(0.003).weight_decay(0.3));
   // Weights decay, biases do not: two groups, so pieces split where the groups change.
   std::vector<at::Tensor> weights, biases;
   for (const auto& p : mlp->named_parameters())
@@ -201,9 +204,9 @@ class ZeroMpi : public ::testing::TestWithParam<std::string> {
 TEST_P(ZeroMpi, SgdMomentumMatchesStageZero) { expect_stages_match(job()); }
 
 // Issue 46: stages 1 and 2 with the fused step (over the flat pieces of the buckets) against stage
-// 0 with LibTorch's.
+// 0 with the optimizer's own (LibTorch's SGD and AdamW, xlaunch's Lion).
 TEST_P(ZeroMpi, FusedStepMatchesLibTorchsAtStageZero) {
-  for (Opt opt : {Opt::Sgd, Opt::AdamW}) {
+  for (Opt opt : {Opt::Sgd, Opt::AdamW, Opt::Lion}) {
     Job j = job();
     j.opt = opt;
     j.fused = "false";

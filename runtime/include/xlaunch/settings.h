@@ -202,11 +202,12 @@ T default_of(const char* s) {
 // The prepared optimizers' step (docs/performance.md#compiling-the-step).
 #define XLAUNCH_SETTINGS_OPTIMIZER(X, S)                                                                              \
   X(S, fused, std::string, ENV(kOptimizerFused, "XLAUNCH_OPTIMIZER_FUSED", String), "auto",                          \
-    CLI("--optimizer_fused", "auto, true or false: step SGD/Adam/AdamW in one pass over memory (the CPU)"),          \
-    ONE_OF(settings::kOptimizerFused, "auto falls back to LibTorch's step where the fused one cannot run"),          \
+    CLI("--optimizer_fused", "auto, true or false: step SGD/Adam/AdamW/Lion in one pass over memory (the CPU)"),     \
+    ONE_OF(settings::kOptimizerFused, "auto falls back to the optimizer's own step where the fused one cannot run"),  \
     ACC(std::string, optimizer_fused),                                                                               \
-    "auto: LibTorch's SGD, Adam and AdamW step in one fused pass over memory where their parameters allow (float32 " \
-    "on the CPU), LibTorch's step elsewhere; true: the fused step or an error naming why not; false: LibTorch's")
+    "auto: LibTorch's SGD, Adam, AdamW and xlaunch's Lion step in one fused pass over memory where their parameters " \
+    "allow (float32 on the CPU), their own step elsewhere; true: the fused step or an error naming why not; false: "  \
+    "their own step")
 
 #define XLAUNCH_SETTINGS_LOADER(X, S)                                                                                 \
   X(S, num_workers, int, ENV(kNumWorkers, "XLAUNCH_NUM_WORKERS", String), "2", NO_CLI,                               \

@@ -83,6 +83,21 @@ XLAUNCH_OPTIM_INLINE void sgd_body(const SgdScalars& s, float* __restrict p, con
   }
 }
 
+XLAUNCH_OPTIM_INLINE void lion_body(const LionScalars& s, float* __restrict p, const float* __restrict g,
+                                    float* __restrict m, int64_t n) {
+  const float decay = s.decay, b1 = s.beta1, c1 = s.one_minus_beta1, b2 = s.beta2, c2 = s.one_minus_beta2,
+              lr = s.neg_lr;
+  const bool decoupled = decay != 1.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i], mi = m[i];
+    const float pi = decoupled ? p[i] * decay : p[i];  // p.mul_(1 - lr * wd)
+    const float u = std::fma(gi, c1, mi * b1);          // exp_avg.mul(b1).add_(g, 1 - b1)
+    const float sign = static_cast<float>(0.0f < u) - static_cast<float>(u < 0.0f);  // sign_(): 0 for 0 and NaN
+    p[i] = std::fma(sign, lr, pi);                      // p.add_(update, -lr)
+    m[i] = std::fma(gi, c2, mi * b2);                   // exp_avg.mul_(b2).add_(g, 1 - b2)
+  }
+}
+
 #if XLAUNCH_OPTIM_X86
 #define XLAUNCH_OPTIM_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")))
 #define XLAUNCH_OPTIM_AVX2 __attribute__((target("avx2,fma")))
@@ -97,6 +112,13 @@ XLAUNCH_OPTIM_AVX512 void sgd_avx512(const SgdScalars& s, float* p, const float*
 }
 XLAUNCH_OPTIM_AVX2 void sgd_avx2(const SgdScalars& s, float* p, const float* g, float* b, int64_t n) {
   sgd_body(s, p, g, b, n);
+}
+
+XLAUNCH_OPTIM_AVX512 void lion_avx512(const LionScalars& s, float* p, const float* g, float* m, int64_t n) {
+  lion_body(s, p, g, m, n);
+}
+XLAUNCH_OPTIM_AVX2 void lion_avx2(const LionScalars& s, float* p, const float* g, float* m, int64_t n) {
+  lion_body(s, p, g, m, n);
 }
 
 // 2: AVX-512, 1: AVX2 with FMA, 0: the baseline.
@@ -132,6 +154,16 @@ void sgd_range(const SgdScalars& s, float* p, const float* g, float* buf, int64_
   }
 #endif
   sgd_body(s, p, g, buf, n);
+}
+
+void lion_range(const LionScalars& s, float* p, const float* g, float* m, int64_t n) {
+#if XLAUNCH_OPTIM_X86
+  switch (level()) {
+    case 2: return lion_avx512(s, p, g, m, n);
+    case 1: return lion_avx2(s, p, g, m, n);
+  }
+#endif
+  lion_body(s, p, g, m, n);
 }
 
 const char* vector_isa() {

@@ -32,6 +32,14 @@ struct SgdScalars {
 // buf is read only with momentum != 0.
 void sgd_range(const SgdScalars& s, float* p, const float* g, float* buf, int64_t n);
 
+// Lion (xlaunch/lion.h), one step.
+struct LionScalars {
+  float decay = 1.0f;  // 1 - lr * weight_decay (1: none)
+  float beta1 = 0, one_minus_beta1 = 0, beta2 = 0, one_minus_beta2 = 0;
+  float neg_lr = 0;
+};
+void lion_range(const LionScalars& s, float* p, const float* g, float* exp_avg, int64_t n);
+
 // The loops this CPU runs: "avx512", "avx2" (with FMA) or "baseline".
 const char* vector_isa();
 

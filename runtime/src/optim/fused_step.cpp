@@ -18,11 +18,12 @@
 
 #include "optim/fused_kernels.h"
 #include "xlaunch/error.h"
+#include "xlaunch/lion.h"
 
 namespace xlaunch::optim {
 namespace {
 
-enum class Kind { Sgd, Adam, AdamW, Other };
+enum class Kind { Sgd, Adam, AdamW, Lion, Other };
 
 Kind kind_of(const torch::optim::Optimizer& o) {
   // The exact types: a subclass may have its own step().
@@ -30,6 +31,7 @@ Kind kind_of(const torch::optim::Optimizer& o) {
   if (t == typeid(torch::optim::SGD)) return Kind::Sgd;
   if (t == typeid(torch::optim::Adam)) return Kind::Adam;
   if (t == typeid(torch::optim::AdamW)) return Kind::AdamW;
+  if (t == typeid(Lion)) return Kind::Lion;
   return Kind::Other;
 }
 
@@ -57,6 +59,11 @@ std::string flat_float(const at::Tensor& t, int64_t n, const std::string& what) 
 // The state tensors a parameter's existing state must have, for each kind.
 std::string state_problem(Kind kind, const torch::optim::OptimizerParamState& st, const torch::optim::OptimizerOptions& opts,
                           int64_t n, const std::string& at) {
+  if (kind == Kind::Lion) {
+    const auto* s = dynamic_cast<const LionParamState*>(&st);
+    if (!s) return at + "'s state is not Lion's";
+    return flat_float(s->exp_avg(), n, at + "'s exp_avg");
+  }
   if (kind == Kind::Sgd) {
     const auto* s = dynamic_cast<const torch::optim::SGDParamState*>(&st);
     if (!s) return at + "'s state is not SGD's";
@@ -92,6 +99,7 @@ struct Item {
   int64_t n;
   kernels::AdamScalars adam;
   kernels::SgdScalars sgd;
+  kernels::LionScalars lion;
 };
 
 template <class Options, class State>
@@ -115,7 +123,7 @@ Item adam_item(const Options& o, bool decoupled, const at::Tensor& p, const at::
   s.amsgrad = o.amsgrad();
   return Item{p.data_ptr<float>(), g.const_data_ptr<float>(), st.exp_avg().template data_ptr<float>(),
               st.exp_avg_sq().template data_ptr<float>(),
-              s.amsgrad ? st.max_exp_avg_sq().template data_ptr<float>() : nullptr, p.numel(), s, {}};
+              s.amsgrad ? st.max_exp_avg_sq().template data_ptr<float>() : nullptr, p.numel(), s, {}, {}};
 }
 
 }  // namespace
@@ -131,6 +139,7 @@ std::string optimizer_kind(const torch::optim::Optimizer& optimizer) {
     case Kind::Sgd: return "SGD";
     case Kind::Adam: return "Adam";
     case Kind::AdamW: return "AdamW";
+    case Kind::Lion: return "Lion";
     default: return "this optimizer type";
   }
 }
@@ -144,7 +153,7 @@ std::string fused_refusal(size_t index, const torch::optim::Optimizer& optimizer
 std::string why_not_fused(const torch::optim::Optimizer& optimizer) {
   const Kind kind = kind_of(optimizer);
   if (kind == Kind::Other)
-    return "the optimizer is not LibTorch's SGD, Adam or AdamW (the optimizers with a fused step)";
+    return "the optimizer is not LibTorch's SGD, Adam or AdamW, or xlaunch's Lion (the optimizers with a fused step)";
   std::unordered_set<const void*> seen;
   const auto& groups = optimizer.param_groups();
   for (size_t gi = 0; gi < groups.size(); ++gi) {
@@ -183,6 +192,25 @@ void fused_step(torch::optim::Optimizer& optimizer, bool checked) {
       if (!g.defined()) continue;
       void* key = p.unsafeGetTensorImpl();
       auto it = state.find(key);
+      if (kind == Kind::Lion) {
+        const auto& o = static_cast<const LionOptions&>(group.options());
+        if (it == state.end()) {  // as Lion::step makes it
+          auto st = std::make_unique<LionParamState>();
+          st->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+          it = state.emplace(key, std::move(st)).first;
+        }
+        const auto [beta1, beta2] = o.betas();
+        kernels::LionScalars s;
+        if (o.weight_decay() != 0) s.decay = static_cast<float>(1 - o.lr() * o.weight_decay());
+        s.beta1 = static_cast<float>(beta1);
+        s.one_minus_beta1 = static_cast<float>(1 - beta1);
+        s.beta2 = static_cast<float>(beta2);
+        s.one_minus_beta2 = static_cast<float>(1 - beta2);
+        s.neg_lr = static_cast<float>(-o.lr());
+        float* m = static_cast<LionParamState&>(*it->second).exp_avg().data_ptr<float>();
+        items.push_back(Item{p.data_ptr<float>(), g.const_data_ptr<float>(), m, nullptr, nullptr, p.numel(), {}, {}, s});
+        continue;
+      }
       if (kind == Kind::Sgd) {
         const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
         kernels::SgdScalars s;
@@ -201,7 +229,7 @@ void fused_step(torch::optim::Optimizer& optimizer, bool checked) {
           }
           buf = static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer().data_ptr<float>();
         }
-        items.push_back(Item{p.data_ptr<float>(), g.const_data_ptr<float>(), buf, nullptr, nullptr, p.numel(), {}, s});
+        items.push_back(Item{p.data_ptr<float>(), g.const_data_ptr<float>(), buf, nullptr, nullptr, p.numel(), {}, s, {}});
         continue;
       }
       if (it == state.end()) {  // as LibTorch creates it: zeros like the parameter
@@ -233,13 +261,13 @@ void fused_step(torch::optim::Optimizer& optimizer, bool checked) {
   std::vector<Chunk> chunks;
   for (const Item& item : items)
     for (int64_t b = 0; b < item.n; b += kChunk) chunks.push_back({&item, b, std::min(item.n, b + kChunk)});
-  const bool sgd = kind == Kind::Sgd;
   at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t lo, int64_t hi) {
     for (int64_t k = lo; k < hi; ++k) {
       const Chunk& c = chunks[static_cast<size_t>(k)];
       const Item& t = *c.item;
       const int64_t b = c.begin, n = c.end - c.begin;
-      if (sgd) kernels::sgd_range(t.sgd, t.p + b, t.g + b, t.a ? t.a + b : nullptr, n);
+      if (kind == Kind::Sgd) kernels::sgd_range(t.sgd, t.p + b, t.g + b, t.a ? t.a + b : nullptr, n);
+      else if (kind == Kind::Lion) kernels::lion_range(t.lion, t.p + b, t.g + b, t.a + b, n);
       else kernels::adam_range(t.adam, t.p + b, t.g + b, t.a + b, t.b + b, t.c ? t.c + b : nullptr, n);
     }
   });

@@ -1,5 +1,6 @@
 // The fused optimizer step (optimizer.fused, docs/performance.md#compiling-the-step): LibTorch's
-// SGD, Adam and AdamW stepped in one pass over memory per parameter, on the CPU.
+// SGD, Adam and AdamW, and xlaunch's Lion (xlaunch/lion.h), stepped in one pass over memory per
+// parameter, on the CPU.
 //
 // LibTorch's step runs about ten whole-tensor operations per parameter (AdamW: mul_, mul_, add_,
 // mul_, addcmul_, sqrt, div, add_, addcdiv_), each a pass over the parameter's memory, and a new
@@ -27,8 +28,8 @@ enum class FusedMode { Auto, On, Off };
 // "auto", "true" or "false" (the settings table checks the spelling).
 FusedMode parse_fused_mode(const std::string& s);
 
-// Why this optimizer's step cannot be fused as it stands, "" when it can: its type (SGD, Adam and
-// AdamW fuse), a parameter's or gradient's device, dtype or layout (CPU, float32, contiguous,
+// Why this optimizer's step cannot be fused as it stands, "" when it can: its type (SGD, Adam,
+// AdamW and Lion fuse), a parameter's or gradient's device, dtype or layout (CPU, float32, contiguous,
 // dense), a parameter held twice, or a state tensor not of that kind.
 std::string why_not_fused(const torch::optim::Optimizer& optimizer);
 
@@ -36,7 +37,7 @@ std::string why_not_fused(const torch::optim::Optimizer& optimizer);
 // `checked`: the caller has just seen it "" (the check walks every parameter and its state).
 void fused_step(torch::optim::Optimizer& optimizer, bool checked = false);
 
-// The optimizer's kind in messages: "SGD", "Adam", "AdamW", or "this optimizer type".
+// The optimizer's kind in messages: "SGD", "Adam", "AdamW", "Lion", or "this optimizer type".
 std::string optimizer_kind(const torch::optim::Optimizer& optimizer);
 
 // The error of optimizer.fused: true for the index-th prepared optimizer, which cannot be fused

@@ -12,6 +12,7 @@
 
 #include "state/safetensors_format.h"
 #include "state/training_run_parts.h"
+#include "xlaunch/lion.h"
 
 namespace xlaunch::checkpoint {
 namespace {
@@ -33,6 +34,7 @@ void copy_adam_tensors(AdamState& s) {
 void copy_tensors(torch::optim::AdamParamState& s) { copy_adam_tensors(s); }
 void copy_tensors(torch::optim::AdamWParamState& s) { copy_adam_tensors(s); }
 void copy_tensors(torch::optim::AdagradParamState& s) { s.sum(host_copy(s.sum())); }
+void copy_tensors(optim::LionParamState& s) { s.exp_avg(host_copy(s.exp_avg())); }
 void copy_tensors(torch::optim::RMSpropParamState& s) {
   s.square_avg(host_copy(s.square_avg()));
   s.momentum_buffer(host_copy(s.momentum_buffer()));
@@ -74,7 +76,8 @@ Producer optimizer_snapshot(const torch::optim::Optimizer& opt) {
   using namespace torch::optim;
   for (const auto& make : {snapshot_as<AdamW, AdamWOptions, AdamWParamState>, snapshot_as<Adam, AdamOptions, AdamParamState>,
                            snapshot_as<SGD, SGDOptions, SGDParamState>, snapshot_as<Adagrad, AdagradOptions, AdagradParamState>,
-                           snapshot_as<RMSprop, RMSpropOptions, RMSpropParamState>})
+                           snapshot_as<RMSprop, RMSpropOptions, RMSpropParamState>,
+                           snapshot_as<optim::Lion, optim::LionOptions, optim::LionParamState>})
     if (Producer p = make(opt)) return p;
   return {};
 }

@@ -24,8 +24,8 @@ Producer safetensors_snapshot(const NamedTensors& tensors);
 // parameters (its options and groups copied too); that optimizer's save() archive when called,
 // which reads the parameters' identities only, never their values: the same state as the
 // synchronous save's archive (its records perhaps in another order, which follows a hash map's).
-// LibTorch's SGD, Adam, AdamW, Adagrad and RMSprop, exactly (not a subclass); empty for any other
-// type (LBFGS, a user's own), which the caller then serializes at once.
+// LibTorch's SGD, Adam, AdamW, Adagrad and RMSprop, and xlaunch's Lion, exactly (not a subclass);
+// empty for any other type (LBFGS, a user's own), which the caller then serializes at once.
 Producer optimizer_snapshot(const torch::optim::Optimizer& opt);
 
 }  // namespace xlaunch::checkpoint
