@@ -430,6 +430,17 @@ TEST(FusedStep, WhatCannotBeFusedIsNamed) {
   EXPECT_TRUE(none.state().empty());
 }
 
+// A stepped parameter's version moves, as after LibTorch's in-place step: a graph that saved it
+// fails in backward instead of using the new values.
+TEST(FusedStep, ASteppedParameterIsSeenAsModifiedInPlace) {
+  at::Tensor w = at::randn({3}).requires_grad_(true);
+  const at::Tensor saved = (w * w).sum();
+  w.mutable_grad() = at::ones({3});
+  torch::optim::SGD sgd({w}, SGDOptions(0.1));
+  xlaunch::optim::fused_step(sgd);
+  EXPECT_THROW(saved.backward(), c10::Error);
+}
+
 // Through the Accelerator (optimizer.fused): auto steps an optimizer it cannot fuse with
 // LibTorch's step and says so once; true refuses it at prepare naming the cause and the fix; the
 // fused step trains the prepared model as LibTorch's does.

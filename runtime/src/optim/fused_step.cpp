@@ -192,6 +192,10 @@ void fused_step(torch::optim::Optimizer& optimizer, bool checked) {
       if (!g.defined()) continue;
       void* key = p.unsafeGetTensorImpl();
       auto it = state.find(key);
+      // Written in place, as LibTorch's in-place operations write it: a graph that saved the
+      // parameter and is run backward after the step then fails as it would after LibTorch's step
+      // ("modified by an inplace operation") instead of using the new values.
+      p.unsafeGetTensorImpl()->bump_version();
       if (kind == Kind::Lion) {
         const auto& o = static_cast<const LionOptions&>(group.options());
         if (it == state.end()) {  // as Lion::step makes it
