@@ -406,7 +406,7 @@ TEST(Advice, ALargeOptimizerShareWithTheFusedStepOffNamesIt) {
   ASSERT_EQ(advice.size(), 1u) << all_of(advice);
   EXPECT_EQ(advice[0], "the optimizer step takes 30.3% of rank 0's step (threshold 20.0%), and optimizer.fused is "
                        "false: set optimizer.fused: auto, which steps LibTorch's SGD, Adam and AdamW in one pass over "
-                       "memory (AdamW's step measured 3.4x to 4.8x LibTorch's on the CPU, docs/benchmarks.md); steps "
+                       "memory (AdamW's step measured 3.4x to 4.5x LibTorch's on the CPU, docs/benchmarks.md); steps "
                        "would be up to 1.27x faster");
   EXPECT_TRUE(advice_of({stats(0, 60, kBalanced), stats(1, 60, kBalanced)}, c, machine("node", 2)).empty())
       << "8% of the step: under the threshold";

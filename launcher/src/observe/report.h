@@ -64,6 +64,9 @@ struct JobReport {
 // only when the idle cores let them make steps at least this much faster.
 inline constexpr double kDataWaitPct = 10, kCommWaitPct = 15, kStragglerRatio = 1.10, kGpuSmPct = 70,
                         kGpuMemPct = 50, kWorkerGain = 1.2, kOptimizerPct = 20;
+// The fused AdamW step's speed over LibTorch's, the least measured (docs/benchmarks.md, optim.sh:
+// 3.41 to 4.53): what rule 7's bound on the gain rests on.
+inline constexpr double kFusedOptimizerSpeedup = 3.4;
 
 // When the report's window began (CLOCK_REALTIME seconds): the end of the warm-up steps as far as
 // the stats still tell, else the first step's start. 0 without steps.

@@ -105,10 +105,11 @@ void AcceleratorImpl::step_inner(PreparedOptimizer& opt) {
   }
   // Checked at every step: a loaded state or a new parameter group may change the answer.
   const std::string why = optim::why_not_fused(inner);
-  const std::string which = "optimizer " + std::to_string(opt.index_) + " (" + optim::optimizer_kind(inner) + ")";
+  // Only when a line is said (once per change), not every step.
+  const auto which = [&] { return "optimizer " + std::to_string(opt.index_) + " (" + optim::optimizer_kind(inner) + ")"; };
   if (why.empty()) {
     if (opt.fused_said_ != 1)
-      log_main(rank_, which + ": the fused step (optimizer.fused " + options_.optimizer_fused + "; " +
+      log_main(rank_, which() + ": the fused step (optimizer.fused " + options_.optimizer_fused + "; " +
                           optim::kernels::vector_isa() + " loops, intra-op threads: " +
                           std::to_string(at::get_num_threads()) + ")");
     opt.fused_said_ = 1;
@@ -116,7 +117,7 @@ void AcceleratorImpl::step_inner(PreparedOptimizer& opt) {
     return;
   }
   if (mode == optim::FusedMode::On) throw UsageError(optim::fused_refusal(opt.index_, inner, why));
-  if (opt.fused_said_ != 2) log_main(rank_, which + ": LibTorch's step, not the fused one, because " + why);
+  if (opt.fused_said_ != 2) log_main(rank_, which() + ": LibTorch's step, not the fused one, because " + why);
   opt.fused_said_ = 2;
   inner.step();
 }
