@@ -39,7 +39,7 @@ endif()
 
 # Only the headers a user includes are installed: what a training program includes, and under
 # extend/ the interfaces that extending xlaunch (a transport, a communication hook) implements, and
-# under rl/ the environment pool and the environment interface, under augment/ the image
+# under rl/ the environment pool, the environment interface and the tensor environments, under augment/ the image
 # augmentations' interface and transforms (augment.h gathers them). The
 # Accelerator's own pieces (its options, the prepared handles, a checkpointed object) and the
 # settings table that env_vars.h and accelerator_options.h are made from (with the ZeRO stages' table
@@ -50,7 +50,7 @@ endif()
 set(user_headers accelerator.h accelerator_options.h checkpoint_object.h prepared.h settings.h autocast.h comm_hooks.h dataset.h env_vars.h error.h fashion_mnist.h
     grad_scaler.h lion.h loader.h lr_scheduler.h metrics.h mixed_precision.h place.h preemption.h process_state.h reducer.h
     safetensors.h sampler.h object_codec.h split.h stream_dataset.h sync_batchnorm.h tracking.h
-    extend/comm_hook.h extend/communicator.h rl/env.h rl/env_pool.h rng.h augment.h augment/args.h augment/colour.h
+    extend/comm_hook.h extend/communicator.h rl/env.h rl/env_pool.h rl/tensor_env.h rng.h augment.h augment/args.h augment/colour.h
     augment/geometric.h augment/sequential.h augment/transform.h zero_stages.h wrap_policy.h fully_shard.h)
 file(GLOB_RECURSE installed RELATIVE ${prefix}/include/xlaunch ${prefix}/include/xlaunch/*)
 list(SORT installed)

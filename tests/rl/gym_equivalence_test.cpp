@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "rl/classic_control.h"
+#include "xlaunch/kernels/env_rows.h"
 #include "xlaunch/rl/env.h"
 
 namespace xlaunch::rl {
@@ -167,10 +168,82 @@ void replay(const std::string& id) {
               static_cast<long long>(d.resynced));
 }
 
+// ---- the tensor environments' rows (xlaunch/kernels/env_rows.h), in float32 -------------------
+// Each step starts from Gymnasium's own state (rounded to float32), so a difference is that one
+// step's rounding and cannot grow; tolerance: |ours - Gymnasium's| <= tolerance * max(1, |value|),
+// per environment (docs/rl.md). terminated must be Gymnasium's at every step.
+template <class E>
+void replay_rows(const std::string& id, double tolerance) {
+  namespace rows = kernels::env_rows;
+  const nlohmann::json& gym = env_trace(id);
+  double state_diff = 0, obs_diff = 0, reward_diff = 0;
+  int64_t steps = 0, terminated = 0;
+  const auto rel = [](double ours, double theirs) { return std::abs(ours - theirs) / std::max(1.0, std::abs(theirs)); };
+  for (const auto& ep : gym.at("episodes")) {
+    std::vector<double> prev = ep.at("initial_state").get<std::vector<double>>();
+    ASSERT_EQ(prev.size(), static_cast<size_t>(E::kState)) << id;
+    float s[E::kState], obs[E::kObs];
+    for (int k = 0; k < E::kState; ++k) s[k] = static_cast<float>(prev[k]);
+    E::observe(s, obs);
+    const auto first = ep.at("reset_observation").get<std::vector<double>>();
+    for (int k = 0; k < E::kObs; ++k) {
+      obs_diff = std::max(obs_diff, rel(obs[k], first[k]));
+      ASSERT_LE(rel(obs[k], first[k]), tolerance) << id << ": the first observation's element " << k;
+    }
+    const auto& actions = ep.at("actions");
+    for (size_t t = 0; t < actions.size(); ++t) {
+      const std::string at = id + " (the trace's step " + std::to_string(steps + 1) + ")";
+      for (int k = 0; k < E::kState; ++k) s[k] = static_cast<float>(prev[k]);
+      int64_t action = 0;
+      float box = 0;
+      if (E::kBox)
+        box = static_cast<float>(actions[t].get<double>());
+      else
+        action = actions[t].get<int64_t>();
+      const rows::Outcome o = E::step(s, action, &box);
+      E::observe(s, obs);
+      ++steps;
+      const auto gym_state = ep.at("states")[t].get<std::vector<double>>();
+      for (int k = 0; k < E::kState; ++k) {
+        state_diff = std::max(state_diff, rel(s[k], gym_state[k]));
+        ASSERT_LE(rel(s[k], gym_state[k]), tolerance)
+            << at << ": state element " << k << " is " << s[k] << ", Gymnasium's " << gym_state[k];
+      }
+      const auto gym_obs = ep.at("observations")[t].get<std::vector<double>>();
+      for (int k = 0; k < E::kObs; ++k) {
+        obs_diff = std::max(obs_diff, rel(obs[k], gym_obs[k]));
+        ASSERT_LE(rel(obs[k], gym_obs[k]), tolerance) << at << ": observation element " << k;
+      }
+      const double gym_reward = ep.at("rewards")[t].get<double>();
+      reward_diff = std::max(reward_diff, rel(o.reward, gym_reward));
+      ASSERT_LE(rel(o.reward, gym_reward), tolerance) << at << ": reward " << o.reward << ", Gymnasium's " << gym_reward;
+      ASSERT_EQ(o.terminated, ep.at("terminated")[t].get<bool>()) << at << ": terminated";
+      terminated += o.terminated;
+      prev = gym_state;
+    }
+  }
+  EXPECT_EQ(steps, trace().at("steps").get<int64_t>() + gym.at("edge_steps").get<int64_t>()) << id;
+  if (id != "Pendulum-v1")  // which never terminates
+    EXPECT_GT(terminated, 0) << id << ": the trace never terminates, the check tests too little";
+  std::printf("%s in float32 (the tensor environments' rows): %lld steps from Gymnasium %s's states, %lld terminated; "
+              "largest relative difference: state %.3g, observation %.3g, reward %.3g (tolerance %g)\n",
+              id.c_str(), static_cast<long long>(steps), trace().at("gymnasium").get<std::string>().c_str(),
+              static_cast<long long>(terminated), state_diff,
+              obs_diff, reward_diff, tolerance);
+}
+
 TEST(GymEquivalence, CartPole) { replay("CartPole-v1"); }
 TEST(GymEquivalence, Acrobot) { replay("Acrobot-v1"); }
 TEST(GymEquivalence, MountainCar) { replay("MountainCar-v0"); }
 TEST(GymEquivalence, Pendulum) { replay("Pendulum-v1"); }
+
+TEST(GymEquivalenceRows, CartPole) { replay_rows<kernels::env_rows::CartPole>("CartPole-v1", 1e-5); }
+TEST(GymEquivalenceRows, Acrobot) { replay_rows<kernels::env_rows::Acrobot>("Acrobot-v1", 1e-5); }
+TEST(GymEquivalenceRows, MountainCar) { replay_rows<kernels::env_rows::MountainCar>("MountainCar-v0", 1e-5); }
+TEST(GymEquivalenceRows, MountainCarContinuous) {
+  replay_rows<kernels::env_rows::MountainCarContinuous>("MountainCarContinuous-v0", 1e-5);
+}
+TEST(GymEquivalenceRows, Pendulum) { replay_rows<kernels::env_rows::Pendulum>("Pendulum-v1", 1e-5); }
 
 }  // namespace
 }  // namespace xlaunch::rl

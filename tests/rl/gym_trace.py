@@ -12,7 +12,8 @@ json module (repr), so every finite double and float32 value reads back exactly.
 Actions are seeded: even episodes draw them at random from the action space; odd ones follow a
 simple controller (90% of its steps) that reaches the ends random actions rarely reach: CartPole
 balanced to its time limit, Acrobot and MountainCar driven to their goals. Pendulum's torques are
-drawn from [-2.5, 2.5], past the action space's [-2, 2], so the environment's clipping is replayed.
+drawn from [-2.5, 2.5], past the action space's [-2, 2], so the environment's clipping is replayed;
+MountainCarContinuous's from [-1.5, 1.5] (even episodes), or pushed along the velocity to the goal.
 
 After those STEPS, a few short episodes per environment start from chosen edge states (put into
 env.unwrapped.state after a reset) that the random and controlled episodes never reach: Acrobot's
@@ -35,7 +36,8 @@ if not gymnasium.__version__.startswith("1.4."):
              "Gymnasium 1.4. Install the pinned test peers: scripts/install-deps.sh --test")
 
 SEED = 27
-ENV_IDS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1"]
+ENV_IDS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0"]
+BOX = {"Pendulum-v1", "MountainCarContinuous-v0"}  # one float32 action
 
 
 def controller(env_id, state, rng):
@@ -55,6 +57,10 @@ def controller(env_id, state, rng):
 def action_for(env, env_id, episode, rng):
     if env_id == "Pendulum-v1":
         return rng.uniform(-2.5, 2.5, size=(1,)).astype(np.float32)
+    if env_id == "MountainCarContinuous-v0":  # odd episodes pump energy to the goal; the rest past [-1, 1]
+        if episode % 2 and rng.random() >= 0.1:
+            return np.array([1.0 if env.unwrapped.state[1] > 0 else -1.0], dtype=np.float32)
+        return rng.uniform(-1.5, 1.5, size=(1,)).astype(np.float32)
     a = controller(env_id, env.unwrapped.state, rng) if episode % 2 else None
     return int(rng.integers(env.action_space.n)) if a is None else a
 
@@ -77,6 +83,7 @@ EDGES = {
     "Acrobot-v1": [([0.0, 0.0, 12.4, 28.0], 2), ([0.3, -0.2, -12.4, -28.0], 0)],  # past 4*pi and 9*pi
     "MountainCar-v0": [([-0.5, 0.0699], 2), ([-1.15, -0.065], 0)],  # max_speed; the left wall
     "Pendulum-v1": [([np.pi, 7.9], 2.0), ([-np.pi, -7.9], -2.5)],  # theta_dot clipped at 8
+    "MountainCarContinuous-v0": [([-1.15, -0.065], -1.0), ([0.40, 0.05], 1.0)],  # the left wall; the goal
 }
 EDGE_STEPS = 40
 
@@ -93,9 +100,9 @@ def edge_episodes(env_id):
         episode = {"initial_state": floats(u.state), "reset_observation": floats(obs), "actions": [],
                    "observations": [], "rewards": [], "terminated": [], "truncated": [], "states": []}
         for _ in range(EDGE_STEPS):
-            a = np.array([action], dtype=np.float32) if env_id == "Pendulum-v1" else action
+            a = np.array([action], dtype=np.float32) if env_id in BOX else action
             obs, reward, terminated, truncated, _ = env.step(a)
-            episode["actions"].append(float(a[0]) if env_id == "Pendulum-v1" else int(a))
+            episode["actions"].append(float(a[0]) if env_id in BOX else int(a))
             episode["observations"].append(floats(obs))
             episode["rewards"].append(float(reward))
             episode["terminated"].append(bool(terminated))
@@ -125,7 +132,7 @@ def trace(env_id, steps):
             out["episodes"].append(episode)
         action = action_for(env, env_id, len(out["episodes"]) - 1, rng)
         obs, reward, terminated, truncated, _ = env.step(action)
-        episode["actions"].append(floats(action)[0] if env_id == "Pendulum-v1" else int(action))
+        episode["actions"].append(floats(action)[0] if env_id in BOX else int(action))
         episode["observations"].append(floats(obs))
         episode["rewards"].append(float(reward))
         episode["terminated"].append(bool(terminated))

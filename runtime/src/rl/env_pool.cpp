@@ -11,11 +11,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <ATen/Parallel.h>
+
 #include "profile/step_clock.h"
 #include "rl/pool_impl.h"
 #include "xlaunch/env_vars.h"
 #include "xlaunch/error.h"
 #include "xlaunch/place.h"
+#include "xlaunch/rl/tensor_env.h"
 
 namespace xlaunch::rl {
 namespace {
@@ -269,21 +272,67 @@ EnvBatch EnvPool::Impl::recv() {
 
 // ---- EnvPool ----------------------------------------------------------------------------------
 
-EnvPool::EnvPool(EnvPoolOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+namespace {
+
+// EnvBackend::Tensor: the options a TensorEnv takes; the thread pool's own are refused by name.
+std::unique_ptr<TensorEnv> tensor_backend(const EnvPoolOptions& o) {
+  const auto refuse = [](const std::string& what) {
+    throw UsageError("EnvPool: backend Tensor " + what +
+                     " (the tensor backend steps every environment at once, as tensors on the device)");
+  };
+  if (o.factory) refuse("takes a built-in env_id; for your own environment write a TensorEnvironment and give it to TensorEnv");
+  if (o.batch_size != 0 && o.batch_size != o.num_envs)
+    refuse("is synchronous: batch_size is " + std::to_string(o.batch_size) + "; leave it 0 (all " +
+           std::to_string(o.num_envs) + " environments)");
+  if (o.num_threads != 0 || o.thread_affinity_offset >= 0)
+    refuse("has no threads of its own (num_threads " + std::to_string(o.num_threads) + ", thread_affinity_offset " +
+           std::to_string(o.thread_affinity_offset) + "): it runs on the intra-op threads; leave both unset");
+  TensorEnvOptions t;
+  t.env_id = o.env_id;
+  t.num_envs = o.num_envs;
+  t.seed = o.seed;
+  t.device = o.device;
+  t.autoreset = o.autoreset;
+  return std::make_unique<TensorEnv>(std::move(t));
+}
+
+[[noreturn]] void tensor_async(const char* call) {
+  throw UsageError(std::string("EnvPool::") + call +
+                   ": the tensor backend (EnvBackend::Tensor) steps every environment at once; use reset() and "
+                   "step(), or the thread backend for send/recv");
+}
+
+}  // namespace
+
+EnvPool::EnvPool(EnvPoolOptions options) {
+  if (options.backend == EnvBackend::Tensor) {
+    tensor_ = tensor_backend(options);
+    return;
+  }
+  impl_ = std::make_unique<Impl>(std::move(options));
   impl_->start_threads(impl_->options.thread_affinity_offset);
 }
 
 EnvPool::~EnvPool() = default;
 
-const EnvSpec& EnvPool::spec() const { return impl_->spec; }
-int64_t EnvPool::num_envs() const { return impl_->num_envs; }
-int64_t EnvPool::batch_size() const { return impl_->batch_size; }
-int EnvPool::num_threads() const { return impl_->num_threads; }
-EnvBatch EnvPool::reset() { return impl_->reset(); }
-EnvBatch EnvPool::step(const at::Tensor& actions) { return impl_->step(actions); }
-void EnvPool::async_reset() { impl_->async_reset(); }
-void EnvPool::send(const at::Tensor& actions, const at::Tensor& env_ids) { impl_->send(actions, env_ids); }
-EnvBatch EnvPool::recv() { return impl_->recv(); }
-int64_t EnvPool::env_steps() const { return impl_->env_steps; }
+const EnvSpec& EnvPool::spec() const { return tensor_ ? tensor_->spec() : impl_->spec; }
+int64_t EnvPool::num_envs() const { return tensor_ ? tensor_->num_envs() : impl_->num_envs; }
+int64_t EnvPool::batch_size() const { return tensor_ ? tensor_->num_envs() : impl_->batch_size; }
+int EnvPool::num_threads() const { return tensor_ ? at::get_num_threads() : impl_->num_threads; }
+EnvBatch EnvPool::reset() { return tensor_ ? tensor_->reset() : impl_->reset(); }
+EnvBatch EnvPool::step(const at::Tensor& actions) { return tensor_ ? tensor_->step(actions) : impl_->step(actions); }
+void EnvPool::async_reset() {
+  if (tensor_) tensor_async("async_reset");
+  impl_->async_reset();
+}
+void EnvPool::send(const at::Tensor& actions, const at::Tensor& env_ids) {
+  if (tensor_) tensor_async("send");
+  impl_->send(actions, env_ids);
+}
+EnvBatch EnvPool::recv() {
+  if (tensor_) tensor_async("recv");
+  return impl_->recv();
+}
+int64_t EnvPool::env_steps() const { return tensor_ ? tensor_->env_steps() : impl_->env_steps; }
 
 }  // namespace xlaunch::rl

@@ -65,6 +65,11 @@ namespace xlaunch::rl {
 
 enum class Autoreset { NextStep, SameStep };
 
+// How the pool steps its environments: Threads (Env objects on the pool's threads, this header), or
+// Tensor (every environment at once as tensors on `device`: TensorEnv, tensor_env.h; a built-in
+// env_id, synchronous only, no threads of its own).
+enum class EnvBackend { Threads, Tensor };
+
 struct EnvPoolOptions {
   std::string env_id;            // a registered id (env.h); or set `factory`
   EnvFactory factory;            // a user's environment: called num_envs times, on the caller's thread
@@ -81,6 +86,7 @@ struct EnvPoolOptions {
   // The longest a reset/step/recv waits for the pool's threads to make progress. 0: XLAUNCH_TIMEOUT_S
   // (600 when unset; 0 there too means wait forever).
   double timeout_s = 0;
+  EnvBackend backend = EnvBackend::Threads;
 };
 
 // One finished episode (Gymnasium's RecordEpisodeStatistics).
@@ -100,7 +106,14 @@ struct EnvBatch {
   at::Tensor final_obs;   // Autoreset::SameStep only: [B, *observation shape], the ended episode's
                           // last observation in rows where terminated | truncated (else zeros)
   std::vector<Episode> episodes;  // the episodes that ended in this batch, in row order
+  // The tensor backend (tensor_env.h) also gives them on the device, one value per row: the return
+  // ([B] float32) and length ([B] int64) of the episode that ended in that row, 0 where none did.
+  // Undefined for the thread pool, whose `episodes` always holds them.
+  at::Tensor episode_return;
+  at::Tensor episode_length;
 };
+
+class TensorEnv;
 
 class EnvPool {
  public:
@@ -136,6 +149,7 @@ class EnvPool {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<TensorEnv> tensor_;  // EnvBackend::Tensor (then impl_ is null)
 };
 
 }  // namespace xlaunch::rl
