@@ -3,7 +3,9 @@
 //
 //   xlaunch run -n 2 examples/ppo_cartpole
 //
-// Each rank steps its own xlaunch::rl::EnvPool (different seeds per rank), collects --num_steps
+// Each rank steps its own xlaunch::rl::EnvPool (different seeds per rank; --backend tensor steps
+// them as tensors, rl::TensorEnv, on the CPU here, reading finished episodes from the batch's host
+// list), collects --num_steps
 // steps of its --num_envs environments, and runs PPO's update on that rollout: clipped surrogate
 // objective, clipped value loss, entropy bonus, generalised advantage estimation (GAE), minibatch
 // epochs with advantages normalised per minibatch, gradient clipping, a linearly annealed learning
@@ -65,6 +67,7 @@ struct Options {
   double max_grad_norm = 0.5;
   uint64_t seed = 1;
   int num_threads = 0;          // the pool's threads (0: its default, this rank's share of the cores)
+  std::string backend = "threads";  // threads: EnvPool's threads; tensor: TensorEnv (docs/rl.md)
   int64_t print_every = 10;     // updates between progress lines
   std::string project_dir;      // "": the config's project_dir, else runs/ppo_cartpole
 };
@@ -149,6 +152,7 @@ int train(const Options& o) {
   po.seed = o.seed * 1000003ULL + static_cast<uint64_t>(acc.process_index());  // each rank its own episodes
   po.device = acc.device();
   po.autoreset = xlaunch::rl::Autoreset::SameStep;  // the final observation bootstraps a truncated episode
+  if (o.backend == "tensor") po.backend = xlaunch::rl::EnvBackend::Tensor;
   xlaunch::rl::EnvPool pool(po);
   const auto& spec = pool.spec();
   if (spec.action_space.kind != xlaunch::rl::Space::Kind::Discrete) {
@@ -328,6 +332,8 @@ int main(int argc, char** argv) {
   app.add_option("--max_grad_norm", o.max_grad_norm);
   app.add_option("--seed", o.seed);
   app.add_option("--num_threads", o.num_threads, "the pool's threads per rank (0: this rank's share of the cores)");
+  app.add_option("--backend", o.backend, "threads (the pool's threads) or tensor (every environment as tensors)")
+      ->check(CLI::IsMember({"threads", "tensor"}));
   app.add_option("--print_every", o.print_every, "updates between progress lines")->check(CLI::PositiveNumber);
   app.add_option("--project_dir", o.project_dir);
   CLI11_PARSE(app, argc, argv);

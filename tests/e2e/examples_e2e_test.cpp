@@ -128,3 +128,16 @@ TEST_F(ExamplesE2E, PpoCartPoleTwoRanksLearnWithinTheBudget) {
   EXPECT_TRUE(has(r.output, "xlaunch: utilization, steps ")) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\n0 +[0-9.]+ +[1-9][0-9]*\.[0-9] )"))) << "samples/s: " << r.output;
 }
+
+// The same with the environments stepped as tensors (--backend tensor, rl::TensorEnv): it learns
+// within the same budget.
+TEST_F(ExamplesE2E, PpoCartPoleTensorBackendLearnsWithinTheBudget) {
+  const auto r = run({XLAUNCH_BIN, "run", "--config_file", config_, "-n", "2", PPO_CARTPOLE_BIN, "--backend", "tensor",
+                      "--project_dir", dir_ + "/ppo_tensor"},
+                     env_);
+  const std::regex done(R"(\nppo: reached mean_return_last100=(\d+\.\d) >= 475 at env_steps=(\d+) of 500000 )");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, done)) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GE(std::stod(m[1]), 475.0);
+}

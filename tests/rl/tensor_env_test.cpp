@@ -344,6 +344,54 @@ TEST(TensorEnv, ThePoolsTensorBackendIsTensorEnv) {
   EXPECT_EQ(pool.env_steps(), env.env_steps());
 }
 
+// docs/rl.md's example of a user's tensor environment, as printed there.
+struct Corridor : xlaunch::rl::TensorEnvironment {
+  Corridor() {
+    spec_.id = "Corridor-v0";
+    spec_.observation_space = xlaunch::rl::Space::box({0.f}, {10.f});
+    spec_.action_space = xlaunch::rl::Space::discrete(2);  // left, right
+    spec_.max_episode_steps = 100;
+  }
+  const xlaunch::rl::EnvSpec& spec() const override { return spec_; }
+  void allocate(int64_t n, c10::Device device) override {
+    pos_ = torch::zeros({n}, torch::TensorOptions().device(device));
+  }
+  void reset(const at::Tensor& mask, xlaunch::rl::TensorRng& rng) override {
+    const at::Tensor start = rng.uniform(mask, 1, 0, 5).squeeze(1).floor();  // 0..4
+    pos_ = torch::where(mask, start, pos_);
+  }
+  xlaunch::rl::TensorStep step(const at::Tensor& actions) override {
+    pos_ = (pos_ + actions.to(torch::kFloat) * 2 - 1).clamp_min(0);
+    const at::Tensor goal = pos_ == 10;
+    return {goal.to(torch::kFloat), goal, {}};
+  }
+  at::Tensor observe() override { return pos_.unsqueeze(1).clone(); }
+  xlaunch::rl::EnvSpec spec_;
+  at::Tensor pos_;
+};
+
+TEST(TensorEnv, TheDocumentedCorridorRuns) {
+  TensorEnvOptions o;
+  o.factory = [] { return std::make_unique<Corridor>(); };
+  o.num_envs = 50;
+  o.seed = 4;
+  TensorEnv env(o);
+  const at::Tensor start = env.reset().obs;
+  EXPECT_TRUE(torch::equal(start, start.floor()));
+  EXPECT_GE(start.min().item<float>(), 0.f);
+  EXPECT_LE(start.max().item<float>(), 4.f);
+  EXPECT_GT(start.max().item<float>(), start.min().item<float>());  // the environments start apart
+  // Always right: each episode ends at the goal after 10 - start steps, with return 1.
+  const at::Tensor right = torch::ones({50}, torch::kLong);
+  for (int t = 0; t < 10; ++t) env.step(right);
+  const auto f = env.finished();
+  ASSERT_EQ(static_cast<int64_t>(f.episodes.size()), 50);
+  for (const Episode& e : f.episodes) {
+    EXPECT_EQ(e.ret, 1.0);
+    EXPECT_EQ(e.length, 10 - static_cast<int64_t>(start[e.env_id][0].item<float>())) << e.env_id;
+  }
+}
+
 // ---- bad input ------------------------------------------------------------------------------------
 
 std::string error_of(const std::function<void()>& f) {

@@ -1,13 +1,16 @@
 // xlaunch's side of scripts/bench/envpool.sh: environment steps per second of an EnvPool.
 //
-//   bench_envpool --env E --num_envs N --mode sync|async --num_threads T --seconds S
+//   bench_envpool --env E --num_envs N --mode sync|async --num_threads T --seconds S [--backend threads|tensor]
 //       prints: xlaunch_sps=X
 //
+// --backend tensor (scripts/bench/tensor_env.sh): the pool's tensor backend (TensorEnv, sync only),
+// on T intra-op threads.
 // The actions are random valid actions drawn before the clock starts (64 action tensors, used in
 // turn), so the policy costs nothing and the figure is the pool's. sync: step() of all N;
 // async: batch_size = N/2 (at least 1), recv() then send() of the batch just received, as
 // EnvPool's own asynchronous benchmark does. After a warm-up of S/5 seconds (at most 1), the steps
 // of S seconds are counted (env_steps(): each environment's step once, resets not).
+#include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 
 #include <CLI/CLI.hpp>
@@ -35,23 +38,31 @@ struct Args {
   bool async = false;
   int num_threads = 2;
   double seconds = 5;
+  bool tensor = false;
 };
 
 Args parse(int argc, char** argv) {
   Args a;
-  std::string mode = "sync";
+  std::string mode = "sync", backend = "threads";
   CLI::App app{"xlaunch's side of scripts/bench/envpool.sh: environment steps per second of an EnvPool"};
   app.add_option("--env", a.env, "Environment id");
-  app.add_option("--num_envs", a.num_envs, "Environments in the pool")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--num_envs", a.num_envs, "Environments in the pool")->check(CLI::Range(1, 1 << 20));
   app.add_option("--mode", mode, "sync or async")->check(CLI::IsMember({"sync", "async"}));
   app.add_option("--num_threads", a.num_threads, "The pool's threads")->check(CLI::Range(1, 1024));
   app.add_option("--seconds", a.seconds, "Seconds to count steps")->check(CLI::Range(0.01, 3600.0));
+  app.add_option("--backend", backend, "threads (Env objects on the pool's threads) or tensor (TensorEnv)")
+      ->check(CLI::IsMember({"threads", "tensor"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     std::exit(app.exit(e));
   }
   a.async = mode == "async";
+  a.tensor = backend == "tensor";
+  if (a.async && a.tensor) {
+    std::fprintf(stderr, "bench_envpool: --backend tensor is synchronous; give --mode sync\n");
+    std::exit(2);
+  }
   return a;
 }
 
@@ -85,7 +96,12 @@ double run(const Args& a) {
   xlaunch::rl::EnvPoolOptions o;
   o.env_id = a.env;
   o.num_envs = a.num_envs;
-  o.num_threads = a.num_threads;
+  if (a.tensor) {
+    o.backend = xlaunch::rl::EnvBackend::Tensor;
+    at::set_num_threads(a.num_threads);
+  } else {
+    o.num_threads = a.num_threads;
+  }
   o.batch_size = a.async ? std::max<int64_t>(1, a.num_envs / 2) : 0;
   EnvPool pool(o);
   const std::vector<at::Tensor> actions = draw_actions(pool.spec().action_space, pool.batch_size(), 64);
