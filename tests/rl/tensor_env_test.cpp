@@ -54,6 +54,15 @@ at::Tensor random_actions(const EnvSpec& spec, int64_t n, Rng& rng) {
   return a;
 }
 
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no UsageError)";
+}
+
 void expect_same(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
   ASSERT_EQ(a.defined(), b.defined()) << what;
   if (!a.defined()) return;
@@ -217,6 +226,63 @@ TEST(TensorEnv, ResetDrawsGymnasiumsInitialStates) {
   EXPECT_LT(po.select(1, 2).max().item<float>(), 1.0f);
   EXPECT_LT(po.select(1, 0).min().item<float>(), -0.99f);  // some start hanging down, some up
   EXPECT_GT(po.select(1, 0).max().item<float>(), 0.99f);
+}
+
+// The GPU's bookkeeping, run on the CPU (TensorEnvAccess::device_like): the device ring of finished
+// episodes gives what the host list gives, overflow included; a bad action is stepped clamped,
+// counted, and named by the next check.
+TEST(TensorEnv, TheGpuBookkeepingKeepsTheSameEpisodesAndCountsBadActions) {
+  using xlaunch::rl::detail::TensorEnvAccess;
+  for (const std::string id : {"CartPole-v1", "Pendulum-v1"}) {
+    for (bool generic : {false, true}) {
+      const std::string what = id + (generic ? " generic" : " fused");
+      TensorEnvOptions o;
+      o.env_id = id;
+      o.num_envs = 2000;  // a ring of 8,000: CartPole ends some 90 episodes a step at random
+      o.seed = 21;
+      TensorEnv host(o);
+      std::unique_ptr<TensorEnv> dev = TensorEnvAccess::make(o, generic, /*device_like=*/true);
+      host.reset();
+      dev->reset();
+      Rng rng(31);
+      int64_t dropped = 0, kept = 0;
+      for (int t = 0; t < 420; ++t) {
+        const at::Tensor a = random_actions(host.spec(), o.num_envs, rng);
+        const EnvBatch x = host.step(a), y = dev->step(a);
+        ASSERT_TRUE(torch::equal(x.obs, y.obs)) << what << " step " << t;
+        ASSERT_TRUE(torch::equal(x.episode_return, y.episode_return)) << what << " step " << t;
+        ASSERT_TRUE(y.episodes.empty()) << what << ": the host list is the CPU's alone";
+        if (t == 7 || t == 300 || t == 419) {  // CartPole overflows the ring between the first two reads
+          const auto f = host.finished(), g = dev->finished();
+          ASSERT_EQ(f.episodes, g.episodes) << what << " step " << t;
+          ASSERT_EQ(f.dropped, g.dropped) << what << " step " << t;
+          dropped += g.dropped;
+          kept += static_cast<int64_t>(g.episodes.size());
+        }
+      }
+      EXPECT_GT(kept, 0) << what;
+      if (id == "CartPole-v1") EXPECT_GT(dropped, 0) << what << ": the ring never wrapped";
+      // A bad action: no error at the step; stepped clamped; the next check names it, once.
+      host.finished();
+      dev->finished();
+      at::Tensor bad = random_actions(host.spec(), o.num_envs, rng), clamped = bad.clone();
+      if (id == "CartPole-v1") {
+        bad[3] = 7, clamped[3] = 1;
+        bad[9] = -1, clamped[9] = 0;
+      } else {
+        bad[3][0] = NAN, clamped[3][0] = 0;
+        bad[9][0] = INFINITY, clamped[9][0] = 0;
+      }
+      const EnvBatch x = host.step(clamped), y = dev->step(bad);
+      EXPECT_TRUE(torch::equal(x.obs, y.obs)) << what;
+      EXPECT_NE(error_of([&] { dev->check_actions(); }).find("2 action(s) since the last check were outside"),
+                std::string::npos)
+          << what;
+      EXPECT_EQ(error_of([&] { dev->check_actions(); }), "(no UsageError)") << what;
+      dev->step(bad);
+      EXPECT_NE(error_of([&] { dev->finished(); }).find("2 action(s)"), std::string::npos) << what;
+    }
+  }
 }
 
 // ---- a user's environment, against the pool -----------------------------------------------------
@@ -394,14 +460,6 @@ TEST(TensorEnv, TheDocumentedCorridorRuns) {
 
 // ---- bad input ------------------------------------------------------------------------------------
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(no UsageError)";
-}
 
 TEST(TensorEnvErrors, NameTheCauseAndStepNothing) {
   TensorEnvOptions o;

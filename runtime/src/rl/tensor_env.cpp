@@ -156,7 +156,7 @@ at::Tensor TensorRng::uniform(const at::Tensor& mask, int64_t k, double low, dou
 // ---- TensorEnv ------------------------------------------------------------------------------------
 
 struct TensorEnv::Impl {
-  Impl(TensorEnvOptions o, bool generic);
+  Impl(TensorEnvOptions o, bool generic, bool device_like);
 
   std::string name() const { return "TensorEnv(" + spec.id + ")"; }
   at::TensorOptions on(at::ScalarType t) const { return at::TensorOptions().dtype(t).device(device); }
@@ -181,6 +181,9 @@ struct TensorEnv::Impl {
   at::Tensor bad;          // [1] int64: bad actions seen on a GPU, since the last check
   bool started = false;
   int64_t env_steps = 0;
+  // On the CPU actions are checked before each step and episodes kept in a host list; on a GPU (and
+  // in tests, TensorEnvAccess::device_like) actions are counted and clamped, episodes kept in the ring.
+  bool host_checks = true;
   std::vector<int64_t> obs_shape;  // [N, *observation shape]
 
   // The episodes log: on the CPU a host list; on a GPU a ring on the device (slot `capacity` is
@@ -192,7 +195,7 @@ struct TensorEnv::Impl {
   int64_t log_read = 0;
 };
 
-TensorEnv::Impl::Impl(TensorEnvOptions o, bool generic) : device(o.device) {
+TensorEnv::Impl::Impl(TensorEnvOptions o, bool generic, bool device_like) : device(o.device) {
   if (o.num_envs < 1)
     throw UsageError("TensorEnv: num_envs is " + std::to_string(o.num_envs) + "; give at least 1 environment");
   if (!device.is_cpu() && !device.is_cuda())
@@ -202,6 +205,7 @@ TensorEnv::Impl::Impl(TensorEnvOptions o, bool generic) : device(o.device) {
                      " was asked for, and this xlaunch was built without CUDA; use the CPU, or build with CUDA");
   n = o.num_envs;
   same_step = o.autoreset == Autoreset::SameStep;
+  host_checks = device.is_cpu() && !device_like;
   if (o.factory) {
     if (!o.env_id.empty())
       throw UsageError("TensorEnv: both env_id '" + o.env_id + "' and a factory were given; give one of them");
@@ -232,7 +236,7 @@ TensorEnv::Impl::Impl(TensorEnvOptions o, bool generic) : device(o.device) {
   len = at::zeros({n}, on(at::kLong));
   bad = at::zeros({1}, on(at::kLong));
   capacity = std::max<int64_t>(4096, 4 * n);
-  if (!device.is_cpu()) {
+  if (!host_checks) {
     log_ret = at::zeros({capacity + 1}, on(at::kFloat));
     log_len = at::zeros({capacity + 1}, on(at::kLong));
     log_env = at::zeros({capacity + 1}, on(at::kLong));
@@ -257,7 +261,7 @@ at::Tensor TensorEnv::Impl::prepare_actions(const at::Tensor& actions) {
                      (space.kind == Space::Kind::Discrete ? "an integer tensor " : "a floating-point tensor ") +
                      shape_of(want) + " (one row per environment)");
   at::Tensor a = actions.to(device, space.kind == Space::Kind::Discrete ? at::kLong : at::kFloat).contiguous();
-  if (device.is_cpu()) {
+  if (host_checks) {
     if (space.kind == Space::Kind::Discrete) {
       const int64_t* v = a.data_ptr<int64_t>();
       for (int64_t i = 0; i < n; ++i)
@@ -325,7 +329,8 @@ EnvBatch TensorEnv::Impl::fused(const at::Tensor* actions) {
   f.episode_length = b.episode_length.data_ptr<int64_t>();
   f.max_steps = spec.max_episode_steps;
   if (device.is_cpu()) {
-    detail::cpu_rows(builtin->kind, f, n, actions == nullptr);
+    const int64_t out_of_range = detail::cpu_rows(builtin->kind, f, n, actions == nullptr);
+    if (out_of_range > 0) bad.add_(out_of_range);
   } else {
 #if XLAUNCH_HAVE_CUDA
     detail::cuda_rows(builtin->kind, f, n, actions == nullptr, bad);
@@ -395,7 +400,7 @@ EnvBatch TensorEnv::Impl::generic_step(const at::Tensor& actions) {
 
 // Every ended episode goes to the log; on the CPU also to the batch's episodes.
 void TensorEnv::Impl::log_episodes(EnvBatch& b) {
-  if (device.is_cpu()) {
+  if (host_checks) {
     const int64_t* l = b.episode_length.data_ptr<int64_t>();
     const float* r = b.episode_return.data_ptr<float>();
     for (int64_t i = 0; i < n; ++i) {
@@ -419,9 +424,9 @@ void TensorEnv::Impl::log_episodes(EnvBatch& b) {
   log_written.add_(done.sum());
 }
 
-TensorEnv::TensorEnv(TensorEnvOptions options) : impl_(std::make_unique<Impl>(std::move(options), false)) {}
-TensorEnv::TensorEnv(TensorEnvOptions options, bool generic)
-    : impl_(std::make_unique<Impl>(std::move(options), generic)) {}
+TensorEnv::TensorEnv(TensorEnvOptions options) : impl_(std::make_unique<Impl>(std::move(options), false, false)) {}
+TensorEnv::TensorEnv(TensorEnvOptions options, bool generic, bool device_like)
+    : impl_(std::make_unique<Impl>(std::move(options), generic, device_like)) {}
 TensorEnv::~TensorEnv() = default;
 
 const EnvSpec& TensorEnv::spec() const { return impl_->spec; }
@@ -450,7 +455,7 @@ EnvBatch TensorEnv::step(const at::Tensor& actions) {
 
 void TensorEnv::check_actions() {
   Impl& m = *impl_;
-  if (m.device.is_cpu()) return;
+  if (m.host_checks) return;
   const int64_t bad = m.bad.item<int64_t>();
   if (bad == 0) return;
   m.bad.zero_();
@@ -467,7 +472,7 @@ FinishedEpisodes TensorEnv::finished() {
   Impl& m = *impl_;
   check_actions();
   FinishedEpisodes out;
-  if (m.device.is_cpu()) {
+  if (m.host_checks) {
     out.episodes.assign(m.host_log.begin(), m.host_log.end());
     out.dropped = m.host_dropped;
     m.host_log.clear();
@@ -496,8 +501,8 @@ std::vector<std::string> tensor_env_ids() {
   return ids;
 }
 
-std::unique_ptr<TensorEnv> detail::TensorEnvAccess::generic(TensorEnvOptions options) {
-  return std::unique_ptr<TensorEnv>(new TensorEnv(std::move(options), true));
+std::unique_ptr<TensorEnv> detail::TensorEnvAccess::make(TensorEnvOptions options, bool generic, bool device_like) {
+  return std::unique_ptr<TensorEnv>(new TensorEnv(std::move(options), generic, device_like));
 }
 
 }  // namespace xlaunch::rl

@@ -3,6 +3,8 @@
 
 #include <ATen/Parallel.h>
 
+#include <atomic>
+
 namespace xlaunch::rl::detail {
 
 namespace rows = kernels::env_rows;
@@ -45,17 +47,21 @@ const RowsTraits* rows_traits(int64_t* count) {
   return kTraits;
 }
 
-void cpu_rows(EnvKind kind, const Frame& frame, int64_t n, bool start) {
+int64_t cpu_rows(EnvKind kind, const Frame& frame, int64_t n, bool start) {
+  std::atomic<int64_t> bad{0};
   visit(kind, [&](auto e) {
     using E = decltype(e);
     at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
       if (start) {
         for (int64_t i = begin; i < end; ++i) rows::start_row<E>(frame, i);
-      } else {
-        for (int64_t i = begin; i < end; ++i) rows::step_row<E>(frame, i);
+        return;
       }
+      int64_t out_of_range = 0;
+      for (int64_t i = begin; i < end; ++i) out_of_range += !rows::step_row<E>(frame, i);
+      if (out_of_range) bad.fetch_add(out_of_range, std::memory_order_relaxed);
     });
   });
+  return bad.load();
 }
 
 void cpu_reset_rows(EnvKind kind, float* state, const uint64_t* key, int64_t* counter, const bool* mask, int64_t n) {

@@ -24,8 +24,10 @@ struct RowsTraits {
 // The built-in environments, in EnvKind order.
 const RowsTraits* rows_traits(int64_t* count);
 
-// Every row's step (start == false) or new episode (start == true), as one parallel loop.
-void cpu_rows(EnvKind kind, const Frame& frame, int64_t n, bool start);
+// Every row's step (start == false) or new episode (start == true), as one parallel loop. Returns
+// how many rows had an action out of range (stepped clamped, as on a GPU; TensorEnv checks actions
+// before the step on the CPU, so 0 there).
+int64_t cpu_rows(EnvKind kind, const Frame& frame, int64_t n, bool start);
 // The rows where mask[i] start an episode (state and draws only).
 void cpu_reset_rows(EnvKind kind, float* state, const uint64_t* key, int64_t* counter, const bool* mask, int64_t n);
 // Every row's dynamics alone (no time limit, no reset): reward and terminated per row.

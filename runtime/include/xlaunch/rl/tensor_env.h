@@ -143,7 +143,7 @@ class TensorEnv {
 
  private:
   friend struct detail::TensorEnvAccess;
-  TensorEnv(TensorEnvOptions options, bool generic);
+  TensorEnv(TensorEnvOptions options, bool generic, bool device_like);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
