@@ -4,8 +4,8 @@
 //   xlaunch run -n 2 examples/ppo_cartpole
 //
 // Each rank steps its own xlaunch::rl::EnvPool (different seeds per rank; --backend tensor steps
-// them as tensors, rl::TensorEnv, on the CPU here, reading finished episodes from the batch's host
-// list), collects --num_steps
+// them as tensors, rl::TensorEnv, on the rank's device, and then the whole loop stays there: the
+// finished episodes are read from the batches' tensors once per update, when logged), collects --num_steps
 // steps of its --num_envs environments, and runs PPO's update on that rollout: clipped surrogate
 // objective, clipped value loss, entropy bonus, generalised advantage estimation (GAE), minibatch
 // epochs with advantages normalised per minibatch, gradient clipping, a linearly annealed learning
@@ -193,6 +193,10 @@ int train(const Options& o) {
   auto rew_buf = torch::zeros({o.num_steps, o.num_envs}, f32);
   auto done_buf = torch::zeros({o.num_steps, o.num_envs}, f32);
   auto val_buf = torch::zeros({o.num_steps, o.num_envs}, f32);
+  // --backend tensor: the episodes that ended at each step of the rollout, kept on the device.
+  const bool tensor = o.backend == "tensor";
+  auto ep_ret_buf = torch::zeros({o.num_steps, o.num_envs}, f32);
+  auto ep_len_buf = torch::zeros({o.num_steps, o.num_envs}, f32.dtype(torch::kLong));
 
   EpisodeWindow window;
   int64_t episodes = 0;
@@ -222,7 +226,9 @@ int train(const Options& o) {
       env_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       auto reward = b.reward;
       const auto truncated = b.truncated;
-      if (!b.episodes.empty()) {  // bootstrap a cut-off episode from its last observation (host-side test: no sync)
+      // Bootstrap a cut-off episode from its last observation. The pool's host list says whether any
+      // ended (no sync); the tensor backend always computes it, masked, rather than ask the device.
+      if (tensor || !b.episodes.empty()) {
         torch::NoGradGuard no_grad;
         // Only a cut-off episode: one that also terminated on that step has no value to come.
         const auto cut = truncated.logical_and(b.terminated.logical_not()).to(torch::kFloat32);
@@ -231,11 +237,28 @@ int train(const Options& o) {
       rew_buf[t].copy_(reward);
       done_buf[t].copy_(b.terminated.logical_or(truncated).to(torch::kFloat32));
       next_obs = b.obs;
+      if (tensor) {
+        ep_ret_buf[t].copy_(b.episode_return);
+        ep_len_buf[t].copy_(b.episode_length);
+        continue;
+      }
       const double job_steps = static_cast<double>(pool.env_steps() * world);
       for (const auto& ep : b.episodes) {
         window.add(ep.ret, job_steps);
         ++episodes;
       }
+    }
+    if (tensor) {  // the rollout's one read of its episodes, for the log: step by step, in environment order
+      const auto len_host = ep_len_buf.cpu(), ret_host = ep_ret_buf.cpu();
+      const auto lens = len_host.accessor<int64_t, 2>();
+      const auto rets = ret_host.accessor<float, 2>();
+      const int64_t before = pool.env_steps() - o.num_steps * o.num_envs;
+      for (int64_t t = 0; t < o.num_steps; ++t)
+        for (int64_t i = 0; i < o.num_envs; ++i) {
+          if (lens[t][i] == 0) continue;
+          window.add(rets[t][i], static_cast<double>((before + (t + 1) * o.num_envs) * world));
+          ++episodes;
+        }
     }
     // GAE(lambda): done_buf[t] says obs t+1 starts a new episode.
     torch::Tensor advantages = torch::zeros_like(rew_buf), returns;
