@@ -11,7 +11,10 @@
 // 1e-12 (relative) after a step is put back onto Gymnasium's, and counted ("re-synchronised",
 // printed; 0 on the machine this was written on); a larger difference is left to grow and fail.
 //
-// usage: gym_equivalence_test --trace TRACE.json [gtest flags]
+// The tensor environments: their rows from each of Gymnasium's states (float32, within 1e-5), and
+// TensorEnv's automatic reset and time limit against Gymnasium's SyncVectorEnv (gym_vector_trace.py).
+//
+// usage: gym_equivalence_test --trace TRACE.json --vector_trace VECTOR.json [gtest flags]
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,11 +28,13 @@
 #include "rl/classic_control.h"
 #include "xlaunch/kernels/env_rows.h"
 #include "xlaunch/rl/env.h"
+#include "xlaunch/rl/tensor_env.h"
 
 namespace xlaunch::rl {
 namespace {
 
 std::string g_trace_path;
+std::string g_vector_trace_path;
 constexpr double kTolerance = 1e-6;
 
 const nlohmann::json& trace() {
@@ -245,6 +250,118 @@ TEST(GymEquivalenceRows, MountainCarContinuous) {
 }
 TEST(GymEquivalenceRows, Pendulum) { replay_rows<kernels::env_rows::Pendulum>("Pendulum-v1", 1e-5); }
 
+// ---- TensorEnv's automatic reset and time limit against SyncVectorEnv ------------------------------
+// gym_vector_trace.py records Gymnasium's SyncVectorEnv of 8 CartPoles in both autoreset modes.
+// TensorEnv steps a CartPole whose resets take Gymnasium's initial states in order and whose every
+// step starts from Gymnasium's state after the step before (rounded to float32: the dynamics are
+// the rows', checked above; an open-loop float32 replay of a balanced pole would part from the
+// float64 one within seconds). So what is compared is TensorEnv's own part: which rows reset when,
+// the time limit, rewards and flags, final_obs, rows in order.
+const nlohmann::json& vector_trace() {
+  static const nlohmann::json t = [] {
+    std::ifstream in(g_vector_trace_path);
+    if (!in) throw std::runtime_error("cannot read the vector trace '" + g_vector_trace_path + "': run gym_equivalence_test.sh");
+    return nlohmann::json::parse(in);
+  }();
+  return t;
+}
+
+class ReplayCartPole final : public TensorEnvironment {
+ public:
+  explicit ReplayCartPole(const nlohmann::json& mode) : mode_(mode) {}
+  const EnvSpec& spec() const override {
+    static const EnvSpec s = make_env("CartPole-v1")->spec();
+    return s;
+  }
+  void allocate(int64_t n, c10::Device) override {
+    state_ = at::zeros({n, 4}, at::kFloat);
+    next_.assign(n, 0);
+  }
+  void reset(const at::Tensor& mask, TensorRng&) override {
+    const bool* m = mask.data_ptr<bool>();
+    for (int64_t i = 0; i < state_.size(0); ++i) {
+      if (!m[i]) continue;
+      const auto& starts = mode_.at("initial_states").at(i);
+      if (next_[i] >= static_cast<int64_t>(starts.size()))
+        throw std::runtime_error("environment " + std::to_string(i) + " starts more episodes than Gymnasium's did");
+      set_row(i, starts.at(next_[i]++).get<std::vector<double>>());
+    }
+  }
+  TensorStep step(const at::Tensor& actions) override {
+    const int64_t n = state_.size(0);
+    if (t_ > 0)
+      for (int64_t i = 0; i < n; ++i) set_row(i, mode_.at("states").at(t_ - 1).at(i).get<std::vector<double>>());
+    ++t_;
+    TensorStep r{at::empty({n}, at::kFloat), at::empty({n}, at::kBool), {}};
+    for (int64_t i = 0; i < n; ++i) {
+      const auto o = kernels::env_rows::CartPole::step(state_.data_ptr<float>() + 4 * i, actions.data_ptr<int64_t>()[i], nullptr);
+      r.reward.data_ptr<float>()[i] = o.reward;
+      r.terminated.data_ptr<bool>()[i] = o.terminated;
+    }
+    return r;
+  }
+  at::Tensor observe() override { return state_.clone(); }
+
+ private:
+  void set_row(int64_t i, const std::vector<double>& s) {
+    for (int k = 0; k < 4; ++k) state_.data_ptr<float>()[4 * i + k] = static_cast<float>(s.at(k));
+  }
+  const nlohmann::json& mode_;
+  at::Tensor state_;
+  std::vector<int64_t> next_;
+  int64_t t_ = 0;
+};
+
+void replay_vector(const std::string& mode_name) {
+  const nlohmann::json* mode = nullptr;
+  for (const auto& m : vector_trace().at("modes"))
+    if (m.at("mode") == mode_name) mode = &m;
+  ASSERT_NE(mode, nullptr) << mode_name;
+  const int64_t n = vector_trace().at("num_envs").get<int64_t>();
+  TensorEnvOptions o;
+  o.factory = [mode] { return std::make_unique<ReplayCartPole>(*mode); };
+  o.num_envs = n;
+  o.autoreset = mode_name == "SameStep" ? Autoreset::SameStep : Autoreset::NextStep;
+  TensorEnv env(o);
+  double obs_diff = 0;
+  const auto close = [&](const at::Tensor& ours, const std::vector<double>& theirs, const std::string& what) {
+    const float* p = ours.data_ptr<float>();
+    for (size_t k = 0; k < theirs.size(); ++k) {
+      const double d = std::abs(p[k] - theirs[k]);
+      obs_diff = std::max(obs_diff, d);
+      ASSERT_LE(d, 1e-5 * std::max(1.0, std::abs(theirs[k]))) << what << " element " << k;
+    }
+  };
+  close(env.reset().obs, mode->at("reset_obs").get<std::vector<double>>(), mode_name + " reset");
+  int64_t terminated = 0, truncated = 0;
+  const int64_t steps = vector_trace().at("steps").get<int64_t>();
+  for (int64_t t = 0; t < steps; ++t) {
+    const std::string at = mode_name + " step " + std::to_string(t + 1);
+    at::Tensor actions = at::empty({n}, at::kLong);
+    for (int64_t i = 0; i < n; ++i) actions.data_ptr<int64_t>()[i] = mode->at("actions").at(t).at(i).get<int64_t>();
+    const EnvBatch b = env.step(actions);
+    close(b.obs, mode->at("obs").at(t).get<std::vector<double>>(), at + " obs");
+    if (o.autoreset == Autoreset::SameStep) close(b.final_obs, mode->at("final_obs").at(t).get<std::vector<double>>(), at + " final_obs");
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(b.reward.data_ptr<float>()[i], mode->at("rewards").at(t).at(i).get<double>()) << at << " reward of " << i;
+      ASSERT_EQ(b.terminated.data_ptr<bool>()[i], mode->at("terminated").at(t).at(i).get<bool>()) << at << " terminated of " << i;
+      ASSERT_EQ(b.truncated.data_ptr<bool>()[i], mode->at("truncated").at(t).at(i).get<bool>()) << at << " truncated of " << i;
+    }
+    terminated += b.terminated.sum().item<int64_t>();
+    truncated += b.truncated.sum().item<int64_t>();
+  }
+  EXPECT_GT(terminated, 0);
+  EXPECT_GT(truncated, 0) << "no episode reached the time limit: the check tests too little";
+  std::printf("TensorEnv %s against Gymnasium %s's SyncVectorEnv: %lld environments, %lld steps, %lld terminated, "
+              "%lld truncated; rewards and flags equal; largest observation difference %.3g\n",
+              mode_name.c_str(), vector_trace().at("gymnasium").get<std::string>().c_str(), static_cast<long long>(n),
+              static_cast<long long>(steps), static_cast<long long>(terminated), static_cast<long long>(truncated),
+              obs_diff);
+}
+
+TEST(GymVector, TensorEnvNextStep) { replay_vector("NextStep"); }
+TEST(GymVector, TensorEnvSameStep) { replay_vector("SameStep"); }
+
 }  // namespace
 }  // namespace xlaunch::rl
 
@@ -252,10 +369,11 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--trace") xlaunch::rl::g_trace_path = argv[i + 1];
+    if (std::string(argv[i]) == "--vector_trace") xlaunch::rl::g_vector_trace_path = argv[i + 1];
   }
-  if (xlaunch::rl::g_trace_path.empty()) {
-    std::fprintf(stderr, "usage: %s --trace TRACE.json (written by tests/rl/gym_trace.py; "
-                         "ctest -R gym_equivalence_test runs both)\n", argv[0]);
+  if (xlaunch::rl::g_trace_path.empty() || xlaunch::rl::g_vector_trace_path.empty()) {
+    std::fprintf(stderr, "usage: %s --trace TRACE.json --vector_trace VECTOR.json (written by tests/rl/gym_trace.py and "
+                         "gym_vector_trace.py; ctest -R gym_equivalence_test runs them all)\n", argv[0]);
     return 2;
   }
   return RUN_ALL_TESTS();
