@@ -186,6 +186,9 @@ if [ $cpu_only = 0 ]; then
     part nccl_world_$W 120 "${MPIRUN[@]}" -np "$W" "$B/bin/nccl_test"
     part loader_cuda 120 "$B/bin/loader_test" --gtest_filter='LoaderCuda.*:-LoaderCuda.AskingForCudaWithoutAGpuSaysWhy'
     part env_pool_cuda 60 "$B/bin/env_pool_test" --gtest_filter='EnvPoolCuda.*'
+    # Issue 47: the tensor environments' CUDA kernel against the CPU rows; the time per step.
+    part tensor_env_cuda 120 "$B/bin/env_pool_test" --gtest_filter='TensorEnvCuda.*' &&
+      grep '^bench=tensor_env' "$LOGS/tensor_env_cuda.log" | sed 's/^/  /' | tee -a "$SUMMARY"
     # Issue 29: one loss.item() per step under debug: true counted as 1 per step; deterministic: true on the GPU.
     part sync_count_cuda 240 bash "$B/sync_check.sh" "$B/bin/sync_count_job" &&
       grep -E '^(PASS|NOTE)' "$LOGS/sync_count_cuda.log" | sed 's/^/  /' | tee -a "$SUMMARY"

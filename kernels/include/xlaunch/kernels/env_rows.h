@@ -18,8 +18,12 @@ struct CUstream_st;  // as in cuda_runtime_api.h, so this header needs no CUDA h
 
 #if defined(__CUDACC__)
 #define XL_ROW __host__ __device__ inline
+// Called four times a step (Acrobot's rk4): one copy in the kernel, not four (each holds five
+// sines and cosines, whose slow paths make most of the kernel's size).
+#define XL_ROW_CALL __host__ __device__ __noinline__
 #else
 #define XL_ROW inline
+#define XL_ROW_CALL inline
 #endif
 
 namespace xlaunch::kernels::env_rows {
@@ -100,7 +104,7 @@ struct Acrobot {
   static constexpr int kState = 4, kObs = 6, kActions = 3, kBox = 0;
   static constexpr int64_t kMaxSteps = 500;
   static constexpr const char* kId = "Acrobot-v1";
-  XL_ROW static void dsdt(const float* y, float a, float* dy) {
+  XL_ROW_CALL static void dsdt(const float* y, float a, float* dy) {
     const float m1 = 1, m2 = 1, l1 = 1, lc1 = 0.5f, lc2 = 0.5f, I1 = 1, I2 = 1, g = 9.8f;
     const float theta1 = y[0], theta2 = y[1], dtheta1 = y[2], dtheta2 = y[3];
     const float d1 = m1 * (lc1 * lc1) + m2 * ((l1 * l1) + (lc2 * lc2) + 2 * l1 * lc2 * cosf(theta2)) + I1 + I2;
