@@ -103,10 +103,11 @@ TEST(EnvSeed, PoolsOfNearbySeedsShareNone) {
 
 TEST(Registry, ClassicControlIsBuiltIn) {
   const std::vector<std::string> ids = registered_envs();
-  ASSERT_GE(ids.size(), 4u);
-  EXPECT_EQ(std::vector<std::string>(ids.begin(), ids.begin() + 4),
-            (std::vector<std::string>{"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1"}));
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(make_env(ids[i])->spec().id, ids[i]);
+  ASSERT_GE(ids.size(), 5u);
+  EXPECT_EQ(std::vector<std::string>(ids.begin(), ids.begin() + 5),
+            (std::vector<std::string>{"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1",
+                                      "MountainCarContinuous-v0"}));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(make_env(ids[i])->spec().id, ids[i]);
 }
 
 TEST(Registry, UnknownIdNamesTheRegisteredOnes) {
@@ -154,7 +155,7 @@ TEST(Registry, RegistersAUsersEnvOnceOnly) {
   } catch (const UsageError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("already registered as 'EnvTest-Counter-v0'"), std::string::npos) << m;
-    EXPECT_NE(m.find("Pendulum-v1, EnvTest-Counter-v0"), std::string::npos) << m;
+    EXPECT_NE(m.find("MountainCarContinuous-v0, EnvTest-Counter-v0"), std::string::npos) << m;
   }
   EXPECT_THROW(register_env("CartPole-v1", [] { return std::make_unique<Counter>(); }), UsageError);
   EXPECT_THROW(register_env("", [] { return std::make_unique<Counter>(); }), UsageError);
@@ -187,6 +188,10 @@ TEST(ClassicControl, Specs) {
   expect_box(pendulum.observation_space, {-1, -1, -8}, {1, 1, 8});
   expect_box(pendulum.action_space, {-2}, {2});
   EXPECT_EQ(pendulum.max_episode_steps, 200);
+  const EnvSpec& continuous = make_env("MountainCarContinuous-v0")->spec();
+  expect_box(continuous.observation_space, {-1.2f, -0.07f}, {0.6f, 0.07f});
+  expect_box(continuous.action_space, {-1}, {1});
+  EXPECT_EQ(continuous.max_episode_steps, 999);
 }
 
 // Reset draws Gymnasium's initial distributions from the given generator, in the state's order.

@@ -241,6 +241,7 @@ TEST(GymEquivalence, CartPole) { replay("CartPole-v1"); }
 TEST(GymEquivalence, Acrobot) { replay("Acrobot-v1"); }
 TEST(GymEquivalence, MountainCar) { replay("MountainCar-v0"); }
 TEST(GymEquivalence, Pendulum) { replay("Pendulum-v1"); }
+TEST(GymEquivalence, MountainCarContinuous) { replay("MountainCarContinuous-v0"); }
 
 TEST(GymEquivalenceRows, CartPole) { replay_rows<kernels::env_rows::CartPole>("CartPole-v1", 1e-5); }
 TEST(GymEquivalenceRows, Acrobot) { replay_rows<kernels::env_rows::Acrobot>("Acrobot-v1", 1e-5); }

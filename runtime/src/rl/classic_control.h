@@ -45,7 +45,7 @@ class ClassicControl : public Env {
 // The UsageError of set_state given `got` values where `env` has `want`.
 [[noreturn]] void throw_state_size(const std::string& env, size_t want, size_t got);
 
-// The four keep their state as N doubles: state() and set_state() for all of them.
+// They keep their state as N doubles: state() and set_state() for all of them.
 template <size_t N>
 class ClassicControlOf : public ClassicControl {
  public:
@@ -92,6 +92,20 @@ class MountainCar final : public ClassicControlOf<2> {
   void reset(Rng& rng, float* obs) override;
   StepResult step(const Action& action, Rng& rng, float* obs) override;
   void observe(float* obs) const override;
+};
+
+// MountainCarContinuous-v0: state (position, velocity); float64 after a reset and float32 after a
+// step, as Gymnasium stores it (its step's arithmetic depends on which: the .cpp says how).
+class MountainCarContinuous final : public ClassicControlOf<2> {
+ public:
+  const EnvSpec& spec() const override;
+  void reset(Rng& rng, float* obs) override;
+  StepResult step(const Action& action, Rng& rng, float* obs) override;
+  void observe(float* obs) const override;
+
+ private:
+  void started() override { state_f32_ = false; }
+  bool state_f32_ = false;
 };
 
 // Pendulum-v1 (g = 10): state (theta, theta_dot), the action clipped to [-2, 2], never terminates.

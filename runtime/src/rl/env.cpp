@@ -76,7 +76,8 @@ NameRegistry<EnvFactory>& registry() {
       {{"CartPole-v1", [] { return std::unique_ptr<Env>(new CartPole()); }},
        {"Acrobot-v1", [] { return std::unique_ptr<Env>(new Acrobot()); }},
        {"MountainCar-v0", [] { return std::unique_ptr<Env>(new MountainCar()); }},
-       {"Pendulum-v1", [] { return std::unique_ptr<Env>(new Pendulum()); }}});
+       {"Pendulum-v1", [] { return std::unique_ptr<Env>(new Pendulum()); }},
+       {"MountainCarContinuous-v0", [] { return std::unique_ptr<Env>(new MountainCarContinuous()); }}});
   return r;
 }
 

@@ -1,7 +1,8 @@
 # The environments (env.h): Space, Rng, the registry, and Gymnasium's classic-control set.
 set(_xlaunch_rl_classic_control
     ${CMAKE_CURRENT_LIST_DIR}/cartpole.cpp ${CMAKE_CURRENT_LIST_DIR}/acrobot.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/mountain_car.cpp ${CMAKE_CURRENT_LIST_DIR}/pendulum.cpp)
+    ${CMAKE_CURRENT_LIST_DIR}/mountain_car.cpp ${CMAKE_CURRENT_LIST_DIR}/mountain_car_continuous.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/pendulum.cpp)
 target_sources(xlaunch_runtime PRIVATE ${CMAKE_CURRENT_LIST_DIR}/env.cpp ${_xlaunch_rl_classic_control})
 # None of them needs torch: they skip the runtime's precompiled torch header.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/env.cpp ${_xlaunch_rl_classic_control}

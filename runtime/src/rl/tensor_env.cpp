@@ -54,19 +54,8 @@ std::string builtin_list() {
   return out;
 }
 
-// The built-in environments' spaces: the pool's own for the ids it has (the same Gymnasium spaces),
-// MountainCarContinuous-v0's here.
-EnvSpec builtin_spec(const RowsTraits& t) {
-  if (t.kind == rows::EnvKind::MountainCarContinuous) {
-    EnvSpec s;
-    s.id = t.id;
-    s.observation_space = Space::box({-1.2f, -0.07f}, {0.6f, 0.07f});
-    s.action_space = Space::box({-1.0f}, {1.0f});
-    s.max_episode_steps = t.max_steps;
-    return s;
-  }
-  return make_env(t.id)->spec();
-}
+// The built-in environments' spaces: the pool's own (the same Gymnasium spaces and time limits).
+EnvSpec builtin_spec(const RowsTraits& t) { return make_env(t.id)->spec(); }
 
 std::string shape_of(at::IntArrayRef sizes) {
   std::ostringstream s;

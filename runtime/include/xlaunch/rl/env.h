@@ -2,7 +2,7 @@
 // run on the pool's threads and to write straight into its batch tensors.
 //
 // The classic-control set of Gymnasium 1.4 is built in, under Gymnasium's ids: CartPole-v1,
-// Acrobot-v1, MountainCar-v0, Pendulum-v1 (dynamics, spaces, rewards, termination and time limits
+// Acrobot-v1, MountainCar-v0, Pendulum-v1, MountainCarContinuous-v0 (dynamics, spaces, rewards, termination and time limits
 // as Gymnasium's; tests/rl replays Gymnasium's own trajectories through them). A user's environment
 // is a subclass of Env, given to the pool as a factory (or registered under an id), and runs in the
 // pool unchanged.
