@@ -9,4 +9,4 @@ target_sources(xlaunch_runtime PRIVATE ${CMAKE_CURRENT_LIST_DIR}/colour.cpp ${CM
 # control flow otherwise). Neither option changes a result: no fast-math, the same roundings.
 # -ffp-contract=off keeps them so where the target has FMA (GNU C++ contracts by default).
 set_source_files_properties(${_xlaunch_augment_colour_fused} TARGET_DIRECTORY xlaunch_runtime
-                            PROPERTIES COMPILE_OPTIONS "-O3;-fno-trapping-math;-ffp-contract=off")
+                            PROPERTIES COMPILE_OPTIONS "-O3;-fno-trapping-math;-ffp-contract=off;-fopenmp" SKIP_PRECOMPILE_HEADERS ON)

@@ -7,4 +7,4 @@ target_sources(xlaunch_runtime PRIVATE ${CMAKE_CURRENT_LIST_DIR}/warp.cpp ${_xla
                                        ${CMAKE_CURRENT_LIST_DIR}/affine.cpp ${CMAKE_CURRENT_LIST_DIR}/perspective.cpp
                                        ${CMAKE_CURRENT_LIST_DIR}/resized_crop.cpp ${CMAKE_CURRENT_LIST_DIR}/flip.cpp)
 set_source_files_properties(${_xlaunch_augment_warp_cpu} TARGET_DIRECTORY xlaunch_runtime
-                            PROPERTIES COMPILE_OPTIONS "-O3;-fno-trapping-math;-ffp-contract=off")
+                            PROPERTIES COMPILE_OPTIONS "-O3;-fno-trapping-math;-ffp-contract=off;-fopenmp" SKIP_PRECOMPILE_HEADERS ON)
