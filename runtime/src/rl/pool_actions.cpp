@@ -6,7 +6,6 @@
 #include "xlaunch/error.h"
 
 namespace xlaunch::rl::detail {
-namespace {
 
 std::string shape_of(at::IntArrayRef sizes) {
   std::ostringstream s;
@@ -15,6 +14,8 @@ std::string shape_of(at::IntArrayRef sizes) {
   s << ']';
   return s.str();
 }
+
+namespace {
 
 bool is_integer(at::ScalarType t) {
   return t == at::kByte || t == at::kChar || t == at::kShort || t == at::kInt || t == at::kLong;

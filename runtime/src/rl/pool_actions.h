@@ -27,6 +27,9 @@ struct ActionSlots {
 // Names an environment in messages, e.g. "environment 3 (CartPole-v1, its step 12)".
 using NameEnv = std::function<std::string(int64_t env)>;
 
+// "[4, 1]": a tensor's sizes, for messages (the pool's and TensorEnv's).
+std::string shape_of(at::IntArrayRef sizes);
+
 // Stores actions[r] as the action of environment env_ids[r], r < k, after checking them all:
 // Discrete wants an integer tensor of shape [k] or [k, 1] with values in 0..n-1; Box a float32 or
 // float64 tensor of shape [k, *shape] with finite values (converted to float32). `actions` is on

@@ -13,9 +13,9 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
-#include <sstream>
 
 #include "profile/step_clock.h"
+#include "rl/pool_actions.h"
 #include "rl/tensor_env_access.h"
 #include "rl/tensor_rows_cpu.h"
 #if XLAUNCH_HAVE_CUDA
@@ -57,13 +57,7 @@ std::string builtin_list() {
 // The built-in environments' spaces: the pool's own (the same Gymnasium spaces and time limits).
 EnvSpec builtin_spec(const RowsTraits& t) { return make_env(t.id)->spec(); }
 
-std::string shape_of(at::IntArrayRef sizes) {
-  std::ostringstream s;
-  s << '[';
-  for (size_t i = 0; i < sizes.size(); ++i) s << (i ? ", " : "") << sizes[i];
-  s << ']';
-  return s.str();
-}
+using detail::shape_of;
 
 // A built-in environment as a TensorEnvironment: what the generic step calls (on the CPU; tests
 // compare it with the fused step). TensorEnv steps the built-ins with the fused rows otherwise.

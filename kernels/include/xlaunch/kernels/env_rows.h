@@ -160,6 +160,14 @@ struct MountainCar {
   static constexpr int kState = 2, kObs = 2, kActions = 3, kBox = 0;
   static constexpr int64_t kMaxSteps = 200;
   static constexpr const char* kId = "MountainCar-v0";
+  // Both mountain cars after the push: speed and position clipped, stopped at the left wall; into s.
+  XL_ROW static void move(float* s, float position, float velocity) {
+    velocity = fminf(fmaxf(velocity, -0.07f), 0.07f);
+    position += velocity;
+    position = fminf(fmaxf(position, -1.2f), 0.6f);
+    if (position == -1.2f && velocity < 0) velocity = 0;
+    s[0] = position, s[1] = velocity;
+  }
   XL_ROW static void reset(float* s, Draws& d) {
     s[0] = d.uniform(-0.6, -0.4);
     s[1] = 0;
@@ -167,11 +175,8 @@ struct MountainCar {
   XL_ROW static Outcome step(float* s, int64_t action, const float*) {
     float position = s[0], velocity = s[1];
     velocity += static_cast<float>(action - 1) * 0.001f + cosf(3 * position) * (-0.0025f);
-    velocity = fminf(fmaxf(velocity, -0.07f), 0.07f);
-    position += velocity;
-    position = fminf(fmaxf(position, -1.2f), 0.6f);
-    if (position == -1.2f && velocity < 0) velocity = 0;
-    s[0] = position, s[1] = velocity;
+    move(s, position, velocity);
+    position = s[0], velocity = s[1];
     Outcome o;
     o.terminated = position >= 0.5f && velocity >= 0;
     o.reward = -1.0f;
@@ -195,11 +200,8 @@ struct MountainCarContinuous {
     float position = s[0], velocity = s[1];
     const float force = fminf(fmaxf(action[0], -1.0f), 1.0f);
     velocity += force * 0.0015f - 0.0025f * cosf(3 * position);
-    velocity = fminf(fmaxf(velocity, -0.07f), 0.07f);
-    position += velocity;
-    position = fminf(fmaxf(position, -1.2f), 0.6f);
-    if (position == -1.2f && velocity < 0) velocity = 0;
-    s[0] = position, s[1] = velocity;
+    MountainCar::move(s, position, velocity);
+    position = s[0], velocity = s[1];
     Outcome o;
     o.terminated = position >= 0.45f && velocity >= 0;
     o.reward = (o.terminated ? 100.0f : 0.0f) - action[0] * action[0] * 0.1f;
