@@ -201,7 +201,7 @@ void replay_rows(const std::string& id, double tolerance) {
       for (int k = 0; k < E::kState; ++k) s[k] = static_cast<float>(prev[k]);
       int64_t action = 0;
       float box = 0;
-      if (E::kBox)
+      if (E::kActions == 0)
         box = static_cast<float>(actions[t].get<double>());
       else
         action = actions[t].get<int64_t>();

@@ -16,6 +16,7 @@
 
 #include "pool_test_envs.h"
 #include "rl/tensor_env_access.h"
+#include "usage_error.h"
 #include "xlaunch/error.h"
 #include "xlaunch/kernels/env_rows.h"
 #include "xlaunch/rl/env_pool.h"
@@ -25,6 +26,7 @@ namespace {
 
 using xlaunch::Rng;
 using xlaunch::UsageError;
+using xlaunch::test::usage_error_of;
 using xlaunch::rl::Autoreset;
 using xlaunch::rl::EnvBackend;
 using xlaunch::rl::EnvBatch;
@@ -52,15 +54,6 @@ at::Tensor random_actions(const EnvSpec& spec, int64_t n, Rng& rng) {
   float* p = a.data_ptr<float>();
   for (int64_t i = 0; i < n * m; ++i) p[i] = static_cast<float>(rng.uniform(-2.5, 2.5));
   return a;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(no UsageError)";
 }
 
 void expect_same(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
@@ -275,12 +268,12 @@ TEST(TensorEnv, TheGpuBookkeepingKeepsTheSameEpisodesAndCountsBadActions) {
       }
       const EnvBatch x = host.step(clamped), y = dev->step(bad);
       EXPECT_TRUE(torch::equal(x.obs, y.obs)) << what;
-      EXPECT_NE(error_of([&] { dev->check_actions(); }).find("2 action(s) since the last check were outside"),
+      EXPECT_NE(usage_error_of([&] { dev->check_actions(); }).find("2 action(s) since the last check were outside"),
                 std::string::npos)
           << what;
-      EXPECT_EQ(error_of([&] { dev->check_actions(); }), "(no UsageError)") << what;
+      EXPECT_EQ(usage_error_of([&] { dev->check_actions(); }), "(no UsageError)") << what;
       dev->step(bad);
-      EXPECT_NE(error_of([&] { dev->finished(); }).find("2 action(s)"), std::string::npos) << what;
+      EXPECT_NE(usage_error_of([&] { dev->finished(); }).find("2 action(s)"), std::string::npos) << what;
     }
   }
 }
@@ -464,23 +457,23 @@ TEST(TensorEnv, TheDocumentedCorridorRuns) {
 TEST(TensorEnvErrors, NameTheCauseAndStepNothing) {
   TensorEnvOptions o;
   o.env_id = "CartPol-v1";
-  EXPECT_NE(error_of([&] { TensorEnv e(o); }).find("no built-in tensor environment 'CartPol-v1'; the built-in ones are "
+  EXPECT_NE(usage_error_of([&] { TensorEnv e(o); }).find("no built-in tensor environment 'CartPol-v1'; the built-in ones are "
                                                    "CartPole-v1, Acrobot-v1, MountainCar-v0, MountainCarContinuous-v0, "
                                                    "Pendulum-v1"),
             std::string::npos);
   o.env_id = "CartPole-v1";
   o.num_envs = 0;
-  EXPECT_NE(error_of([&] { TensorEnv e(o); }).find("num_envs is 0"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { TensorEnv e(o); }).find("num_envs is 0"), std::string::npos);
   o.num_envs = 4;
   TensorEnv env(o);
-  EXPECT_NE(error_of([&] { env.step(torch::zeros({4}, torch::kLong)); }).find("call reset() first"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { env.step(torch::zeros({4}, torch::kLong)); }).find("call reset() first"), std::string::npos);
   const EnvBatch first = env.reset();
-  EXPECT_NE(error_of([&] { env.step(torch::zeros({3}, torch::kLong)); })
+  EXPECT_NE(usage_error_of([&] { env.step(torch::zeros({3}, torch::kLong)); })
                 .find("actions are Long [3]; Discrete(2) takes an integer tensor [4]"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { env.step(torch::zeros({4}, torch::kFloat)); }).find("actions are Float [4]"),
+  EXPECT_NE(usage_error_of([&] { env.step(torch::zeros({4}, torch::kFloat)); }).find("actions are Float [4]"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { env.step(torch::tensor({0, 1, 2, 0}, torch::kLong)); })
+  EXPECT_NE(usage_error_of([&] { env.step(torch::tensor({0, 1, 2, 0}, torch::kLong)); })
                 .find("the action of environment 2 is 2, outside Discrete(2): expected 0..1 (no environment stepped)"),
             std::string::npos);
   EXPECT_EQ(env.env_steps(), 0);
@@ -495,10 +488,10 @@ TEST(TensorEnvErrors, NameTheCauseAndStepNothing) {
   p.num_envs = 3;
   TensorEnv pend(p);
   pend.reset();
-  EXPECT_NE(error_of([&] { pend.step(torch::tensor({{0.f}, {NAN}, {1.f}})); })
+  EXPECT_NE(usage_error_of([&] { pend.step(torch::tensor({{0.f}, {NAN}, {1.f}})); })
                 .find("the action of environment 1 holds nan at element 0: actions of Box(1,) [-2, 2] must be finite"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { pend.step(torch::zeros({3}, torch::kFloat)); }).find("takes a floating-point tensor [3, 1]"),
+  EXPECT_NE(usage_error_of([&] { pend.step(torch::zeros({3}, torch::kFloat)); }).find("takes a floating-point tensor [3, 1]"),
             std::string::npos);
 }
 
@@ -508,18 +501,18 @@ TEST(TensorEnvErrors, ThePoolsTensorBackendRefusesWhatItCannotDo) {
   o.num_envs = 8;
   o.backend = EnvBackend::Tensor;
   EnvPool pool(o);
-  EXPECT_NE(error_of([&] { pool.async_reset(); }).find("EnvPool::async_reset: the tensor backend"), std::string::npos);
-  EXPECT_NE(error_of([&] { pool.recv(); }).find("use reset() and step()"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { pool.async_reset(); }).find("EnvPool::async_reset: the tensor backend"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { pool.recv(); }).find("use reset() and step()"), std::string::npos);
   EnvPoolOptions b = o;
   b.batch_size = 4;
-  EXPECT_NE(error_of([&] { EnvPool p(b); }).find("backend Tensor is synchronous: batch_size is 4"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { EnvPool p(b); }).find("backend Tensor is synchronous: batch_size is 4"), std::string::npos);
   EnvPoolOptions t = o;
   t.num_threads = 2;
-  EXPECT_NE(error_of([&] { EnvPool p(t); }).find("has no threads of its own (num_threads 2"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { EnvPool p(t); }).find("has no threads of its own (num_threads 2"), std::string::npos);
   EnvPoolOptions f = o;
   f.env_id.clear();
   f.factory = [] { return std::make_unique<LadderEnv>(); };
-  EXPECT_NE(error_of([&] { EnvPool p(f); }).find("write a TensorEnvironment"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { EnvPool p(f); }).find("write a TensorEnvironment"), std::string::npos);
 }
 
 TEST(TensorEnvErrors, AUsersStepOfTheWrongShapeIsNamed) {
@@ -542,7 +535,7 @@ TEST(TensorEnvErrors, AUsersStepOfTheWrongShapeIsNamed) {
   o.num_envs = 3;
   TensorEnv env(o);
   env.reset();
-  EXPECT_NE(error_of([&] { env.step(torch::zeros({3}, torch::kLong)); })
+  EXPECT_NE(usage_error_of([&] { env.step(torch::zeros({3}, torch::kLong)); })
                 .find("the environment's step returned terminated as Bool [4] on cpu; return Bool [3] on cpu"),
             std::string::npos);
 }

@@ -65,7 +65,6 @@ class BuiltinEnv final : public TensorEnvironment {
  public:
   explicit BuiltinEnv(const RowsTraits& t) : t_(t), spec_(builtin_spec(t)) {}
   const EnvSpec& spec() const override { return spec_; }
-  const RowsTraits& traits() const { return t_; }
   void allocate(int64_t num_envs, c10::Device device) override {
     n_ = num_envs;
     state = at::zeros({num_envs, t_.state}, at::TensorOptions().dtype(at::kFloat).device(device));

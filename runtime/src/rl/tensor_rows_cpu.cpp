@@ -13,7 +13,7 @@ namespace {
 
 template <class E>
 constexpr RowsTraits traits_of(EnvKind kind) {
-  return RowsTraits{kind, E::kId, E::kState, E::kObs, E::kActions, E::kMaxSteps};
+  return RowsTraits{kind, E::kId, E::kState, E::kObs, E::kActions};
 }
 
 const RowsTraits kTraits[] = {

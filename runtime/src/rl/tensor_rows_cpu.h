@@ -14,12 +14,11 @@ namespace xlaunch::rl::detail {
 using kernels::env_rows::EnvKind;
 using kernels::env_rows::Frame;
 
-// What TensorEnv needs to know of a built-in environment.
+// What TensorEnv needs to know of a built-in environment (its spec is the thread pool's: make_env).
 struct RowsTraits {
   EnvKind kind;
   const char* id;
   int state, obs, actions;  // actions: Discrete(n), or 0 for a Box of one element
-  int64_t max_steps;
 };
 // The built-in environments, in EnvKind order.
 const RowsTraits* rows_traits(int64_t* count);

@@ -66,9 +66,11 @@ struct Outcome {
 constexpr float kPi = 3.14159265358979323846f;
 
 // ---- CartPole-v1 ----------------------------------------------------------------------------
+// Each environment: its state and observation widths, kActions (Discrete(kActions), or 0 for a Box
+// of one element), Gymnasium's id, and reset/step/observe of one row. Spaces and time limits are
+// the thread pool's (make_env(kId)->spec()), the same Gymnasium ones.
 struct CartPole {
-  static constexpr int kState = 4, kObs = 4, kActions = 2, kBox = 0;
-  static constexpr int64_t kMaxSteps = 500;
+  static constexpr int kState = 4, kObs = 4, kActions = 2;
   static constexpr const char* kId = "CartPole-v1";
   XL_ROW static void reset(float* s, Draws& d) {
     for (int k = 0; k < 4; ++k) s[k] = d.uniform(-0.05, 0.05);
@@ -101,8 +103,7 @@ struct CartPole {
 
 // ---- Acrobot-v1 ('book' dynamics, one rk4 step of 0.2) --------------------------------------
 struct Acrobot {
-  static constexpr int kState = 4, kObs = 6, kActions = 3, kBox = 0;
-  static constexpr int64_t kMaxSteps = 500;
+  static constexpr int kState = 4, kObs = 6, kActions = 3;
   static constexpr const char* kId = "Acrobot-v1";
   XL_ROW_CALL static void dsdt(const float* y, float a, float* dy) {
     const float m1 = 1, m2 = 1, l1 = 1, lc1 = 0.5f, lc2 = 0.5f, I1 = 1, I2 = 1, g = 9.8f;
@@ -157,8 +158,7 @@ struct Acrobot {
 
 // ---- MountainCar-v0 -------------------------------------------------------------------------
 struct MountainCar {
-  static constexpr int kState = 2, kObs = 2, kActions = 3, kBox = 0;
-  static constexpr int64_t kMaxSteps = 200;
+  static constexpr int kState = 2, kObs = 2, kActions = 3;
   static constexpr const char* kId = "MountainCar-v0";
   // Both mountain cars after the push: speed and position clipped, stopped at the left wall; into s.
   XL_ROW static void move(float* s, float position, float velocity) {
@@ -189,8 +189,7 @@ struct MountainCar {
 // Gymnasium keeps this one's state in float32 after every step; the force is the action clipped to
 // [-1, 1], the reward's action cost uses the action as given.
 struct MountainCarContinuous {
-  static constexpr int kState = 2, kObs = 2, kActions = 0, kBox = 1;
-  static constexpr int64_t kMaxSteps = 999;
+  static constexpr int kState = 2, kObs = 2, kActions = 0;
   static constexpr const char* kId = "MountainCarContinuous-v0";
   XL_ROW static void reset(float* s, Draws& d) {
     s[0] = d.uniform(-0.6, -0.4);
@@ -212,8 +211,7 @@ struct MountainCarContinuous {
 
 // ---- Pendulum-v1 (g = 10) -------------------------------------------------------------------
 struct Pendulum {
-  static constexpr int kState = 2, kObs = 3, kActions = 0, kBox = 1;
-  static constexpr int64_t kMaxSteps = 200;
+  static constexpr int kState = 2, kObs = 3, kActions = 0;
   static constexpr const char* kId = "Pendulum-v1";
   // ((x + pi) % (2 pi)) - pi with Python's floored modulo.
   XL_ROW static float angle_normalize(float x) {
@@ -288,7 +286,7 @@ XL_ROW void start_row(const Frame& f, int64_t i) {
 // 0), and whether it was already (on the CPU actions are checked before the step, and always are).
 template <class E>
 XL_ROW bool read_action(const Frame& f, int64_t i, int64_t& action, float& box) {
-  if (E::kBox) {
+  if (E::kActions == 0) {
     const float v = f.box[i];
     const bool finite = v - v == 0;  // NaN and the infinities give NaN
     box = finite ? v : 0.0f;
