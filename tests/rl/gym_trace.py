@@ -25,15 +25,7 @@ Fails (does not skip) when gymnasium 1.4 is missing: scripts/install-deps.sh --t
 import json
 import sys
 
-try:
-    import gymnasium
-    import numpy as np
-except ImportError as e:
-    sys.exit(f"FAIL: {e}: gym_equivalence_test compares against Gymnasium 1.4. "
-             "Install the test peers: scripts/install-deps.sh --test")
-if not gymnasium.__version__.startswith("1.4."):
-    sys.exit(f"FAIL: gymnasium {gymnasium.__version__} is installed; gym_equivalence_test compares against "
-             "Gymnasium 1.4. Install the pinned test peers: scripts/install-deps.sh --test")
+from gym_peer import floats, gymnasium, np
 
 SEED = 27
 ENV_IDS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0"]
@@ -71,10 +63,6 @@ def space(s):
         return {"n": int(s.n)}
     bound = lambda v: float(v) if np.isfinite(v) else ("inf" if v > 0 else "-inf")
     return {"low": [bound(v) for v in s.low.ravel()], "high": [bound(v) for v in s.high.ravel()]}
-
-
-def floats(a):
-    return [float(v) for v in np.asarray(a).ravel()]
 
 
 # Per environment: (initial state, the action every step takes).

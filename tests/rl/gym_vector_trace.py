@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Records Gymnasium 1.4's SyncVectorEnv of CartPole-v1, for tensor_gym_vector_test: automatic reset
-and time limits of a vector of environments, in both autoreset modes.
+"""Records Gymnasium 1.4's SyncVectorEnv of CartPole-v1, for gym_equivalence_test's GymVector tests:
+automatic reset and time limits of a vector of environments, in both autoreset modes.
 
 usage: gym_vector_trace.py OUT.json
 
@@ -16,22 +16,10 @@ Fails (does not skip) when gymnasium 1.4 is missing: scripts/install-deps.sh --t
 import json
 import sys
 
-try:
-    import gymnasium
-    import numpy as np
-    from gymnasium.vector import AutoresetMode, SyncVectorEnv
-except ImportError as e:
-    sys.exit(f"FAIL: {e}: tensor_gym_vector_test compares against Gymnasium 1.4. "
-             "Install the test peers: scripts/install-deps.sh --test")
-if not gymnasium.__version__.startswith("1.4."):
-    sys.exit(f"FAIL: gymnasium {gymnasium.__version__} is installed; the test compares against Gymnasium 1.4. "
-             "Install the pinned test peers: scripts/install-deps.sh --test")
+from gym_peer import floats, gymnasium, np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 N, STEPS, SEED = 8, 1200, 41
-
-
-def floats(a):
-    return [float(v) for v in np.asarray(a).ravel()]
 
 
 def record(mode):
