@@ -112,6 +112,7 @@ struct ReducerOptions {
   // its shard of every bucket, and the updated shards are allgathered; 2 the gradients are
   // reduce-scattered too, so a rank keeps only its shard of them.
   int zero_stage = static_cast<int>(env::default_int(env::kZeroStage));
+  std::string shard_group = env::default_string(env::kShardGroup);
   // Stage 3 (the fsdp section): units gathered ahead of the one computing; whether a unit's
   // gathered parameters are freed after its forward (else kept until its backward); whether each
   // unit keeps only its inputs in forward and runs again in its backward (activation
@@ -212,6 +213,16 @@ class Reducer {
   int zero_stage() const { return options_.zero_stage; }
   int world() const { return world_; }
   int rank() const { return rank_; }
+  // What the shards are cut over (ddp.shard_group): the job (world(), rank()), or at "machine" this
+  // machine's ranks (its ranks per machine, this rank's local rank); the shard layout is
+  // ddp/zero_layout.h's over shard_world(). replicas(): how many ranks hold each shard (1, or the
+  // machines), replica(): which of them this rank is (its machine's place, in rank order).
+  int shard_world() const { return shard_world_; }
+  int shard_rank() const { return shard_rank_; }
+  int replicas() const { return world_ / shard_world_; }
+  int replica() const { return replica_; }
+  // The communicator the shards are reduce-scattered and gathered over (GradBucket::shard_comm).
+  const std::shared_ptr<Communicator>& shard_communicator() const;
   const std::vector<at::Tensor>& params() const { return params_; }
   const std::vector<std::string>& names() const { return names_; }
   // Each parameter's element count (at stage 3 a parameter is empty between its unit's uses).
@@ -312,6 +323,10 @@ class Reducer {
   size_t script_backward_ = 0, last_backward_ = 0;
   int world_ = 1;
   int rank_ = 0;
+  int shard_world_ = 1;
+  int shard_rank_ = 0;
+  int replica_ = 0;
+  std::shared_ptr<Communicator> shard_comm_;
 };
 
 }  // namespace xlaunch

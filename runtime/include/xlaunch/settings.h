@@ -66,6 +66,7 @@ inline constexpr const char* kBindTo[] = {"none", "hwthread", "core", "l2cache",
 inline constexpr const char* kMixedPrecisions[] = {"no", "fp16", "bf16"};
 // Stage 3's mixed-precision policy: the dtype units are gathered and computed in.
 inline constexpr const char* kParamDtypes[] = {"fp32", "bf16", "fp16"};
+inline constexpr const char* kShardGroups[] = {"world", "machine"};
 // The signal a scheduler sends `xlaunch run` before it ends the job (Slurm's --signal, Kubernetes'
 // SIGTERM before SIGKILL).
 inline constexpr const char* kPreemptSignals[] = {"SIGTERM", "SIGUSR1"};
@@ -173,7 +174,12 @@ T default_of(const char* s) {
           xlaunch::zero_stage_choices(/*with_meanings=*/true) + " (docs/memory.md)"),                                \
     ACC_AT(ddp.zero_stage),                                                                                          \
     "sharded data parallelism (ZeRO): 0 none, 1 optimizer state sharded over the ranks, 2 optimizer state and "      \
-    "gradients, 3 parameters too (fully sharded, the fsdp section)")
+    "gradients, 3 parameters too (fully sharded, the fsdp section)")                                                  \
+  X(S, shard_group, std::string, ENV(kShardGroup, "XLAUNCH_SHARD_GROUP", String), "world", NO_CLI,                   \
+    ONE_OF(settings::kShardGroups, "machine needs zero_stage 1-3 and a job over several machines (docs/memory.md)"),  \
+    ACC_AT(ddp.shard_group),                                                                                         \
+    "the ranks ZeRO shards over: world (every rank), or machine (each machine's ranks, the machines replicas of "    \
+    "each other: FSDP's HYBRID_SHARD at stage 3, _HYBRID_SHARD_ZERO2 at stage 2)")
 
 // Stage 3's units (ddp.zero_stage 3, docs/memory.md); read by the reducer with the ddp rows.
 #define XLAUNCH_SETTINGS_FSDP(X, S)                                                                                   \

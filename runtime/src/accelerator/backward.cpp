@@ -132,7 +132,11 @@ double AcceleratorImpl::clip_sharded(double max_norm, double norm_type) {
     if (inf) local = at::maximum(local, n);
     else local.add_(n.pow(norm_type));
   }
-  if (world_ > 1) communicator(device_)->allreduce(local, inf ? ReduceOp::Max : ReduceOp::Sum);
+  // Over the ranks the shards are cut over: with ddp.shard_group machine the other machines hold the same shards.
+  std::shared_ptr<Communicator> group;  // (none for a model without trainable parameters)
+  for (auto& m : models_)
+    if (!group) group = m.reducer->shard_communicator();
+  if (group && group->size() > 1) group->allreduce(local, inf ? ReduceOp::Max : ReduceOp::Sum);
   const double total = inf ? local.item<double>() : std::pow(local.item<double>(), 1.0 / norm_type);
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1) {

@@ -82,6 +82,7 @@ HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<MpiCommunicat
                      " ranks, the world " + std::to_string(world_->size()));
   local_ = world_->split(layout.leader[me], me);
   leaders_ = world_->split(local_->rank() == 0 ? 0 : MPI_UNDEFINED, me);
+  replicas_ = world_->split(local_->rank(), me);
   // Agreed over the world: on failure every rank throws here alike.
   shm_ = std::make_unique<ShmCommunicator>(local_, world_);
   if (!shm_->reserve_staging(kMinStagingBytes))
@@ -269,6 +270,52 @@ void HierarchicalCommunicator::ring_allgather(at::Tensor& data, const std::vecto
                                    static_cast<int>((first[in + 1] - first[in]) * elem), MPI_BYTE, left, 1,
                                    leaders_->mpi_comm(), MPI_STATUS_IGNORE));
   }
+}
+
+std::shared_ptr<Communicator> HierarchicalCommunicator::machine_group() {
+  return std::make_shared<MachineShardGroup>(shared_from_this());
+}
+
+MachineShardGroup::MachineShardGroup(std::shared_ptr<HierarchicalCommunicator> hier) : hier_(std::move(hier)) {
+  for (int r = 0; r < hier_->local_->size(); ++r) order_.push_back(r);
+}
+
+std::shared_ptr<Work> MachineShardGroup::reduce_scatter_async(at::Tensor in, at::Tensor out, ReduceOp op) {
+  check_reduce_scatter_args(*this, in, out);
+  check_cpu_collective_tensor(in, "reduce_scatter");
+  check_cpu_collective_tensor(out, "reduce_scatter");
+  op = reduce_op_for(in.scalar_type(), op, "reduce_scatter");
+  const CollectiveInfo info = CollectiveInfo::of("reduce_scatter", in);
+  // The work holds the tensors, so their memory stays put until every rank has read it.
+  // The item holds the communicators (not this group, which may go first) and the tensors, whose
+  // memory stays put until every rank has read it.
+  return hier_->world_->comm_thread().enqueue(
+      info, [h = hier_, order = order_, in = std::move(in), out = std::move(out), op]() mutable {
+        if (out.numel() == 0) return;
+        const int local = h->local_->size(), me = h->local_->rank();
+        // Sums first (Max stays Max), so that Avg divides once, by the job's size.
+        const ReduceOp sum = op == ReduceOp::Max ? ReduceOp::Max : ReduceOp::Sum;
+        if (local == 1) out.copy_(in);
+        else if (h->shm_->holds(in))
+          h->shm_->reduce_scatter_through_staging(in, out, sum, local, order, me,
+                                                  [](at::Tensor&, int64_t) {});  // this machine only
+        else h->local_->run_reduce_scatter(in, out, sum);
+        if (h->replicas_->size() > 1) h->replicas_->run_allreduce(out, sum);
+        if (op == ReduceOp::Avg) out.div_(static_cast<double>(h->size()));
+      });
+}
+
+std::shared_ptr<Work> MachineShardGroup::allgather_async(at::Tensor in, at::Tensor out) {
+  check_cpu_collective_tensor(in, "allgather");
+  check_cpu_collective_tensor(out, "allgather");
+  if (out.numel() != in.numel() * size() || out.scalar_type() != in.scalar_type())
+    throw UsageError("allgather: the output must hold size() * input elements of the input's dtype");
+  if (size() == 1 || in.numel() == 0 || !(hier_->shm_->holds(in) || hier_->shm_->holds(out)))
+    return hier_->local_->allgather_async(std::move(in), std::move(out));
+  const CollectiveInfo info = CollectiveInfo::of("allgather", in);
+  return hier_->world_->comm_thread().enqueue(info, [h = hier_, order = order_, in = std::move(in), out = std::move(out)] {
+    h->shm_->allgather_through_staging(in, out, order, h->local_->rank(), [](at::Tensor&, int64_t) {});
+  });
 }
 
 }  // namespace xlaunch

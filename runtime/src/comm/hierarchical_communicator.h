@@ -74,7 +74,9 @@ StagingOrder staging_order(const MachineLayout& layout);
 // machines, the same number of ranks on each, more than one), else "mpi".
 std::string auto_cpu_allreduce(const MachineLayout& layout);
 
-class HierarchicalCommunicator final : public Communicator, public SharedMemoryTransport {
+class HierarchicalCommunicator final : public Communicator,
+                                       public SharedMemoryTransport,
+                                       public std::enable_shared_from_this<HierarchicalCommunicator> {
  public:
   // Collective over `world`, whose ranks lie on machines as `layout` says (every rank passes the
   // same layout). Throws CommError, on every rank alike, when shared memory cannot be set up on
@@ -112,6 +114,13 @@ class HierarchicalCommunicator final : public Communicator, public SharedMemoryT
   // This machine's ranks (local rank = its rank()), and the leaders' (nullptr off the leaders).
   const std::shared_ptr<MpiCommunicator>& local() const { return local_; }
   const std::shared_ptr<MpiCommunicator>& leaders() const { return leaders_; }
+  // The ranks of this rank's local rank, one per machine (this rank's machine's place = its rank()).
+  const std::shared_ptr<MpiCommunicator>& replicas() const { return replicas_; }
+
+  // Hybrid sharding (ddp.shard_group machine): a communicator over this machine's ranks whose
+  // reduce-scatter also sums each chunk over the replicas (MachineShardGroup below). Not
+  // collective: every group of this communicator shares its memory and its thread.
+  std::shared_ptr<Communicator> machine_group();
 
  private:
   // Whether every tensor lies in this machine's shared memory, all of one dtype: the hierarchical path.
@@ -139,9 +148,51 @@ class HierarchicalCommunicator final : public Communicator, public SharedMemoryT
   std::shared_ptr<MpiCommunicator> world_;
   std::shared_ptr<MpiCommunicator> local_;
   std::shared_ptr<MpiCommunicator> leaders_;
+  std::shared_ptr<MpiCommunicator> replicas_;
   std::unique_ptr<ShmCommunicator> shm_;  // over local_, agreeing over world_
   std::vector<char> block_;               // a leader's reduce-scatter block (world's thread only)
   StagingOrder order_;                    // how reduce-scatter and allgather stage the chunks
+  friend class MachineShardGroup;
+};
+
+// Hybrid sharding (ddp.shard_group machine, FSDP's HYBRID_SHARD, docs/memory.md): ZeRO's shards are
+// cut over one machine's L ranks (rank() is the local rank, size() is L), and the M machines hold
+// replicas of them, so parameter allgathers never leave the machine and only the reduced gradient
+// shards cross the network:
+//  - reduce_scatter_async: one item on the world's thread: the machine's ranks sum their copies
+//    and each keeps its chunk (through the machine's staging buffer when `in` is in shared memory,
+//    else MPI over the machine), then each rank sums its chunk with its replicas (MPI_Allreduce over
+//    replicas(): every rank of a machine talks to its peers at once, each 1/L of the bytes), and
+//    Avg divides by the job's size once, as the whole job's reduce-scatter does;
+//  - allgather_async: inside the machine only (shared memory, or MPI over the machine);
+//  - allreduce, broadcast and barrier: over the machine's ranks (MPI).
+// Bytes between machines per reduce-scatter of N elements: each machine sends 2 (M - 1) / M * N
+// (an allreduce), against the whole job's sharding's (M - 1) / M * N per reduce-scatter plus as much
+// per allgather of the parameters (two per step at stage 3 with reshard_after_forward).
+class MachineShardGroup final : public Communicator, public SharedMemoryTransport {
+ public:
+  explicit MachineShardGroup(std::shared_ptr<HierarchicalCommunicator> hier);
+
+  int rank() const override { return hier_->local_->rank(); }
+  int size() const override { return hier_->local_->size(); }
+  std::string name() const override { return "hier machine"; }
+  // This rank's machine's place among the machines, and how many there are (the replicas).
+  int replica() const { return hier_->replicas_->rank(); }
+  int replicas() const { return hier_->replicas_->size(); }
+
+  at::Tensor allocate(int64_t numel, const at::TensorOptions& options) override { return hier_->allocate(numel, options); }
+  SharedPool* reserve_pool(size_t bytes) override { return hier_->reserve_pool(bytes); }
+  bool holds(const at::Tensor& t) const override { return hier_->holds(t); }
+
+  std::shared_ptr<Work> allreduce_async(at::Tensor t, ReduceOp op) override { return hier_->local_->allreduce_async(t, op); }
+  std::shared_ptr<Work> broadcast_async(at::Tensor t, int root) override { return hier_->local_->broadcast_async(t, root); }
+  std::shared_ptr<Work> barrier_async() override { return hier_->local_->barrier_async(); }
+  std::shared_ptr<Work> reduce_scatter_async(at::Tensor in, at::Tensor out, ReduceOp op) override;
+  std::shared_ptr<Work> allgather_async(at::Tensor in, at::Tensor out) override;
+
+ private:
+  std::shared_ptr<HierarchicalCommunicator> hier_;
+  std::vector<int> order_;  // the machine's chunks in local-rank order (ShmCommunicator's staging)
 };
 
 }  // namespace xlaunch

@@ -50,6 +50,7 @@ class MpiCommunicator final : public ThreadedCommunicator {
   void run_reduce_scatter(at::Tensor& in, at::Tensor& out, ReduceOp op) override;
 
  private:
+  friend class MachineShardGroup;  // runs its machine's and its replicas' parts in one item
   MpiCommunicator(std::shared_ptr<CommThread> shared, MPI_Comm comm, int rank, int size);
 
   int rank_ = 0;

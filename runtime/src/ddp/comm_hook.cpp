@@ -22,7 +22,7 @@ std::unique_ptr<CommHook> make_comm_hook(const ReducerOptions& options) {
 }
 
 std::shared_ptr<Work> CommHook::start_reduce_scatter(const GradBucket& bucket, at::Tensor out) {
-  return bucket.comm->reduce_scatter_async(bucket.buffer, std::move(out), ReduceOp::Avg);
+  return (bucket.shard_comm ? bucket.shard_comm : bucket.comm)->reduce_scatter_async(bucket.buffer, std::move(out), ReduceOp::Avg);
 }
 
 NamedTensors CommHook::state_for_world(NamedTensors saved, int saved_world, int world, std::string* note) const {

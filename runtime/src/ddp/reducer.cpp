@@ -11,6 +11,7 @@
 
 #include "profile/step_clock.h"
 #include "check.h"
+#include "comm/hierarchical_communicator.h"
 #include "comm/shared_memory.h"
 #include "ddp/accumulation.h"
 #include "ddp/bucket_plan.h"
@@ -39,6 +40,34 @@ std::unique_ptr<ControlWord> make_control(const at::Tensor& tail, const Communic
                      "float32 parameters (mixed_precision keeps 16-bit compute) or fewer processes");
   return std::make_unique<ControlWord>(tail.narrow(0, 0, 1), /*deferred=*/!tail.is_cpu());
 }
+// ddp.shard_group: what the stage cuts its shards over: the buckets' communicator, or with
+// "machine" its machine group (comm/hierarchical_communicator.h). UsageError, naming the cause and
+// the fix, where there is none.
+std::shared_ptr<Communicator> shard_group_of(const std::shared_ptr<Communicator>& comm, const ReducerOptions& o) {
+  if (o.shard_group == "world") return comm;
+  if (o.shard_group != "machine")
+    throw UsageError("ddp.shard_group '" + o.shard_group + "' is not one of world, machine");
+  if (!shards_optimizer_state(o.zero_stage))
+    throw UsageError("ddp.shard_group machine cuts ZeRO's shards within each machine, and ddp.zero_stage " +
+                     std::to_string(o.zero_stage) + " shards nothing: set ddp.zero_stage 3 (FSDP's HYBRID_SHARD), 2 "
+                     "(_HYBRID_SHARD_ZERO2) or 1, or leave ddp.shard_group at world");
+  if (auto hier = std::dynamic_pointer_cast<HierarchicalCommunicator>(comm)) return hier->machine_group();
+  std::string why;
+  if (comm->size() == 1 || comm->name() == "shm")
+    why = "every rank of this job is on one machine, where the machine's ranks are the whole job: leave "
+          "ddp.shard_group at world (FULL_SHARD), which is the same sharding without a second communicator";
+  else if (comm->name() == "nccl")
+    why = "hybrid sharding of GPU buckets (NCCL) is not built yet: use ddp.shard_group world";
+  else
+    why = "this job's gradient buckets travel over flat " + comm->name() +
+          ", not the hierarchical communicator that hybrid sharding is built on, which needs cpu_allreduce auto "
+          "and the same number of ranks (at least 2) on every machine, with shared memory in each: start the "
+          "same number of ranks on every machine (num_processes a multiple of num_machines), set "
+          "cpu_allreduce auto, or use ddp.shard_group world";
+  throw UsageError("ddp.shard_group machine (hybrid sharding: shard within each machine, replicate across "
+                   "machines) cannot run here: " + why);
+}
+
 }  // namespace
 
 Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, CommunicatorForDevice comm_for,
@@ -76,7 +105,13 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     bucket.comm = comm_for(params_[plan_[b].front()].device());
     world_ = bucket.comm->size();
     rank_ = bucket.comm->rank();
-    bucket.shard = zero::shard_elements(bucket.elements, world_);
+    if (!shard_comm_ || b == 0 || bucket.comm != buckets_[b - 1].comm) shard_comm_ = shard_group_of(bucket.comm, options_);
+    bucket.shard_comm = shard_comm_;
+    shard_world_ = shard_comm_->size();
+    shard_rank_ = shard_comm_->rank();
+    auto* group = dynamic_cast<MachineShardGroup*>(shard_comm_.get());
+    replica_ = group ? group->replica() : 0;
+    bucket.shard = zero::shard_elements(bucket.elements, shard_world_);
     const at::Tensor tail = stage_->add_bucket(bucket, last);
     if (last) {
       control_ = make_control(tail, *bucket.comm);
@@ -438,6 +473,7 @@ at::Tensor Reducer::reduced_grad(size_t b, int64_t offset, int64_t length) const
 }
 std::vector<at::Tensor> Reducer::reduced_grads() const { return stage_->reduced_grads(); }
 std::vector<at::Tensor> Reducer::grad_shards() const { return stage_->grad_shards(); }
+const std::shared_ptr<Communicator>& Reducer::shard_communicator() const { return shard_comm_; }
 std::shared_ptr<Work> Reducer::gather_params_async(size_t b) { return stage_->gather_params(buckets_.at(b)); }
 at::Tensor Reducer::param_piece(size_t b, int64_t offset, int64_t length) const {
   return stage_->param_piece(buckets_.at(b), offset, length);

@@ -84,7 +84,7 @@ at::Tensor StageStrategy::grad_shard(const ReducerBucket& bucket, int64_t begin,
 std::vector<at::Tensor> StageStrategy::grad_shards() const {
   std::vector<at::Tensor> out;
   for (const ReducerBucket& bucket : ctx_.buckets) {
-    const int64_t begin = bucket.shard * bucket.comm->rank(), end = std::min(bucket.elements, begin + bucket.shard);
+    const int64_t begin = bucket.shard * bucket.shard_comm->rank(), end = std::min(bucket.elements, begin + bucket.shard);
     if (end > begin) out.push_back(grad_shard(bucket, begin, end));
   }
   return out;
@@ -92,17 +92,17 @@ std::vector<at::Tensor> StageStrategy::grad_shards() const {
 
 std::shared_ptr<Work> StageStrategy::gather_params(ReducerBucket& bucket) {
   XLAUNCH_ASSERT(bucket.params.defined(), "gather_params_async at zero_stage >= 1");
-  const int world = bucket.comm->size(), rank = bucket.comm->rank();
+  const int world = bucket.shard_comm->size(), rank = bucket.shard_comm->rank();
   if (world == 1 || bucket.shard == 0) return completed_work();
-  return bucket.comm->allgather_async(bucket.params.narrow(0, bucket.shard * rank, bucket.shard), bucket.params);
+  return bucket.shard_comm->allgather_async(bucket.params.narrow(0, bucket.shard * rank, bucket.shard), bucket.params);
 }
 
 void ShardedStage::shard_params(ReducerBucket& bucket) {
   const std::vector<size_t>& ids = members(bucket);
-  const int world = bucket.comm->size();
+  const int world = bucket.shard_comm->size();
   // Allocated by the communicator: over shared memory the allgather copies the shards where they lie.
   const at::TensorOptions options = ctx_.params[ids.front()].options().requires_grad(false);
-  bucket.params = bucket.comm->allocate(bucket.shard * world, options);
+  bucket.params = bucket.shard_comm->allocate(bucket.shard * world, options);
   at::NoGradGuard no_grad;
   int64_t offset = 0;
   for (size_t i : ids) {
@@ -116,7 +116,7 @@ void ShardedStage::shard_params(ReducerBucket& bucket) {
 }
 
 std::string ShardedStage::describe(const ReducerBucket& bucket) const {
-  return ", zero stage " + std::to_string(stage()) + ": " + std::to_string(bucket.comm->size()) + " shards of " +
+  return ", zero stage " + std::to_string(stage()) + ": " + std::to_string(bucket.shard_comm->size()) + " shards of " +
          std::to_string(bucket.shard);
 }
 

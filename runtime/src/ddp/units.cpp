@@ -525,7 +525,7 @@ Units::Units(UnitPlan plan, Reducer& reducer, int prefetch, bool reshard_after_f
       recompute_(recompute),
       said_not_recomputed_(plan_.modules.size(), false) {
   for (size_t b = 0; b < plan_.buckets.size(); ++b)
-    bytes_.push_back(static_cast<uint64_t>(reducer_.bucket_shard(b) * reducer_.world()) * reducer_.gathered_element_size(b));
+    bytes_.push_back(static_cast<uint64_t>(reducer_.bucket_shard(b) * reducer_.shard_world()) * reducer_.gathered_element_size(b));
   std::lock_guard<std::mutex> lk(registry_mutex());
   for (size_t u = 0; u < plan_.modules.size(); ++u) live()[plan_.modules[u].get()] = {this, u};
 }
@@ -546,7 +546,7 @@ Units* Units::of(const torch::nn::Module* module, size_t* unit) {
 void Units::count_gather(size_t b) {
   if (reducer_.unit_whole(b)) return;
   reducer_.gather_unit(b);
-  if (reducer_.world() > 1) gathered_ += bytes_[b];
+  if (reducer_.shard_world() > 1) gathered_ += bytes_[b];
   uint64_t whole = 0;
   for (size_t k = 0; k < bytes_.size(); ++k)
     if (reducer_.unit_whole(k)) whole += bytes_[k];

@@ -51,7 +51,7 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, std::vect
       group.push_back(it == group_of.end() ? -1 : it->second);
       if (it != group_of.end()) ++found;
     }
-    per_model.push_back(zero::pieces_of_rank(m.reducer->buckets(), numel, group, m.reducer->world(), m.reducer->rank()));
+    per_model.push_back(zero::pieces_of_rank(m.reducer->buckets(), numel, group, m.reducer->shard_world(), m.reducer->shard_rank()));
     // Every bucket holding any of the optimizer's parameters is gathered, on every rank alike: also
     // where this rank's shard of it is padding only, or parameters the optimizer does not hold.
     const auto& plan = m.reducer->buckets();
@@ -112,8 +112,8 @@ int64_t ShardedOptimizer::gathered_bytes() const {
   for (const auto& [m, b] : buckets_) {
     const Reducer& r = *models_[m].reducer;
     // Stage 3 gathers nothing after the step (its units are gathered for their forward).
-    if (r.world() > 1 && !shards_parameters(r.zero_stage()))
-      bytes += r.bucket_shard(b) * r.world() * static_cast<int64_t>(r.params()[r.buckets()[b].front()].element_size());
+    if (r.shard_world() > 1 && !shards_parameters(r.zero_stage()))
+      bytes += r.bucket_shard(b) * r.shard_world() * static_cast<int64_t>(r.params()[r.buckets()[b].front()].element_size());
   }
   return bytes;
 }

@@ -38,7 +38,7 @@ std::string model_rank_file(const Files& files, size_t model, int rank) {
 std::vector<HeldTensor> param_pieces(const Reducer& reducer, size_t model) {
   const std::vector<int> group(reducer.params().size(), 0);
   std::vector<HeldTensor> out;
-  for (const zero::Piece& p : zero::pieces_of_rank(reducer.buckets(), reducer.numels(), group, reducer.world(), reducer.rank())) {
+  for (const zero::Piece& p : zero::pieces_of_rank(reducer.buckets(), reducer.numels(), group, reducer.shard_world(), reducer.shard_rank())) {
     PieceLayout layout{model, {}};
     for (const zero::Segment& s : p.segments)
       layout.segments.push_back(NamedSegment{reducer.names()[s.param], s.param_offset, s.length});
@@ -56,7 +56,7 @@ NamedTensors shard_tensors(const Reducer& reducer, size_t model) {
 Files sharded_model_files(const Reducer& reducer, const torch::nn::Module& module, size_t model,
                           const std::vector<std::string>& rank_texts) {
   OptimizerLayout layout;
-  layout.world = reducer.world();
+  layout.world = reducer.shard_world();
   layout.stage = reducer.zero_stage();
   layout.groups = 1;
   for (size_t i = 0; i < reducer.params().size(); ++i)

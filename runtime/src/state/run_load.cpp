@@ -110,10 +110,12 @@ std::vector<std::pair<at::Tensor, at::Tensor>> model_values(const TrainingRun& r
       }
       saved.release();
       const bool sharded_here = shards_params(*run.models[i].reducer);
-      if (saved.sharded() && (saved.saved_world() != run.world || !sharded_here))
+      const int shards_here = run.models[i].reducer->shard_world();
+      if (saved.sharded() && (saved.saved_world() != shards_here || !sharded_here))
         log_main(run.rank, "load_state: model " + std::to_string(i) + "'s parameters, saved as the shards of " +
                                std::to_string(saved.saved_world()) + " ranks (zero_stage 3), re-sliced for " +
-                               std::to_string(run.world) + " ranks at stage " + std::to_string(run.ddp.zero_stage));
+                               std::to_string(shards_here) + " ranks at stage " + std::to_string(run.ddp.zero_stage) +
+                               (shards_here < run.world ? " (ddp.shard_group machine)" : ""));
     }
   } catch (const std::exception& e) {
     error = e.what();

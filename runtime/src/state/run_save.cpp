@@ -66,6 +66,14 @@ std::vector<std::string> gather_on_rank0(const TrainingRun& run, const std::stri
 
 bool has_hook_state(const Reducer& reducer) { return !reducer.hook_state().empty(); }
 
+// The layout the sharded files follow: cut over the reducers' shard group (Reducer::shard_world: the
+// job, or with ddp.shard_group machine one machine's ranks, whose replicas on the other machines
+// hold the same shards). This rank's place in it, and whether it writes its shards (the first
+// replica's ranks do; the others would write the same bytes).
+int shard_world_of(const TrainingRun& run) { return run.models.empty() ? run.world : run.models.front().reducer->shard_world(); }
+int shard_rank_of(const TrainingRun& run) { return run.models.empty() ? run.rank : run.models.front().reducer->shard_rank(); }
+bool writes_shards(const TrainingRun& run) { return run.models.empty() || run.models.front().reducer->replica() == 0; }
+
 // A file of this rank's own (its generators, its shards), made when it is written: a rank holds one
 // at a time.
 struct OwnFile {
@@ -87,14 +95,18 @@ std::vector<OwnFile> rank_files(const TrainingRun& run) {
     if (has_hook_state(*run.models[i].reducer))
       out.push_back({"ddp/model_" + std::to_string(i) + "_rank_" + r + ".pt",
                      [&run, i] { return pickle_bytes(run.models[i].reducer->hook_state()); }});
+  // Sharded state under this rank's place in the shards' layout; none (an empty path) on the other
+  // replicas, so that every rank lists the same kinds.
+  const std::string s = std::to_string(shard_rank_of(run));
+  const bool shards = writes_shards(run);
   for (size_t i = 0; i < run.optimizers.size(); ++i)
     if (run.optimizers[i].sharded)
-      out.push_back({"optimizer_" + std::to_string(i) + "/rank_" + r + ".pt",
+      out.push_back({shards ? "optimizer_" + std::to_string(i) + "/rank_" + s + ".pt" : "",
                      [&run, i] { return archive_bytes([&](auto& ar) { run.optimizers[i].inner->save(ar); }); },
                      [&run, i] { return optimizer_snapshot(*run.optimizers[i].inner); }});
   for (size_t i = 0; i < run.models.size(); ++i)
     if (shards_params(*run.models[i].reducer))
-      out.push_back({model_dir(i) + "rank_" + r + ".safetensors",
+      out.push_back({shards ? model_dir(i) + "rank_" + s + ".safetensors" : "",
                      [&run, i] { return safetensors::file_bytes(shard_tensors(*run.models[i].reducer, i)); },
                      [&run, i] { return safetensors_snapshot(shard_tensors(*run.models[i].reducer, i)); }});
   return out;
@@ -118,7 +130,8 @@ Layouts gather_layouts(const TrainingRun& run) {
       pieces.emplace_back();
       for (const auto& h : group) pieces.back().push_back(h.layout);
     }
-    for (std::string& text : gather_on_rank0(run, checkpoint::rank_layout_text(run.rank, pieces)))
+    const std::string mine = writes_shards(run) ? checkpoint::rank_layout_text(shard_rank_of(run), pieces) : "";
+    for (std::string& text : gather_on_rank0(run, mine))
       out.optimizer_pieces[i] += text;
   }
   out.model_pieces.resize(run.models.size());
@@ -127,7 +140,9 @@ Layouts gather_layouts(const TrainingRun& run) {
     if (!shards_params(reducer)) continue;
     std::vector<checkpoint::PieceLayout> pieces;
     for (const HeldTensor& h : param_pieces(reducer, i)) pieces.push_back(h.layout);
-    out.model_pieces[i] = gather_on_rank0(run, rank_layout_text(run.rank, {pieces}));
+    out.model_pieces[i] = gather_on_rank0(run, writes_shards(run) ? rank_layout_text(shard_rank_of(run), {pieces}) : "");
+    out.model_pieces[i].erase(std::remove(out.model_pieces[i].begin(), out.model_pieces[i].end(), std::string()),
+                              out.model_pieces[i].end());
   }
   return out;
 }
@@ -171,7 +186,8 @@ Files files_of(const TrainingRun& run, const std::vector<std::string>& stream_st
     if (later) later->emplace_back(model_file, pickle_snapshot(whole));
     else files[model_file] = pickle_bytes(whole);
     if (layouts.model_pieces[i].empty()) continue;
-    meta << "model " << i << " sharded over " << run.world << " ranks (zero_stage 3)\n";
+    meta << "model " << i << " sharded over " << shard_world_of(run) << " ranks (zero_stage 3"
+         << (shard_world_of(run) < run.world ? ", ddp.shard_group machine: one machine's shards" : "") << ")\n";
     files.merge(sharded_model_files(*run.models[i].reducer, *run.models[i].module, i, layouts.model_pieces[i]));
   }
   for (size_t i = 0; i < run.optimizers.size(); ++i) {
@@ -189,12 +205,13 @@ Files files_of(const TrainingRun& run, const std::vector<std::string>& stream_st
     // (state/sharded_layout.h).
     const std::string dir = "optimizer_" + std::to_string(i) + "/";
     checkpoint::OptimizerLayout layout;
-    layout.world = run.world;
+    layout.world = shard_world_of(run);
     layout.stage = run.ddp.zero_stage;
     layout.groups = static_cast<int>(opt.inner->param_groups().size());
     layout.params = checkpoint::params_of(*opt.inner, opt.sharded, reducers_of(run));
     files[dir + "layout.txt"] = checkpoint::layout_text(layout) + layouts.optimizer_pieces[i];
-    meta << "optimizer " << i << " sharded over " << run.world << " ranks (zero_stage " << layout.stage << ")\n";
+    meta << "optimizer " << i << " sharded over " << layout.world << " ranks (zero_stage " << layout.stage
+         << (layout.world < run.world ? ", ddp.shard_group machine: one machine's shards" : "") << ")\n";
   }
   files["rank0/registered.txt"] = registered_text(run);
   for (size_t i = 0; i < run.schedulers.size(); ++i) {
@@ -267,7 +284,8 @@ std::string write_rank_files(const TrainingRun& run, PendingCheckpoint* pending,
   std::string lines, error;
   if (shared) {
     try {
-      for (const OwnFile& f : mine) lines += write_part(tmp, f.path, f.bytes());
+      for (const OwnFile& f : mine)
+        if (!f.path.empty()) lines += write_part(tmp, f.path, f.bytes());
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -282,9 +300,11 @@ std::string write_rank_files(const TrainingRun& run, PendingCheckpoint* pending,
     // The same kinds on every rank (rank_files): rank r's k-th file, after rank r - 1's.
     const std::vector<std::string> paths = gather_on_rank0(run, f.path);
     for (int r = 0; r < run.world; ++r) {
-      const std::string bytes = r == 0 ? (run.rank == 0 ? f.bytes() : std::string())
-                                       : broadcast_string(*run.comm, run.rank == r ? f.bytes() : std::string(), r);
-      if (run.rank != 0 || !error.empty()) continue;
+      // (An empty path: this rank holds no such file, a replica of another's shards.)
+      const auto own = [&] { return f.path.empty() ? std::string() : f.bytes(); };
+      const std::string bytes = r == 0 ? (run.rank == 0 ? own() : std::string())
+                                       : broadcast_string(*run.comm, run.rank == r ? own() : std::string(), r);
+      if (run.rank != 0 || !error.empty() || paths[static_cast<size_t>(r)].empty()) continue;
       try {
         pending->write(paths[static_cast<size_t>(r)], bytes);
       } catch (const std::exception& e) {
@@ -465,6 +485,7 @@ std::unique_ptr<BackgroundSave> save_run_async(const std::string& dir, const Tra
   std::string error;
   try {
     for (const OwnFile& f : rank_files(run)) {
+      if (f.path.empty()) continue;  // another replica's shards
       if (Producer later = f.snapshot ? f.snapshot() : Producer()) {
         mine.emplace_back(f.path, std::move(later));
         continue;

@@ -38,6 +38,10 @@ struct GradBucket {
   // like any gradient.
   std::vector<at::Tensor> views;
   std::shared_ptr<Communicator> comm;
+  // What a reduce-scatter of the bucket runs over (start_reduce_scatter): `comm`, or with
+  // ddp.shard_group machine this machine's ranks, whose reduce-scatter also sums each chunk over the
+  // other machines' ranks of the same local rank (their replicas). Its size() is the shard count.
+  std::shared_ptr<Communicator> shard_comm;
   // Empty unless the reducer left this step's gradients where autograd put them (only for a hook
   // whose reduces_in_place() is true, over shared memory): then one tensor per entry of `views`
   // (the gradients, which `buffer` does not hold, and the control element's view).

@@ -25,10 +25,11 @@ class SixteenBitHook final : public CommHook {
     const at::ScalarType t = bucket.buffer.scalar_type();
     if ((t != at::kFloat && t != at::kDouble) || bucket.comm->size() == 1)
       return CommHook::start_reduce_scatter(bucket, std::move(out));
+    // Divided by the job's size: with ddp.shard_group machine the sums also run over the replicas.
     at::Tensor on_wire = at::empty({bucket.buffer.numel()}, bucket.buffer.options().dtype(wire_));
     at::div_out(on_wire, bucket.buffer, at::scalar_tensor(static_cast<double>(bucket.comm->size())));
     at::Tensor out_wire = at::empty({out.numel()}, out.options().dtype(wire_));
-    auto inner = bucket.comm->reduce_scatter_async(on_wire, out_wire, ReduceOp::Sum);
+    auto inner = (bucket.shard_comm ? bucket.shard_comm : bucket.comm)->reduce_scatter_async(on_wire, out_wire, ReduceOp::Sum);
     return std::make_shared<CastBack>(std::move(inner), std::move(on_wire), std::move(out_wire), std::move(out));
   }
 

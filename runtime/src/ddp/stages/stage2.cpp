@@ -39,15 +39,15 @@ void Stage2::all_added() {
   std::vector<int64_t> largest, total;
   const int64_t cap_elements = static_cast<int64_t>(ctx_.options.bucket_cap_mb * 1024 * 1024);
   for (ReducerBucket& bucket : ctx_.buckets) {
-    const int64_t padded = bucket.shard * bucket.comm->size();
-    const bool direct = members(bucket).size() == 1 && padded == bucket.elements && !shared_memory(*bucket.comm);
+    const int64_t padded = bucket.shard * bucket.shard_comm->size();
+    const bool direct = members(bucket).size() == 1 && padded == bucket.elements && !shared_memory(*bucket.shard_comm);
     if (direct || padded == 0) continue;
     const at::Tensor& first = ctx_.params[members(bucket).front()];
-    const auto key = std::make_pair(bucket.comm.get(), group_of(first));
+    const auto key = std::make_pair(bucket.shard_comm.get(), group_of(first));
     auto [it, added] = index.emplace(key, static_cast<int>(rings_.size()));
     if (added) {
       rings_.emplace_back();
-      rings_.back().comm = bucket.comm;
+      rings_.back().comm = bucket.shard_comm;
       rings_.back().options = first.options().requires_grad(false);
       largest.push_back(0);
       total.push_back(0);
@@ -68,7 +68,7 @@ void Stage2::all_added() {
 std::shared_ptr<Work> Stage2::start(ReducerBucket& bucket, CommHook& hook) {
   const std::vector<size_t>& ids = members(bucket);
   Own& own = own_[bucket.index];
-  const int64_t padded = bucket.shard * bucket.comm->size();
+  const int64_t padded = bucket.shard * bucket.shard_comm->size();
   at::NoGradGuard no_grad;
   if (own.ring < 0) {
     // One parameter whose size divides by W: its gradient is the input (a zero one when it has none).
@@ -134,7 +134,7 @@ void Stage2::all_waited() {
 }
 
 at::Tensor Stage2::reduced_grad(const ReducerBucket& bucket, int64_t offset, int64_t length) const {
-  const int64_t begin = bucket.shard * bucket.comm->rank();
+  const int64_t begin = bucket.shard * bucket.shard_comm->rank();
   XLAUNCH_ASSERT(offset >= begin && offset + length <= begin + bucket.shard, "a range inside this rank's shard");
   return own_[bucket.index].grad_shard.narrow(0, offset - begin, length);
 }
@@ -142,7 +142,7 @@ at::Tensor Stage2::reduced_grad(const ReducerBucket& bucket, int64_t offset, int
 int64_t Stage2::reduce_scattered_bytes() const {
   int64_t bytes = 0;
   for (const ReducerBucket& bucket : ctx_.buckets)
-    bytes += bucket.shard * bucket.comm->size() * ctx_.params[members(bucket).front()].element_size();
+    bytes += bucket.shard * bucket.shard_comm->size() * ctx_.params[members(bucket).front()].element_size();
   return bytes;
 }
 

@@ -42,7 +42,7 @@ class Stage3 final : public Stage2 {
     for (ReducerBucket& bucket : ctx_.buckets) free_unit(bucket, false);
   }
   at::Tensor param_piece(const ReducerBucket& bucket, int64_t offset, int64_t length) const override {
-    const int64_t begin = bucket.shard * bucket.comm->rank();
+    const int64_t begin = bucket.shard * bucket.shard_comm->rank();
     XLAUNCH_ASSERT(offset >= begin && offset + length <= begin + bucket.shard, "a piece inside this rank's shard");
     return units_[bucket.index].shard.narrow(0, offset - begin, length);
   }
@@ -65,7 +65,7 @@ class Stage3 final : public Stage2 {
     return static_cast<int64_t>((unit.whole_low.defined() ? unit.whole_low : unit.whole).element_size());
   }
   std::string describe(const ReducerBucket& bucket) const override {
-    return ", zero stage 3 unit: " + std::to_string(bucket.comm->size()) + " shards of " + std::to_string(bucket.shard);
+    return ", zero stage 3 unit: " + std::to_string(bucket.shard_comm->size()) + " shards of " + std::to_string(bucket.shard);
   }
 
  protected:
@@ -110,17 +110,17 @@ void Stage3::place_params(ReducerBucket& bucket) {
   // the whole parameters by the device's own allocator, whose memory a free gives back. Made free:
   // the shard takes this rank's part of the parameters as they are, which then let go of their own
   // memory, so the model is never whole twice.
-  unit.shard = bucket.comm->allocate(bucket.shard, options);
-  unit.whole = at::empty({bucket.shard * bucket.comm->size()}, options);
+  unit.shard = bucket.shard_comm->allocate(bucket.shard, options);
+  unit.whole = at::empty({bucket.shard * bucket.shard_comm->size()}, options);
   set_storage_bytes(unit.whole, 0);
   if (const auto dtype = low()) {
-    unit.shard_low = bucket.comm->allocate(bucket.shard, options.dtype(*dtype));  // collective, as the shard
-    unit.whole_low = at::empty({bucket.shard * bucket.comm->size()}, options.dtype(*dtype));
+    unit.shard_low = bucket.shard_comm->allocate(bucket.shard, options.dtype(*dtype));  // collective, as the shard
+    unit.whole_low = at::empty({bucket.shard * bucket.shard_comm->size()}, options.dtype(*dtype));
     set_storage_bytes(unit.whole_low, 0);
   }
   unit.zero = at::zeros({}, options);
   at::NoGradGuard no_grad;
-  const int64_t begin = bucket.shard * bucket.comm->rank(), end = begin + bucket.shard;
+  const int64_t begin = bucket.shard * bucket.shard_comm->rank(), end = begin + bucket.shard;
   unit.shard.zero_();  // padding
   int64_t offset = 0;
   for (size_t i : ids) {
@@ -163,8 +163,8 @@ void Stage3::gather_unit(ReducerBucket& bucket, bool exact) {
   bind(bucket, true);
   unit.whole_now = true;
   if (unit.low_now) unit.shard_low.copy_(unit.shard);
-  if (bucket.comm->size() == 1) whole.copy_(shard);
-  else unit.gathering = bucket.comm->allgather_async(shard, whole);
+  if (bucket.shard_comm->size() == 1) whole.copy_(shard);
+  else unit.gathering = bucket.shard_comm->allgather_async(shard, whole);
 }
 
 void Stage3::free_unit(ReducerBucket& bucket, bool keep_changes) {
@@ -172,7 +172,7 @@ void Stage3::free_unit(ReducerBucket& bucket, bool keep_changes) {
   if (!unit.whole_now) return;
   wait_unit(bucket);
   XLAUNCH_ASSERT(!keep_changes || !unit.low_now, "a unit whole in its own dtype when its shard takes its values");
-  if (keep_changes) unit.shard.copy_(unit.whole.narrow(0, bucket.shard * bucket.comm->rank(), bucket.shard));
+  if (keep_changes) unit.shard.copy_(unit.whole.narrow(0, bucket.shard * bucket.shard_comm->rank(), bucket.shard));
   bind(bucket, false);
   set_storage_bytes(unit.low_now ? unit.whole_low : unit.whole, 0);
   unit.whole_now = false;
