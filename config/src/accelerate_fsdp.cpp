@@ -13,6 +13,7 @@ namespace {
 struct FsdpSettings {
   int zero_stage = 3;
   bool reshard_after_forward = true;
+  bool hybrid = false;  // HYBRID_SHARD, HYBRID_SHARD_ZERO2: ddp.shard_group machine
   bool no_prefetch = false;
   int activation_checkpointing_line = 0;  // where `fsdp_activation_checkpointing: true` is (0: not)
   // The wrap policy's three keys, as given (empty: not given), and where.
@@ -35,12 +36,15 @@ void read_strategy(const Entry& e, FsdpSettings& s) {
     s.reshard_after_forward = false;
   } else if (v == "NO_SHARD" || v == "3") {
     s.zero_stage = 0;
-  } else if (v == "HYBRID_SHARD" || v == "HYBRID_SHARD_ZERO2" || v == "4" || v == "5") {
-    e.fail("FULL_SHARD, SHARD_GRAD_OP or NO_SHARD",
-           "hybrid sharding (sharded within a machine, replicated across machines) is not built yet; use "
-           "FULL_SHARD (xlaunch's ddp.zero_stage 3), which shards over every rank");
+  } else if (v == "HYBRID_SHARD" || v == "4") {
+    s.zero_stage = 3;
+    s.reshard_after_forward = true;
+    s.hybrid = true;
+  } else if (v == "HYBRID_SHARD_ZERO2" || v == "5") {
+    s.zero_stage = 2;
+    s.hybrid = true;
   } else {
-    e.fail("FULL_SHARD, SHARD_GRAD_OP, NO_SHARD (or 1, 2, 3)");
+    e.fail("FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, HYBRID_SHARD_ZERO2 (or 1 to 5)");
   }
   s.source = e.key + " " + e.text();
   s.line = e.line;
@@ -183,6 +187,7 @@ void apply_fsdp(const YAML::Node& root, LoadedConfig& out) {
   if (out.config.use_cpu) out.config.distributed_type = DistributedType::MultiCpu;
   const int line = s.line ? s.line : section_line;
   take(out, setting_of(env::kZeroStage), std::to_string(s.zero_stage), s.source, line);
+  if (s.hybrid) take(out, setting_of(env::kShardGroup), "machine", s.source, line);
   if (s.zero_stage == 3)
     take(out, setting_of(env::kFsdpReshardAfterForward), s.reshard_after_forward ? "true" : "false", s.source, line);
   if (s.zero_stage == 3) {

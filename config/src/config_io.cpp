@@ -238,6 +238,21 @@ void validate(const LaunchConfig& c, std::optional<int> gpu_count, const std::st
         "PowerSGD approximates whole weight matrices and allreduces the low-rank factors; stage " + stage +
             " reduce-scatters the gradients, so each rank keeps only a shard of each and there is no matrix to "
             "approximate. Use ddp.zero_stage 1 with powersgd, or comm_hook none, fp16 or bf16 with stage " + stage);
+  if (c.ddp.shard_group == "machine") {
+    const std::string why = "ddp.shard_group machine (hybrid sharding, FSDP's HYBRID_SHARD) shards within each machine and "
+                            "keeps a replica on every machine";
+    check(shards_optimizer_state(c.ddp.zero_stage), "ddp.shard_group", "'machine' with ddp.zero_stage " + stage,
+          "world with ddp.zero_stage 0", why + "; at stage 0 nothing is sharded: set ddp.zero_stage 3 (or 2, 1)");
+    check(c.num_machines > 1, "ddp.shard_group", "'machine' on one machine (num_machines 1)", "world on one machine",
+          why + "; on one machine the machine is the whole job: use world (FULL_SHARD), the same sharding");
+    check(c.num_processes >= 2 * c.num_machines, "ddp.shard_group",
+          "'machine' with " + std::to_string(c.num_processes) + " processes on " + std::to_string(c.num_machines) +
+              " machines",
+          "world with one process per machine",
+          why + "; with one process per machine there is nothing to shard within it: use world");
+    check(c.distributed_type != DistributedType::MultiGpu, "ddp.shard_group", "'machine' with MULTI_GPU",
+          "world on GPUs", why + "; over NCCL (GPUs) it is not built yet: use world (FULL_SHARD)");
+  }
   const bool distributed = c.distributed_type != DistributedType::No;
   check(distributed || c.num_processes == 1, "num_processes", q(c.num_processes),
         "1 with distributed_type NO", "set distributed_type: MULTI_CPU or MULTI_GPU to start several processes");

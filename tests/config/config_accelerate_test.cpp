@@ -199,6 +199,19 @@ TEST(ConfigAccelerate, FsdpStrategiesMapToStagesAndPrefetch) {
   EXPECT_EQ(l.config.fsdp.prefetch, 0);
   EXPECT_EQ(parse_config(fsdp_file("  fsdp_sharding_strategy: 1\n"), "t").config.ddp.zero_stage, 3);
   EXPECT_EQ(parse_config(fsdp_file("  fsdp_sharding_strategy: NO_SHARD\n"), "t").config.ddp.zero_stage, 0);
+  EXPECT_EQ(parse_config(fsdp_file("  fsdp_sharding_strategy: FULL_SHARD\n"), "t").config.ddp.shard_group, "world");
+  // Hybrid sharding: sharded within each machine, replicated across machines (2 machines of 2).
+  const auto two_machines = [](const std::string& section) {
+    return "distributed_type: FSDP\nnum_processes: 4\nnum_machines: 2\nmpi:\n  hosts: [a, b]\nuse_cpu: true\n"
+           "fsdp_config:\n" + section;
+  };
+  l = parse_config(two_machines("  fsdp_sharding_strategy: HYBRID_SHARD\n"), "t");
+  EXPECT_EQ(l.config.ddp.zero_stage, 3);
+  EXPECT_EQ(l.config.ddp.shard_group, "machine");
+  EXPECT_TRUE(l.config.fsdp.reshard_after_forward);
+  l = parse_config(two_machines("  fsdp_sharding_strategy: 5\n"), "t");  // HYBRID_SHARD_ZERO2
+  EXPECT_EQ(l.config.ddp.zero_stage, 2);
+  EXPECT_EQ(l.config.ddp.shard_group, "machine");
   EXPECT_EQ(parse_config("distributed_type: FSDP\nuse_cpu: true\nnum_processes: 2\n", "t").config.ddp.zero_stage, 3);
   l = parse_config(fsdp_file("  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n"), "t");
   EXPECT_FALSE(l.config.fsdp.reshard_after_forward);
@@ -277,10 +290,14 @@ TEST(ConfigFsdpWrap, SpellingsParseAndBadOnesAreRefusedNamingTheKey) {
 }
 
 TEST(ConfigAccelerate, FsdpWhatCannotBeHonouredIsRefusedByKeyAndLine) {
-  ConfigErrorInfo e = error_of(fsdp_file("  fsdp_sharding_strategy: HYBRID_SHARD\n"));
+  ConfigErrorInfo e = error_of(fsdp_file("  fsdp_sharding_strategy: HALF_SHARD\n"));
   EXPECT_EQ(e.key, "fsdp_config.fsdp_sharding_strategy");
   EXPECT_EQ(e.line, 5);
-  EXPECT_TRUE(contains(e.hint, "hybrid sharding")) << e.hint;
+  EXPECT_TRUE(contains(e.allowed, "HYBRID_SHARD_ZERO2")) << e.allowed;
+  // Hybrid sharding on one machine (Accelerate's default machine count): refused, saying why.
+  e = error_of(fsdp_file("  fsdp_sharding_strategy: HYBRID_SHARD\n"));
+  EXPECT_EQ(e.key, "ddp.shard_group");
+  EXPECT_TRUE(contains(e.hint, "on one machine the machine is the whole job")) << e.hint;
   e = error_of(fsdp_file("  fsdp_offload_params: true\n"));
   EXPECT_EQ(e.key, "fsdp_config.fsdp_offload_params");
   EXPECT_EQ(e.allowed, "false");

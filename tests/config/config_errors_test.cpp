@@ -121,6 +121,30 @@ TEST(ConfigErrors, PortZeroAndBoundsAreAccepted) {
   EXPECT_EQ(parse_config("main_process_port: 65535\n", "t").config.main_process_port, 65535);
 }
 
+// Hybrid sharding (ddp.shard_group machine) needs a stage that shards, several machines of several
+// processes each, and CPUs; each refusal names the cause and the fix.
+TEST(ConfigErrors, HybridShardingNeedsSeveralMachinesOfSeveralProcesses) {
+  const std::string two_by_two = "num_processes: 4\nnum_machines: 2\nmpi:\n  hosts: [a, b]\n";
+  EXPECT_EQ(parse_config("distributed_type: MULTI_CPU\n" + two_by_two + "ddp:\n  zero_stage: 3\n  shard_group: machine\n",
+                         "t").config.ddp.shard_group,
+            "machine");
+  auto e = error_of("distributed_type: MULTI_CPU\n" + two_by_two + "ddp:\n  shard_group: machine\n");
+  EXPECT_EQ(e.key, "ddp.shard_group");
+  EXPECT_TRUE(contains(e.hint, "set ddp.zero_stage 3")) << e.hint;
+  e = error_of("distributed_type: MULTI_CPU\nnum_processes: 4\nddp:\n  zero_stage: 2\n  shard_group: machine\n");
+  EXPECT_EQ(e.key, "ddp.shard_group");
+  EXPECT_EQ(e.line, 5);
+  EXPECT_TRUE(contains(e.hint, "on one machine the machine is the whole job")) << e.hint;
+  e = error_of("distributed_type: MULTI_CPU\nnum_processes: 2\nnum_machines: 2\nmpi:\n  hosts: [a, b]\n"
+               "ddp:\n  zero_stage: 3\n  shard_group: machine\n");
+  EXPECT_TRUE(contains(e.hint, "one process per machine")) << e.hint;
+  e = error_of("distributed_type: MULTI_GPU\n" + two_by_two + "ddp:\n  zero_stage: 3\n  shard_group: machine\n");
+  EXPECT_TRUE(contains(e.hint, "NCCL")) << e.hint;
+  e = error_of("distributed_type: MULTI_CPU\n" + two_by_two + "ddp:\n  zero_stage: 3\n  shard_group: node\n");
+  EXPECT_EQ(e.key, "ddp.shard_group");
+  EXPECT_TRUE(contains(e.allowed, "world, machine")) << e.allowed;
+}
+
 TEST(ConfigErrors, RelationsBetweenKeys) {
   auto e = error_of("num_processes: 2\n");  // NO means one process
   EXPECT_EQ(e.key, "num_processes");

@@ -128,6 +128,10 @@ TEST(ConfigPty, SeveralMachinesAskForTheMainMachineAndTheHostfile) {
   s.type("4\n");
   ASSERT_TRUE(s.expect("(0/1/2/3) [0]: ")) << s.transcript();
   s.type("2\n");
+  // Several machines of several processes each: hybrid sharding is offered.
+  ASSERT_TRUE(s.expect("Shard within each machine and keep a replica on every machine?")) << s.transcript();
+  ASSERT_TRUE(s.expect("(yes/no) [no]: ")) << s.transcript();
+  s.type("yes\n");
   ASSERT_TRUE(s.expect("Mixed precision? (no/fp16/bf16) [no]: ")) << s.transcript();
   s.type("fp16\n");
   ASSERT_TRUE(s.expect("How many gradient accumulation steps? [1]: ")) << s.transcript();
@@ -148,6 +152,7 @@ TEST(ConfigPty, SeveralMachinesAskForTheMainMachineAndTheHostfile) {
   EXPECT_EQ(c.gradient_accumulation_steps, 1);
   EXPECT_TRUE(c.debug);
   EXPECT_EQ(c.ddp.zero_stage, 2);
+  EXPECT_EQ(c.ddp.shard_group, "machine");
 }
 
 // A CPU job on a CPU without bf16 instructions is not offered bf16 (nor fp16 without fp16 ones); the

@@ -73,7 +73,8 @@ config::MixedPrecision ask_mixed_precision(Prompter& p, config::MixedPrecision p
   return mp == "fp16" ? config::MixedPrecision::Fp16 : mp == "bf16" ? config::MixedPrecision::Bf16 : config::MixedPrecision::No;
 }
 
-// Sharding, as `accelerate config` asks about FSDP and DeepSpeed: the ZeRO stage, and at stage 3
+// Sharding, as `accelerate config` asks about FSDP and DeepSpeed: the ZeRO stage, on several
+// machines whether to shard within each machine (hybrid sharding, ddp.shard_group), and at stage 3
 // which modules are units (fsdp.wrap) and whether a unit is freed after its forward (FSDP's
 // FULL_SHARD) or kept whole for backward (SHARD_GRAD_OP). Asked of jobs of several processes.
 void ask_sharding(Prompter& p, LaunchConfig& c, const LaunchConfig& proposed) {
@@ -88,6 +89,18 @@ void ask_sharding(Prompter& p, LaunchConfig& c, const LaunchConfig& proposed) {
                                           "; 3 is FSDP's FULL_SHARD)",
                                       stages, stage.text(proposed));
   config::read_setting(c, stage.key, answer, "answer");
+  // Hybrid sharding (ddp.shard_group): a CPU job over several machines of several processes each
+  // (elsewhere it is refused, so not asked: world).
+  const config::Setting& group = config::setting_of(env::kShardGroup);
+  config::read_setting(c, group.key, "world", "answer");
+  if (shards_optimizer_state(c.ddp.zero_stage) && c.distributed_type == DistributedType::MultiCpu &&
+      c.num_machines > 1 && c.num_processes >= 2 * c.num_machines) {
+    const bool hybrid = p.yes_no(
+        "Shard within each machine and keep a replica on every machine? (yes: FSDP's HYBRID_SHARD, parameter "
+        "gathers stay inside the machine, each process holds 1/(processes per machine); no: shard over every process)",
+        group.text(proposed) == "machine");
+    config::read_setting(c, group.key, hybrid ? "machine" : "world", "answer");
+  }
   if (!shards_parameters(c.ddp.zero_stage)) return;
   const config::Setting& wrap = config::setting_of(env::kFsdpWrap);
   const std::string units = p.text(
