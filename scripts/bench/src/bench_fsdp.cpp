@@ -2,7 +2,9 @@
 // the work of peers/torch_fsdp2_gpt.py (random byte tokens, AdamW, cross entropy, per-rank batch).
 //   --stage S  --dim D --layers L --heads H --seq T --batch B --steps N --warmup K
 //   --prefetch P --reshard_after_forward 0|1 --activation_checkpointing 0|1 --cpu_allreduce auto|mpi
-//   (the fsdp section; default: the environment's)
+//   --shard_group world|machine (the fsdp section and ddp.shard_group; default: the environment's)
+//   --count_link DEV: rank 0 also prints link_mb_per_step=, the bytes DEV sent and received
+//   (/sys/class/net/DEV/statistics, in rank 0's network namespace) per timed step, MB = 1e6 bytes
 // Prints on rank 0:
 //   xlaunch-fsdp stage=S world=W params_m=P tokens_per_s=X peak_rss_above_bare_mb=R peak_rss_mb=T
 //     opt_state_mb_per_rank=M
@@ -15,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -22,10 +25,28 @@
 #include "bench_timing.h"
 #include "xlaunch/accelerator.h"
 
+namespace {
+// The bytes network device `dev` has sent and received (0 without one).
+int64_t link_bytes(const std::string& dev) {
+  if (dev.empty()) return 0;
+  int64_t total = 0;
+  for (const char* what : {"tx_bytes", "rx_bytes"}) {
+    std::ifstream in("/sys/class/net/" + dev + "/statistics/" + what);
+    int64_t n = 0;
+    if (!(in >> n)) {
+      std::fprintf(stderr, "--count_link %s: no /sys/class/net/%s/statistics/%s\n", dev.c_str(), dev.c_str(), what);
+      std::exit(2);
+    }
+    total += n;
+  }
+  return total;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   int64_t dim = 256, layers = 4, heads = 8, seq = 128, batch = 8;
   int steps = 10, warmup = 2;
+  std::string link;  // --count_link
   xlaunch::AcceleratorOptions options = xlaunch::AcceleratorOptions::from_env();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
@@ -44,6 +65,8 @@ int main(int argc, char** argv) {
     else if (k == "--cpu_allreduce") options.cpu_allreduce = v;
     else if (k == "--mixed_precision") options.mixed_precision = v;
     else if (k == "--param_dtype") options.ddp.fsdp_param_dtype = v;
+    else if (k == "--shard_group") options.ddp.shard_group = v;
+    else if (k == "--count_link") link = v;
     else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
   }
 
@@ -67,10 +90,12 @@ int main(int argc, char** argv) {
   };
   for (int i = 0; i < warmup; ++i) step();
   acc.wait_for_everyone();
+  const int64_t link_before = link_bytes(link);
   const double dt = xlaunch::bench::seconds_of([&] {
     for (int i = 0; i < steps; ++i) step();
     acc.wait_for_everyone();
   });
+  const int64_t link_after = link_bytes(link);
   const std::vector<int64_t> above = acc.gather_object(xlaunch::bench::status_kb("VmHWM:") - bare);
   const std::vector<int64_t> peak = acc.gather_object(xlaunch::bench::status_kb("VmHWM:"));
   const std::vector<int64_t> state = acc.gather_object(opt.state_bytes());
@@ -82,5 +107,8 @@ int main(int argc, char** argv) {
                 static_cast<double>(*std::max_element(above.begin(), above.end())) * 1024 / 1e6,
                 static_cast<double>(*std::max_element(peak.begin(), peak.end())) * 1024 / 1e6,
                 static_cast<double>(*std::max_element(state.begin(), state.end())) / 1e6);
+  if (acc.is_main_process() && !link.empty())
+    std::printf("xlaunch-fsdp-link shard_group=%s link_mb_per_step=%.2f\n", options.ddp.shard_group.c_str(),
+                static_cast<double>(link_after - link_before) / 1e6 / steps);
   return 0;
 }
