@@ -46,6 +46,7 @@ struct Leg {
   std::string load;              // a checkpoint to load first
   const Whole* seed = nullptr;   // or: this optimizer state to start from
   std::string save;              // a checkpoint to save at the end
+  std::string shard_group = "world";  // ddp.shard_group ("machine": hybrid sharding, on several machines)
 };
 
 struct LegResult {
@@ -179,6 +180,7 @@ inline AcceleratorOptions leg_options(const Leg& leg) {
   o.ddp.first_bucket_bytes = 64;
   o.ddp.bucket_cap_mb = leg.bucket_cap_mb;
   o.ddp.zero_stage = leg.stage;
+  o.ddp.shard_group = leg.shard_group;
   return o;
 }
 

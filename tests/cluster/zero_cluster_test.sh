@@ -88,4 +88,15 @@ else
   fail "2x2 hybrid sharding, stage 3: want PASSED, bucket_comm=hier, and shard_world=2 replicas=2 on every rank" hybrid3
 fi
 
+# The resharding matrix of a hybrid checkpoint: saved on 2x2 at stages 3 and 2, resumed on 3, 2 and 1
+# ranks, each bit for bit like a run started from the saved state gathered whole.
+t0=$SECONDS
+if timeout 280 "$xlaunch" run --config_file "$work/m2x2.yaml" "$build/tests/runtime/mpi_tests" \
+     --test_files=zero_checkpoint_mpi_test.cpp --gtest_color=no --gtest_filter='ZeroCheckpointMpi.Hybrid*' >"$work/hybrid_ckpt.log" 2>&1 \
+   && grep -q '\[  PASSED  \] 1 test' "$work/hybrid_ckpt.log" && ! grep -q '\[  SKIPPED \]' "$work/hybrid_ckpt.log"; then
+  pass "2x2 hybrid checkpoints (stages 3 and 2) resume on 3, 2 and 1 ranks like runs from the state gathered whole ($((SECONDS - t0)) s)"
+else
+  fail "2x2 hybrid checkpoints: want ZeroCheckpointMpi.Hybrid* PASSED, not skipped" hybrid_ckpt
+fi
+
 test_finish

@@ -166,7 +166,8 @@ size_t AcceleratorImpl::prepare_module(std::shared_ptr<torch::nn::Module> module
            << "\nbucket_cap_mb " << options_.ddp.bucket_cap_mb << "\nfirst_bucket_bytes "
            << options_.ddp.first_bucket_bytes << "\ncpu_allreduce " << options_.cpu_allreduce << "\ncomm_hook "
            << options_.ddp.comm_hook << "\npowersgd_rank " << options_.ddp.powersgd_rank << "\npowersgd_start_step "
-           << options_.ddp.powersgd_start_step << "\nzero_stage " << options_.ddp.zero_stage << "\nfsdp.prefetch "
+           << options_.ddp.powersgd_start_step << "\nzero_stage " << options_.ddp.zero_stage << "\nshard_group "
+           << options_.ddp.shard_group << "\nfsdp.prefetch "
            << options_.ddp.fsdp_prefetch << "\nfsdp.reshard_after_forward " << options_.ddp.reshard_after_forward
            << "\nfsdp.activation_checkpointing " << options_.ddp.fsdp_activation_checkpointing << "\nfsdp.wrap "
            << options_.ddp.fsdp_wrap << "\nfsdp.param_dtype " << options_.ddp.fsdp_param_dtype << "\n";

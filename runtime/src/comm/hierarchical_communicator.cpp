@@ -82,7 +82,8 @@ HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<MpiCommunicat
                      " ranks, the world " + std::to_string(world_->size()));
   local_ = world_->split(layout.leader[me], me);
   leaders_ = world_->split(local_->rank() == 0 ? 0 : MPI_UNDEFINED, me);
-  replicas_ = world_->split(local_->rank(), me);
+  // Ranked by their machine's leader: replica m is on the m-th machine, whatever the placement.
+  replicas_ = world_->split(local_->rank(), layout.leader[me]);
   // Agreed over the world: on failure every rank throws here alike.
   shm_ = std::make_unique<ShmCommunicator>(local_, world_);
   if (!shm_->reserve_staging(kMinStagingBytes))
@@ -287,10 +288,12 @@ std::shared_ptr<Work> MachineShardGroup::reduce_scatter_async(at::Tensor in, at:
   op = reduce_op_for(in.scalar_type(), op, "reduce_scatter");
   const CollectiveInfo info = CollectiveInfo::of("reduce_scatter", in);
   // The work holds the tensors, so their memory stays put until every rank has read it.
-  // The item holds the communicators (not this group, which may go first) and the tensors, whose
-  // memory stays put until every rank has read it.
+  // The item holds the tensors, whose memory stays put until every rank has read it, and not this
+  // group, which may go first; nor a reference to the hierarchical communicator, whose last one
+  // must not be dropped on its own thread: its destructor waits for the items queued there.
+  HierarchicalCommunicator* h = hier_.get();
   return hier_->world_->comm_thread().enqueue(
-      info, [h = hier_, order = order_, in = std::move(in), out = std::move(out), op]() mutable {
+      info, [h, order = order_, in = std::move(in), out = std::move(out), op]() mutable {
         if (out.numel() == 0) return;
         const int local = h->local_->size(), me = h->local_->rank();
         // Sums first (Max stays Max), so that Avg divides once, by the job's size.
@@ -313,7 +316,8 @@ std::shared_ptr<Work> MachineShardGroup::allgather_async(at::Tensor in, at::Tens
   if (size() == 1 || in.numel() == 0 || !(hier_->shm_->holds(in) || hier_->shm_->holds(out)))
     return hier_->local_->allgather_async(std::move(in), std::move(out));
   const CollectiveInfo info = CollectiveInfo::of("allgather", in);
-  return hier_->world_->comm_thread().enqueue(info, [h = hier_, order = order_, in = std::move(in), out = std::move(out)] {
+  HierarchicalCommunicator* h = hier_.get();  // as in reduce_scatter_async
+  return hier_->world_->comm_thread().enqueue(info, [h, order = order_, in = std::move(in), out = std::move(out)] {
     h->shm_->allgather_through_staging(in, out, order, h->local_->rank(), [](at::Tensor&, int64_t) {});
   });
 }

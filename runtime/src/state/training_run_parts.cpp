@@ -110,10 +110,13 @@ std::vector<std::unique_ptr<torch::serialize::InputArchive>> optimizer_archives(
       if (!r.note.empty()) log_main(run.rank, "load_state: " + what + ": " + r.note);
       const int64_t from_world = sharded_saved ? saved.world : saved_world;
       const int64_t from_stage = sharded_saved ? saved.stage : 0;
-      if (from_world != run.world || from_stage != run.ddp.zero_stage) {
+      // The ranks the state is cut over here: the job, or with ddp.shard_group machine one machine's.
+      const int64_t here = run.models.empty() ? run.world : run.models.front().reducer->shard_world();
+      if (from_world != here || from_stage != run.ddp.zero_stage) {
         log_main(run.rank, "load_state: optimizer state of " + std::to_string(from_world) + " ranks at stage " +
-                        std::to_string(from_stage) + " re-sliced for " + std::to_string(run.world) + " ranks at stage " +
-                        std::to_string(run.ddp.zero_stage) + " (optimizer " + std::to_string(i) + ")");
+                        std::to_string(from_stage) + " re-sliced for " + std::to_string(here) + " ranks at stage " +
+                        std::to_string(run.ddp.zero_stage) + (here < run.world ? " (ddp.shard_group machine)" : "") +
+                        " (optimizer " + std::to_string(i) + ")");
       } else if (run.rank == 0) {
         bool same = true;
         for (size_t g = 0; g < held.size(); ++g) {

@@ -9,8 +9,9 @@
 //     bucket's Work is waited for, in bucket order; the gradients then hold their average.
 //  3. For checkpoints: state(), state_for_world(), state_mismatch(), load_state().
 // At ZeRO stage 2 (reducer.h) start_reduce_scatter() replaces start(): `buffer` is then the bucket's
-// input of that step (its gradients, padded with zeros to W * shard elements), `views` is empty, and
-// the control element travels apart.
+// input of that step (its gradients, padded with zeros to S * shard elements, S the size of
+// bucket.shard_comm: W, or with ddp.shard_group machine the ranks of a machine), `views` is empty,
+// and the control element travels apart.
 // Backward passes without sync (gradient accumulation) call none of these.
 #pragma once
 
@@ -75,9 +76,10 @@ class CommHook {
     return "this hook defines how buckets are allreduced (start), not how they are reduce-scattered "
            "(start_reduce_scatter)";
   }
-  // ZeRO stage 2: starts reduce-scattering bucket.buffer (comm->size() * out.numel() elements) so
-  // that, once the Work is waited for, `out` holds this rank's chunk of the average over the ranks.
-  // Called like start(). Default: the communicator's reduce-scatter with Avg.
+  // ZeRO stage 2: starts reduce-scattering bucket.buffer (shard_comm->size() * out.numel() elements)
+  // over bucket.shard_comm so that, once the Work is waited for, `out` holds this rank's chunk of
+  // the average over every rank of the job (shard_comm's reduce-scatter with Avg sums over the
+  // replicas too, and divides by the job's size). Called like start(). Default: exactly that.
   virtual std::shared_ptr<Work> start_reduce_scatter(const GradBucket& bucket, at::Tensor out);
 
   // The state a resumed run needs (checkpoints), as named tensors: the live ones, copy before
