@@ -23,6 +23,7 @@
 #include "../../examples/gpt_model.h"
 #include "fsdp_model.h"
 #include "models.h"
+#include "comm/mpi_communicator.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/error.h"
 
@@ -46,6 +47,7 @@ struct Job {
   std::string load_dir;               // load_state before the first step
   std::string save_dir;               // save_state after save_after steps
   int save_after = -1;
+  bool one_process = false;  // every rank alone (a world of one), training on every rank's batches at once
 };
 
 struct Result {
@@ -70,7 +72,16 @@ Result train_model(const Job& s, Holder net, Forward forward) {
   o.optimizer_fused = s.fused;
   o.ddp.shard_group = s.shard_group;
   if (s.bf16) o.mixed_precision = "bf16";
-  xlaunch::Accelerator acc(o);
+  int world_ranks = 1;  // one_process: the job's, whose batches it takes
+  std::unique_ptr<xlaunch::Accelerator> holder;
+  if (s.one_process) {
+    const auto mpi_world = xlaunch::MpiCommunicator::world();
+    world_ranks = mpi_world->size();
+    holder = std::make_unique<xlaunch::Accelerator>(o, mpi_world->split(mpi_world->rank(), 0));
+  } else {
+    holder = std::make_unique<xlaunch::Accelerator>(o);
+  }
+  xlaunch::Accelerator& acc = *holder;
   const int rank = acc.process_index();
   auto model = acc.prepare(net);
   std::vector<at::Tensor> decay, no_decay;
@@ -93,7 +104,12 @@ Result train_model(const Job& s, Holder net, Forward forward) {
   for (int step = 0; step < my_steps; ++step) {
     if (step == s.save_after) acc.save_state(s.save_dir);
     acc.accumulate();
-    const at::Tensor t = tokens(rank, s.first_step + step);
+    at::Tensor t = tokens(rank, s.first_step + step);
+    if (s.one_process) {  // the batches of every rank of the job, as one
+      std::vector<at::Tensor> all;
+      for (int r = 0; r < world_ranks; ++r) all.push_back(tokens(r, s.first_step + step));
+      t = at::cat(all);
+    }
     const at::Tensor logits = forward(model, t.narrow(1, 0, kSeq), step);
     acc.backward(torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
                                                       t.narrow(1, 1, kSeq).reshape({-1})));
@@ -117,7 +133,8 @@ Result train_model(const Job& s, Holder net, Forward forward) {
     std::printf("fsdp_hybrid rank=%d stage=%d shard_world=%d shard_rank=%d replicas=%d replica=%d\n", rank, s.stage,
                 acc.reducer(0).shard_world(), acc.reducer(0).shard_rank(), acc.reducer(0).replicas(),
                 acc.reducer(0).replica());
-  std::printf("fsdp_mpi rank=%d world=%d bucket_comm=%s stage=%d state_bytes=%lld\n", rank, acc.num_processes(),
+  if (!s.one_process)  // (the job's ranks' lines: tests/cluster/zero_cluster_test.sh counts them)
+    std::printf("fsdp_mpi rank=%d world=%d bucket_comm=%s stage=%d state_bytes=%lld\n", rank, acc.num_processes(),
               acc.bucket_communicator(acc.device())->name().c_str(), s.stage, static_cast<long long>(out.state_bytes));
   return out;
 }
@@ -247,7 +264,8 @@ INSTANTIATE_TEST_SUITE_P(Transports, FsdpMpi, ::testing::Values("mpi", "auto"),
 // Hybrid sharding at stage 3 (ddp.shard_group machine, FSDP's HYBRID_SHARD): on several machines
 // (tests/cluster/zero_cluster_test.sh runs this on 2 x 2) the units are sharded within each machine
 // and gathered there, the machines holding replicas; it matches stage 0 and the whole job's sharding
-// (FULL_SHARD) within 1e-5 after 50 steps, every rank's whole model bitwise equal to rank 0's, each
+// (FULL_SHARD) within 1e-5 after 50 steps, and one process on every rank's batches at once (the same
+// bound), every rank's whole model bitwise equal to rank 0's, each
 // rank's optimizer state its machine's share; with uneven inputs (join, clip_grad_norm_ over the
 // machine's shards) too. Its checkpoints resume on its own layout, on FULL_SHARD's and at stage 0,
 // and it resumes FULL_SHARD's. On one machine, prepare refuses it (zero_mpi_test's ZeroHybrid checks
@@ -278,6 +296,16 @@ TEST(FsdpHybrid, UnitsShardedWithinEachMachineMatchStageZeroAndFullShard) {
       EXPECT_LE(rel_err(got.state[i], whole.state[i]), 1e-5) << "tensor " << i << " against FULL_SHARD";
     }
     std::printf("fsdp_hybrid largest relative error against stage 0: %.3g\n", worst);
+    if (!base.uneven) {  // one process on every rank's batches at once
+      base.one_process = true;
+      const Result one = train(base);
+      worst = 0;
+      for (size_t i = 0; i < got.state.size(); ++i) {
+        worst = std::max(worst, rel_err(got.state[i], one.state[i]));
+        EXPECT_LE(rel_err(got.state[i], one.state[i]), 1e-5) << "tensor " << i << " against one process";
+      }
+      std::printf("fsdp_hybrid largest relative error against one process: %.3g\n", worst);
+    }
     EXPECT_LT(got.shard_world, got.world);
     EXPECT_LE(static_cast<double>(got.state_bytes), 1.1 * static_cast<double>(ref.state_bytes) / got.shard_world + 64);
     EXPECT_GE(static_cast<double>(got.state_bytes), 0.9 * static_cast<double>(ref.state_bytes) / got.shard_world);
