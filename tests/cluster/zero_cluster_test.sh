@@ -78,12 +78,12 @@ fi
 # Hybrid sharding (ddp.shard_group machine): stages 1 and 2 (_HYBRID_SHARD_ZERO2) and stage 3
 # (HYBRID_SHARD) against stage 0 and the whole job's sharding, and their checkpoints resumed.
 if run hybrid12 "$test_bin" "ZeroHybrid.*" hier && hybrid hybrid12 zero_hybrid; then
-  pass "2x2 hybrid sharding, stages 1 and 2: shards within each machine, the machines replicas; match stage 0 and the whole job's sharding (AdamW; fp16 skips with accumulation; uneven inputs with join) ($took s)"
+  pass "2x2 hybrid sharding, stages 1 and 2: shards within each machine, the machines replicas; match stage 0 and the whole job's sharding (AdamW; fp16 skips with accumulation; uneven inputs with join; the bf16 hook at stage 2, its largest error against no hook $(grep '^zero_hybrid bf16 hook' "$work/hybrid12.log" | awk '{print $6}' | sort -g | tail -1), the whole job's $(grep '^zero_hybrid bf16 hook' "$work/hybrid12.log" | awk '{print $9}' | tr -d ')' | sort -g | tail -1)) ($took s)"
 else
   fail "2x2 hybrid sharding, stages 1 and 2: want PASSED, bucket_comm=hier, and shard_world=2 replicas=2 on every rank" hybrid12
 fi
 if run hybrid3 "$build/tests/runtime/fsdp_mpi_test" "FsdpHybrid.*" hier && hybrid hybrid3 fsdp_hybrid; then
-  pass "2x2 hybrid sharding, stage 3 (HYBRID_SHARD): matches stage 0, FULL_SHARD and one process ($(grep -m1 -o 'largest relative error against stage 0: .*' "$work/hybrid3.log"), $(grep -m1 -o 'against one process: .*' "$work/hybrid3.log"); uneven inputs with join); its checkpoints resume on its own layout, on FULL_SHARD's and at stage 0, and it resumes FULL_SHARD's ($took s)"
+  pass "2x2 hybrid sharding, stage 3 (HYBRID_SHARD): matches stage 0, FULL_SHARD and one process ($(grep -m1 -o 'largest relative error against stage 0: .*' "$work/hybrid3.log"), $(grep -m1 -o 'against one process: .*' "$work/hybrid3.log"); fsdp.param_dtype bf16 against FULL_SHARD's: $(grep -m1 -o 'against FULL_SHARD: .*' "$work/hybrid3.log" | cut -d' ' -f3); uneven inputs with join); its checkpoints resume on its own layout, on FULL_SHARD's and at stage 0, and it resumes FULL_SHARD's ($took s)"
 else
   fail "2x2 hybrid sharding, stage 3: want PASSED, bucket_comm=hier, and shard_world=2 replicas=2 on every rank" hybrid3
 fi

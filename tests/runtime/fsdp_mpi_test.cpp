@@ -311,6 +311,25 @@ TEST(FsdpHybrid, UnitsShardedWithinEachMachineMatchStageZeroAndFullShard) {
     EXPECT_GE(static_cast<double>(got.state_bytes), 0.9 * static_cast<double>(ref.state_bytes) / got.shard_world);
   }
 
+  // fsdp.param_dtype bf16: the units gathered in bf16 inside the machine (16-bit values go over MPI
+  // between the machine's ranks, not through its shared memory); against FULL_SHARD with the same
+  // policy, from which only the order of the fp32 gradient sums differs.
+  {
+    Job bf16 = plain;
+    bf16.steps = 30;
+    bf16.bf16 = true;
+    bf16.param_dtype = "bf16";
+    const Result whole16 = train(bf16);
+    bf16.shard_group = "machine";
+    const Result hybrid16 = train(bf16);
+    double worst16 = 0;
+    for (size_t i = 0; i < hybrid16.state.size(); ++i) {
+      worst16 = std::max(worst16, rel_err(hybrid16.state[i], whole16.state[i]));
+      EXPECT_LE(rel_err(hybrid16.state[i], whole16.state[i]), 1e-3) << "tensor " << i << ", fsdp.param_dtype bf16";
+    }
+    std::printf("fsdp_hybrid param_dtype bf16: largest relative error against FULL_SHARD: %.3g\n", worst16);
+  }
+
   // Checkpoints: the machines' first replica writes the shards, cut over one machine's ranks. A
   // hybrid run of 20 steps saving after 10, against resumes from that checkpoint: on the same layout
   // bitwise, on the whole job's sharding and at stage 0 within 1e-5 (another layout sums in another

@@ -398,6 +398,26 @@ TEST(ZeroHybrid, StagesOneAndTwoWithinEachMachineMatchStageZeroAndTheWholeJobsSh
       EXPECT_LT(got.shard_world, xlaunch::ProcessState::get().world_size());
     }
   }
+  // The bf16 hook at stage 2 (16-bit sums over MPI, inside the machine and between the replicas):
+  // as close to the run without the hook as the whole job's sharding with the hook is.
+  {
+    Job exact = adamw;
+    exact.stage = 2;
+    exact.steps = 20;
+    const Result plain = train(exact);
+    Job hooked = exact;
+    hooked.comm_hook = "bf16";
+    const Result whole16 = train(hooked);
+    hooked.shard_group = "machine";
+    const Result hybrid16 = train(hooked);
+    for (size_t i = 0; i < plain.params.size(); ++i) {
+      const double bf16_err = rel_err(whole16.params[i], plain.params[i]);
+      EXPECT_GT(bf16_err, 0) << "parameter " << i << ": the bf16 hook changed nothing";
+      EXPECT_LE(rel_err(hybrid16.params[i], plain.params[i]), 2 * bf16_err) << "hybrid bf16 hook, parameter " << i;
+      std::printf("zero_hybrid bf16 hook parameter %zu: %.3g (whole job's: %.3g)\n", i,
+                  rel_err(hybrid16.params[i], plain.params[i]), bf16_err);
+    }
+  }
   // Checkpoints (the optimizer's shards, cut over one machine's ranks, written by the first
   // machine's): 20 steps saving after 10, against resumes at step 10 on the same layout (bitwise)
   // and on the whole job's sharding at the same stage (within 1e-6). At stage 1 rank 1 does not see
