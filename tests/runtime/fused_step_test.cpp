@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ops/max.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/optim/adam.h>
@@ -31,6 +33,8 @@
 #include <vector>
 
 #include "optim/fused_step.h"
+#include "optim/master_state.h"
+#include "scratch_dir.h"
 #include "xlaunch/accelerator.h"
 #include "xlaunch/lion.h"
 #include "xlaunch/error.h"
@@ -76,11 +80,13 @@ double max_step_ulps(const at::Tensor& want, const at::Tensor& got, const at::Te
   return worst;
 }
 
-// Every tensor of a parameter's state, in a fixed order.
+// Every tensor of a parameter's state, in a fixed order (the master of a 16-bit parameter aside).
+// SGD without momentum keeps no state, but for a 16-bit parameter's master: none is listed.
 std::vector<at::Tensor> state_tensors(Optimizer& o, const at::Tensor& p) {
   const auto it = o.state().find(p.unsafeGetTensorImpl());
   if (it == o.state().end()) return {};
-  if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(it->second.get())) return {s->momentum_buffer()};
+  if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(it->second.get()))
+    return s->momentum_buffer().defined() ? std::vector<at::Tensor>{s->momentum_buffer()} : std::vector<at::Tensor>{};
   if (auto* s = dynamic_cast<xlaunch::optim::LionParamState*>(it->second.get())) return {s->exp_avg()};
   if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(it->second.get()))
     return {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
@@ -88,7 +94,9 @@ std::vector<at::Tensor> state_tensors(Optimizer& o, const at::Tensor& p) {
   return {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
 }
 
+// Adam's and AdamW's step count: -1 without state; 0 for the other kinds.
 int64_t state_step(Optimizer& o, const at::Tensor& p) {
+  if (dynamic_cast<torch::optim::SGD*>(&o) || dynamic_cast<xlaunch::optim::Lion*>(&o)) return 0;
   const auto it = o.state().find(p.unsafeGetTensorImpl());
   if (it == o.state().end()) return -1;
   if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(it->second.get())) return s->step();
@@ -135,14 +143,35 @@ void set_lr(Optimizer& o, int step) {
 }
 
 // The gradients of step `step`: the same for both; the last parameter has none every 7th step.
-void set_grads(const std::vector<std::vector<at::Tensor>>& ps, int step) {
+// `through`: each gradient is first rounded to this type (that of the 16-bit parameters it is
+// compared with), then stored in the parameter's own type.
+void set_grads(const std::vector<std::vector<at::Tensor>>& ps, int step, at::ScalarType through = at::kFloat) {
   torch::manual_seed(1000 + step);
   for (size_t g = 0; g < ps.size(); ++g)
     for (size_t i = 0; i < ps[g].size(); ++i) {
       at::Tensor& grad = const_cast<at::Tensor&>(ps[g][i]).mutable_grad();
       const bool none = g + 1 == ps.size() && i + 1 == ps[g].size() && step % 7 == 3;
-      grad = none ? at::Tensor() : at::randn(ps[g][i].sizes()) * (step % 5 == 0 ? 1e-3 : 1.0);
+      grad = none ? at::Tensor()
+                  : (at::randn(ps[g][i].sizes()) * (step % 5 == 0 ? 1e-3 : 1.0)).to(through).to(ps[g][i].scalar_type());
     }
+}
+
+// The float32 weights the fused step steps: the parameter, or the master of a 16-bit one.
+at::Tensor weights_of(Optimizer& o, const at::Tensor& p) {
+  if (p.scalar_type() == at::kFloat) return p;
+  const auto it = o.state().find(p.unsafeGetTensorImpl());
+  if (it == o.state().end()) return p.to(at::kFloat);
+  const at::Tensor* m = xlaunch::optim::master_of(*it->second);
+  return m && m->defined() ? *m : p.to(at::kFloat);
+}
+
+std::vector<std::vector<at::Tensor>> converted(const std::vector<std::vector<at::Tensor>>& ps, at::ScalarType type) {
+  std::vector<std::vector<at::Tensor>> out;
+  for (const auto& g : ps) {
+    out.emplace_back();
+    for (const auto& p : g) out.back().push_back(p.to(type));
+  }
+  return out;
 }
 
 struct Distance {
@@ -152,15 +181,21 @@ struct Distance {
 
 // `steps` steps of LibTorch's step and the fused one; each from the same starting point when
 // `resync`. Returns the largest distances of any step.
-Distance run(const Case& c, int steps, bool resync) {
-  const auto ref_params = make_params();
-  const auto fused_params = clone_of(ref_params);
+//
+// `type`: the fused optimizer's parameters'. With bfloat16 or float16 its parameters are the
+// reference's rounded, their gradients the reference's rounded alike, and what is compared with
+// LibTorch's float32 step is the fused step's float32 master; each parameter must equal its
+// master rounded after every step.
+Distance run(const Case& c, int steps, bool resync, at::ScalarType type = at::kFloat) {
+  const bool low = type != at::kFloat;
+  const auto ref_params = low ? converted(converted(make_params(), type), at::kFloat) : make_params();
+  const auto fused_params = low ? converted(ref_params, type) : clone_of(ref_params);
   auto ref = c.make(groups_of(c, ref_params));
   auto fused = c.make(groups_of(c, fused_params));
   Distance worst;
   for (int step = 0; step < steps; ++step) {
-    set_grads(ref_params, step);
-    set_grads(fused_params, step);
+    set_grads(ref_params, step, type);
+    set_grads(fused_params, step, type);
     set_lr(*ref, step);
     set_lr(*fused, step);
     std::vector<at::Tensor> before;
@@ -171,10 +206,13 @@ Distance run(const Case& c, int steps, bool resync) {
     size_t k_before = 0;
     for (size_t g = 0; g < ref_params.size(); ++g)
       for (size_t i = 0; i < ref_params[g].size(); ++i) {
-        const at::Tensor &a = ref_params[g][i], &b = fused_params[g][i];
+        const at::Tensor &a = ref_params[g][i], &p = fused_params[g][i];
+        const at::Tensor b = weights_of(*fused, p);
         worst.params = std::max(worst.params, max_step_ulps(a, b, before[k_before++]));
-        EXPECT_EQ(state_step(*ref, a), state_step(*fused, b)) << c.name << " step " << step;
-        const auto sa = state_tensors(*ref, a), sb = state_tensors(*fused, b);
+        if (low)
+          EXPECT_TRUE(p.equal(b.to(type))) << c.name << " step " << step << ": the parameter is not its master rounded";
+        EXPECT_EQ(state_step(*ref, a), state_step(*fused, p)) << c.name << " step " << step;
+        const auto sa = state_tensors(*ref, a), sb = state_tensors(*fused, p);
         EXPECT_EQ(sa.size(), sb.size()) << c.name;
         for (size_t k = 0; k < sa.size() && k < sb.size(); ++k) {
           EXPECT_EQ(sa[k].defined(), sb[k].defined()) << c.name << " state " << k;
@@ -185,6 +223,7 @@ Distance run(const Case& c, int steps, bool resync) {
         if (resync) {
           at::NoGradGuard no_grad;
           const_cast<at::Tensor&>(b).copy_(a);
+          if (low) const_cast<at::Tensor&>(p).copy_(a);  // the master rounded
         }
       }
   }
@@ -236,6 +275,128 @@ std::vector<Case> cases() {
       make_case<AdamW, AdamWOptions>("adamw_amsgrad",
                                      [](int) { return AdamWOptions(1e-3).weight_decay(0.01).amsgrad(true); }, false),
   };
+}
+
+// With bfloat16 or float16 parameters the fused step keeps float32 master weights and float32
+// state, and writes each parameter as its master rounded, in the same pass. Its masters and state
+// are then LibTorch's float32 step on the same (rounded) gradients, exactly as close as with
+// float32 parameters: bitwise for SGD and Lion, within 3 ulps for Adam and AdamW; each parameter is
+// its master rounded to the last bit.
+TEST(FusedStep, SixteenBitParametersStepFloat32MastersAsLibTorchStepsFloat32) {
+  for (const at::ScalarType type : {at::kBFloat16, at::kHalf})
+    for (const Case& c : cases()) {
+      const Distance d = run(c, 1000, /*resync=*/true, type);
+      std::printf("fused_step case=%s params=%s steps=1000 master_max_ulps_per_step=%.3f state_max_ulps_per_step=%lld\n",
+                  c.name.c_str(), c10::toString(type), d.params, static_cast<long long>(d.state));
+      EXPECT_EQ(d.state, 0) << c.name << " " << c10::toString(type);
+      if (c.bitwise) EXPECT_EQ(d.params, 0) << c.name << " " << c10::toString(type);
+      else EXPECT_LE(d.params, 3.0) << c.name << " " << c10::toString(type);
+      if (c.bitwise) {  // and without resynchronising: 1,000 steps end equal
+        const Distance free = run(c, 1000, /*resync=*/false, type);
+        EXPECT_EQ(free.params, 0) << c.name << " " << c10::toString(type);
+        EXPECT_EQ(free.state, 0) << c.name << " " << c10::toString(type);
+      }
+    }
+}
+
+// Why masters: with bfloat16 state and parameters (LibTorch's own step on a bfloat16 model) an
+// update smaller than half a bfloat16 ulp of the weight is lost, every step; the master keeps it.
+TEST(FusedStep, MastersKeepUpdatesABfloat16ParameterCannotHold) {
+  at::Tensor p = at::full({4096}, 1.0f).to(at::kBFloat16), q = p.clone();
+  torch::optim::SGD fused({p}, SGDOptions(1e-3)), libtorch({q}, SGDOptions(1e-3));
+  for (int step = 0; step < 100; ++step) {
+    p.mutable_grad() = at::full({4096}, 1.0f).to(at::kBFloat16);
+    q.mutable_grad() = p.grad().clone();
+    xlaunch::optim::fused_step(fused);
+    libtorch.step();
+  }
+  // 1 - 100 * 1e-3 = 0.9: each step's 1e-3 is below half of bfloat16's ulp at 1 (2^-7 / 2).
+  EXPECT_EQ(q[0].item<float>(), 1.0f) << "LibTorch's bfloat16 step was expected to lose every update";
+  EXPECT_NEAR(weights_of(fused, p)[0].item<float>(), 0.9f, 1e-5);
+  EXPECT_EQ(p[0].item<float>(), at::scalar_tensor(weights_of(fused, p)[0].item<float>()).to(at::kBFloat16).item<float>());
+}
+
+// A 16-bit parameter written outside the fused step (a model loaded, LibTorch's step, the user's
+// own assignment) is stepped from what it now holds: its master is re-seeded from it, where it no
+// longer rounds to it; elsewhere the master goes on.
+TEST(FusedStep, AParameterWrittenOutsideTheStepReseedsItsMaster) {
+  at::Tensor p = at::randn({1000}).to(at::kBFloat16);
+  torch::optim::SGD fused({p}, SGDOptions(1e-3));
+  at::Tensor ref = p.to(at::kFloat);
+  for (int step = 0; step < 20; ++step) {
+    p.mutable_grad() = at::randn({1000}).to(at::kBFloat16);
+    {
+      at::NoGradGuard no_grad;
+      ref.add_(p.grad().to(at::kFloat), -1e-3);
+    }
+    xlaunch::optim::fused_step(fused);
+    if (step == 9) {  // the first half of the parameter is overwritten
+      at::NoGradGuard no_grad;
+      p.narrow(0, 0, 500).fill_(0.5);
+      ref.narrow(0, 0, 500).fill_(0.5);
+    }
+  }
+  EXPECT_TRUE(weights_of(fused, p).equal(ref)) << "max difference "
+                                               << (weights_of(fused, p) - ref).abs().max().item<float>();
+  EXPECT_TRUE(p.equal(ref.to(at::kBFloat16)));
+}
+
+// Saved with LibTorch's save(), the masters are in the optimizer's archive ("master" beside each
+// state's tensors); LibTorch's load() drops them, and restore_masters() gives them back, after
+// which the loaded optimizer steps on exactly as the saved one (without it, the masters would be
+// re-made from the rounded parameters: the test shows that differs).
+TEST(FusedStep, MastersAreSavedAndRestoredWithTheOptimizersState) {
+  for (const Case& c : cases()) {
+    if (c.name != "sgd" && c.name != "sgd_momentum" && c.name != "adamw_amsgrad" && c.name != "lion_weight_decay_betas")
+      continue;
+    const auto ps = converted(make_params(), at::kBFloat16);
+    auto fused = c.make(groups_of(c, ps));
+    for (int step = 0; step < 10; ++step) {
+      set_grads(ps, step, at::kBFloat16);
+      xlaunch::optim::fused_step(*fused);
+    }
+    std::string bytes;
+    {
+      torch::serialize::OutputArchive out;
+      fused->save(out);
+      std::ostringstream os;
+      out.save_to(os);
+      bytes = os.str();
+    }
+    auto loaded = [&](bool restore) {
+      const auto copy = clone_of(ps);
+      auto o = c.make(groups_of(c, copy));
+      torch::serialize::InputArchive in;
+      std::istringstream is(bytes);
+      in.load_from(is);
+      o->load(in);
+      if (restore) {
+        EXPECT_EQ(xlaunch::optim::restore_masters(*o, in), 4u) << c.name;
+      }
+      for (int step = 10; step < 20; ++step) {
+        set_grads(copy, step, at::kBFloat16);
+        xlaunch::optim::fused_step(*o);
+      }
+      std::vector<at::Tensor> out;
+      for (const auto& g : copy)
+        for (const auto& p : g) out.push_back(weights_of(*o, p).clone());
+      return out;
+    };
+    const auto restored = loaded(true), remade = loaded(false);
+    for (int step = 10; step < 20; ++step) {
+      set_grads(ps, step, at::kBFloat16);
+      xlaunch::optim::fused_step(*fused);
+    }
+    bool differs = false;
+    size_t k = 0;
+    for (const auto& g : ps)
+      for (const auto& p : g) {
+        EXPECT_TRUE(restored[k].equal(weights_of(*fused, p))) << c.name << " tensor " << k;
+        differs |= !remade[k].equal(weights_of(*fused, p));
+        ++k;
+      }
+    EXPECT_TRUE(differs) << c.name << ": masters re-made from the rounded parameters should differ";
+  }
 }
 
 // SGD is LibTorch's to the last bit. Adam and AdamW are not, and cannot be: LibTorch takes the
@@ -402,10 +563,22 @@ TEST(FusedStep, WhatCannotBeFusedIsNamed) {
   torch::optim::SGD twice({p, p}, SGDOptions(0.1));
   expect_refused(twice, "held twice");
 
+  at::Tensor wide = at::randn({8}).to(at::kDouble);
+  wide.mutable_grad() = at::randn({8}).to(at::kDouble);
+  torch::optim::AdamW doubles({wide}, AdamWOptions(0.1));
+  expect_refused(doubles, "is Double (the fused step takes float32, bfloat16 and float16 parameters)");
+
   at::Tensor half = at::randn({8}).to(at::kBFloat16);
+  half.mutable_grad() = at::randn({8});
+  torch::optim::AdamW mixed({half}, AdamWOptions(0.1));
+  expect_refused(mixed, "gradient is Float (the fused step takes BFloat16 here)");
+
+  // A state LibTorch's own step made for a bfloat16 parameter is bfloat16; the fused step keeps
+  // 16-bit parameters' state in float32, so it leaves that optimizer to LibTorch's step.
+  torch::optim::AdamW stepped({half}, AdamWOptions(0.1));
   half.mutable_grad() = at::randn({8}).to(at::kBFloat16);
-  torch::optim::AdamW low({half}, AdamWOptions(0.1));
-  expect_refused(low, "BFloat16 (the fused step takes float32)");
+  stepped.step();
+  expect_refused(stepped, "exp_avg is BFloat16 (the fused step takes Float here)");
 
   at::Tensor base = at::randn({6, 5});
   at::Tensor strided = base.t();
@@ -496,6 +669,64 @@ TEST(FusedStep, TheAcceleratorFusesWhereItCanAndRefusesByNameWhenTold) {
         << what;
     EXPECT_NE(what.find("Set optimizer.fused: auto"), std::string::npos) << what;
   }
+}
+
+}  // namespace fused_step_test
+
+namespace fused_step_test {
+
+// A bfloat16 model through the Accelerator: the fused step takes it (saying so, with the masters'
+// bytes), and a checkpoint carries the masters, so a run resumed from it (synchronous or
+// checkpoint.async) ends bitwise where the run that never stopped ends, masters included.
+std::vector<at::Tensor> train_bf16(const std::string& dir, bool save, bool load, bool async) {
+  xlaunch::AcceleratorOptions o = options("auto");
+  o.checkpoint_async = async;
+  xlaunch::Accelerator acc(o);
+  torch::manual_seed(2);
+  torch::nn::Linear net(64, 32);
+  net->to(at::kBFloat16);
+  auto model = acc.prepare(net);
+  torch::optim::AdamW inner(net->parameters(), AdamWOptions(1e-3).weight_decay(0.01));
+  auto& opt = acc.prepare(inner);
+  int first = 0;
+  if (load) {
+    acc.load_state(dir);
+    first = 5;
+  }
+  for (int step = first; step < 10; ++step) {
+    if (save && step == 5) acc.save_state(dir);
+    torch::manual_seed(100 + step);
+    const at::Tensor x = at::randn({16, 64}).to(at::kBFloat16);
+    acc.backward(model(x).to(at::kFloat).pow(2).mean());
+    opt.step();
+    opt.zero_grad();
+  }
+  acc.wait_for_checkpoint();
+  std::vector<at::Tensor> out;
+  for (const auto& p : net->parameters()) {
+    out.push_back(p.detach().clone());
+    out.push_back(weights_of(inner, p).clone());
+  }
+  return out;
+}
+
+TEST(FusedStep, ABfloat16ModelResumesWithItsMastersAsIfNeverStopped) {
+  const std::string scratch = xlaunch::test::make_scratch_dir("fused_step");
+  for (const bool async : {false, true}) {
+    const std::string dir = scratch + (async ? "/async" : "/sync");
+    testing::internal::CaptureStderr();
+    const auto straight = train_bf16(dir, true, false, async);
+    const std::string said = testing::internal::GetCapturedStderr();
+    EXPECT_NE(said.find("optimizer 0 (AdamW): the fused step (optimizer.fused auto; "), std::string::npos) << said;
+    EXPECT_NE(said.find("; float32 master weights for 2 bfloat16 parameters (+8.3 kB))"), std::string::npos) << said;
+    const auto resumed = train_bf16(dir, false, true, async);
+    ASSERT_EQ(straight.size(), resumed.size());
+    for (size_t k = 0; k < straight.size(); ++k) {
+      EXPECT_EQ(straight[k].scalar_type(), k % 2 ? at::kFloat : at::kBFloat16) << k;
+      EXPECT_TRUE(straight[k].equal(resumed[k])) << (async ? "async " : "") << "tensor " << k;
+    }
+  }
+  xlaunch::test::remove_scratch_dir(scratch);
 }
 
 }  // namespace fused_step_test

@@ -108,10 +108,12 @@ void AcceleratorImpl::step_inner(PreparedOptimizer& opt) {
   // Only when a line is said (once per change), not every step.
   const auto which = [&] { return "optimizer " + std::to_string(opt.index_) + " (" + optim::optimizer_kind(inner) + ")"; };
   if (why.empty()) {
-    if (opt.fused_said_ != 1)
+    if (opt.fused_said_ != 1) {
+      const std::string masters = optim::master_weights_summary(inner);
       log_main(rank_, which() + ": the fused step (optimizer.fused " + options_.optimizer_fused + "; " +
                           optim::kernels::vector_isa() + " loops, intra-op threads: " +
-                          std::to_string(at::get_num_threads()) + ")");
+                          std::to_string(at::get_num_threads()) + (masters.empty() ? "" : "; " + masters) + ")");
+    }
     opt.fused_said_ = 1;
     optim::fused_step(inner, /*checked=*/true);
     return;

@@ -11,6 +11,22 @@
 
 namespace xlaunch::optim::kernels {
 
+// The parameter's and gradient's type. With a 16-bit parameter, the loops step its float32 master
+// weights (`w`) and write the parameter as the master rounded to nearest even (as
+// Tensor::to rounds), in the same pass; the gradient is read in the parameter's type. A parameter
+// that no longer equals its master rounded (written since the last step: a loaded model, LibTorch's
+// step, the user's own change) re-seeds its master from itself first, so the master never
+// overrides a newer value. With float32, `low` is null and `w` is the parameter.
+enum class Precision { Float, BFloat16, Half };
+
+// One parameter's arrays for a step.
+struct Arrays {
+  float* w;            // the float32 weights: the parameter, or its master
+  void* low;           // the 16-bit parameter, or null
+  const void* g;       // the gradient, of the parameter's type
+  Precision precision = Precision::Float;
+};
+
 // Adam and AdamW, one step; every scalar as the kernel uses it.
 struct AdamScalars {
   float decay = 1.0f;      // AdamW: 1 - lr * weight_decay (1: none)
@@ -20,8 +36,9 @@ struct AdamScalars {
   float neg_step_size = 0;  // -lr / bias_correction1
   bool amsgrad = false;
 };
+// Elements [b, b + n) of one parameter: `a` and the state arrays are the whole parameter's;
 // max_exp_avg_sq is read only with amsgrad.
-void adam_range(const AdamScalars& s, float* p, const float* g, float* exp_avg, float* exp_avg_sq,
+void adam_range(const AdamScalars& s, const Arrays& a, int64_t b, float* exp_avg, float* exp_avg_sq,
                 float* max_exp_avg_sq, int64_t n);
 
 struct SgdScalars {
@@ -30,7 +47,7 @@ struct SgdScalars {
   bool first = false;  // the momentum buffer is new: it starts as the (decayed) gradient
 };
 // buf is read only with momentum != 0.
-void sgd_range(const SgdScalars& s, float* p, const float* g, float* buf, int64_t n);
+void sgd_range(const SgdScalars& s, const Arrays& a, int64_t b, float* buf, int64_t n);
 
 // Lion (xlaunch/lion.h), one step.
 struct LionScalars {
@@ -38,7 +55,7 @@ struct LionScalars {
   float beta1 = 0, one_minus_beta1 = 0, beta2 = 0, one_minus_beta2 = 0;
   float neg_lr = 0;
 };
-void lion_range(const LionScalars& s, float* p, const float* g, float* exp_avg, int64_t n);
+void lion_range(const LionScalars& s, const Arrays& a, int64_t b, float* exp_avg, int64_t n);
 
 // The loops this CPU runs: "avx512", "avx2" (with FMA) or "baseline".
 const char* vector_isa();

@@ -29,13 +29,22 @@ enum class FusedMode { Auto, On, Off };
 FusedMode parse_fused_mode(const std::string& s);
 
 // Why this optimizer's step cannot be fused as it stands, "" when it can: its type (SGD, Adam,
-// AdamW and Lion fuse), a parameter's or gradient's device, dtype or layout (CPU, float32, contiguous,
-// dense), a parameter held twice, or a state tensor not of that kind.
+// AdamW and Lion fuse), a parameter's or gradient's device, dtype or layout (CPU; float32, or
+// bfloat16 / float16 with a gradient of the same type; contiguous, dense), a parameter held twice,
+// or a state tensor not of that kind.
+//
+// A bfloat16 or float16 parameter is stepped through float32 master weights kept in its state
+// (optim/master_state.h), with float32 state; the parameter is written as its master rounded, in
+// the same pass.
 std::string why_not_fused(const torch::optim::Optimizer& optimizer);
 
 // optimizer.step(), fused. Throws UsageError naming why_not_fused(optimizer) when that is not "";
 // `checked`: the caller has just seen it "" (the check walks every parameter and its state).
 void fused_step(torch::optim::Optimizer& optimizer, bool checked = false);
+
+// For the line that says the fused step is taken: "" when every parameter is float32, else e.g.
+// "float32 master weights for 12 bfloat16 parameters (+4.2 MB)" (the masters' bytes).
+std::string master_weights_summary(const torch::optim::Optimizer& optimizer);
 
 // The optimizer's kind in messages: "SGD", "Adam", "AdamW", "Lion", or "this optimizer type".
 std::string optimizer_kind(const torch::optim::Optimizer& optimizer);

@@ -9,6 +9,7 @@
 
 #include "comm/agree.h"
 #include "ddp/accumulation.h"
+#include "optim/master_state.h"
 #include "state/loader_state.h"
 #include "state/log_main.h"
 #include "state/model_shards.h"
@@ -168,6 +169,8 @@ void restore(TrainingRun& run, const Files& files, const std::string& checkpoint
   for (size_t i = 0; i < run.optimizers.size(); ++i) {
     try {
       run.optimizers[i].inner->load(*saved_optimizers[i]);
+      // The float32 master weights of 16-bit parameters, which LibTorch's load drops.
+      optim::restore_masters(*run.optimizers[i].inner, *saved_optimizers[i]);
     } catch (const c10::Error& e) {
       throw UsageError("load_state: optimizer " + std::to_string(i) + " does not match the checkpoint's (build the "
                        "same optimizer type over the same parameters): " + e.what_without_backtrace());

@@ -10,6 +10,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "optim/master_state.h"
 #include "state/safetensors_format.h"
 #include "state/training_run_parts.h"
 #include "xlaunch/lion.h"
@@ -49,8 +50,11 @@ Producer snapshot_as(const torch::optim::Optimizer& opt) {
   for (const auto& g : opt.param_groups()) groups.emplace_back(g.params(), g.options().clone());
   auto shadow = std::make_shared<Opt>(groups, static_cast<const Options&>(opt.defaults()));
   for (const auto& [key, state] : opt.state()) {
-    auto copy = std::make_unique<State>(static_cast<const State&>(*state));
-    copy_tensors(*copy);
+    // Through clone(), which keeps a state's class: one with master weights (optim/master_state.h)
+    // copies them too.
+    std::unique_ptr<torch::optim::OptimizerParamState> copy = state->clone();
+    copy_tensors(static_cast<State&>(*copy));
+    if (at::Tensor* master = optim::master_of(*copy)) *master = host_copy(*master);
     shadow->state()[key] = std::move(copy);
   }
   return [shadow] { return archive_bytes([&](auto& ar) { shadow->save(ar); }); };
