@@ -12,7 +12,12 @@
 // writes), on the same threads: the machine's bandwidth for this traffic. (A plain copy_ of 28 bytes
 // per parameter is no measure of it: it streams other lines, and runs at half the rate here.)
 // gbps: those 28 bytes per parameter over the median step's time. The first two steps are warm-up
-// (the state is made). This file is compiled with OpenMP (CMakeLists.txt), so that
+// (the state is made).
+//
+// --dtype bfloat16: bfloat16 parameters and gradients. The fused step then keeps float32 master
+// weights and state (fused_step.h) and moves 30 bytes per parameter (p, g, master, m, v read; p,
+// master, m, v written); LibTorch's AdamW keeps bfloat16 state, at least 14 bytes. gbps counts
+// each system's own bytes (printed as bytes_per_param); stream stays float32, the bandwidth. This file is compiled with OpenMP (CMakeLists.txt), so that
 // at::parallel_for uses the threads.
 #include <ATen/Parallel.h>
 #include <ATen/ops/randn.h>
@@ -64,18 +69,21 @@ int main(int argc, char** argv) {
   std::string system = "fused";
   double params_m = 10;
   int threads = 1, steps = 20;
+  std::string dtype = "float32";
   app.add_option("--system", system, "fused, libtorch or stream")->check(CLI::IsMember({"fused", "libtorch", "stream"}));
   app.add_option("--params_m", params_m, "million parameters (about)");
   app.add_option("--threads", threads, "intra-op threads");
   app.add_option("--steps", steps, "timed steps");
+  app.add_option("--dtype", dtype, "the parameters' type: float32 or bfloat16")->check(CLI::IsMember({"float32", "bfloat16"}));
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(threads);
   torch::manual_seed(0);
   std::vector<at::Tensor> params;
   int64_t n = 0;
   for (const auto& shape : gpt_shapes(params_m)) {
-    at::Tensor p = at::randn(shape) * 0.02;
-    p.mutable_grad() = at::randn(shape) * 1e-3;
+    const at::ScalarType type = dtype == "bfloat16" && system != "stream" ? at::kBFloat16 : at::kFloat;
+    at::Tensor p = (at::randn(shape) * 0.02).to(type);
+    p.mutable_grad() = (at::randn(shape) * 1e-3).to(type);
     n += p.numel();
     params.push_back(p);
   }
@@ -109,7 +117,9 @@ int main(int argc, char** argv) {
   std::vector<double> times;
   for (int i = 0; i < steps; ++i) times.push_back(xlaunch::bench::seconds_of(step));
   const double s = xlaunch::bench::median(times);
-  std::printf("bench=optim_one system=%s params_m=%.1f tensors=%zu threads=%d ms_per_step=%.3f gbps=%.2f\n",
-              system.c_str(), n / 1e6, params.size(), threads, s * 1e3, 28.0 * n / s / 1e9);
+  const double bytes = dtype == "float32" || system == "stream" ? 28.0 : system == "fused" ? 30.0 : 14.0;
+  std::printf("bench=optim_one system=%s params_m=%.1f tensors=%zu threads=%d dtype=%s bytes_per_param=%.0f "
+              "ms_per_step=%.3f gbps=%.2f\n",
+              system.c_str(), n / 1e6, params.size(), threads, dtype.c_str(), bytes, s * 1e3, bytes * n / s / 1e9);
   return 0;
 }
