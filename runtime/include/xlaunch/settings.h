@@ -212,7 +212,8 @@ T default_of(const char* s) {
     ONE_OF(settings::kOptimizerFused, "auto falls back to the optimizer's own step where the fused one cannot run"),  \
     ACC(std::string, optimizer_fused),                                                                               \
     "auto: LibTorch's SGD, Adam, AdamW and xlaunch's Lion step in one fused pass over memory where their parameters " \
-    "allow (float32 on the CPU), their own step elsewhere; true: the fused step or an error naming why not; false: "  \
+    "allow (on the CPU: float32, or bfloat16/float16 with float32 master weights), their own step elsewhere; true: " \
+    "the fused step or an error naming why not; false: "                                                             \
     "their own step")
 
 #define XLAUNCH_SETTINGS_LOADER(X, S)                                                                                 \

@@ -1,4 +1,4 @@
-// Float32 master weights of a 16-bit parameter (docs/performance.md#16-bit-parameters-and-master-weights),
+// Float32 master weights of a 16-bit parameter (docs/performance.md#16-bit-parameters-float32-master-weights),
 // kept in the optimizer's own per-parameter state: the fused step (fused_step.h) stepping a
 // bfloat16 or float16 parameter keeps its state in float32 and the parameter's float32 copy beside
 // it, and writes the parameter as that copy rounded.
