@@ -192,6 +192,21 @@ Result train(const Job& s) {
   return out;
 }
 
+// A checkpoint mid-run: `full` over 20 steps, saving after 10 into TempDir()/`name`. Returns that
+// run's result; `resumed` becomes the job that loads the checkpoint and runs steps 10 to 19.
+Result save_after_ten(Job full, const std::string& name, Job& resumed) {
+  full.steps = 20;
+  full.save_after = 10;
+  full.save_dir = ::testing::TempDir() + name;
+  const Result uninterrupted = train(full);
+  resumed = full;
+  resumed.save_after = -1;
+  resumed.first_step = 10;
+  resumed.steps = 10;
+  resumed.load_dir = full.save_dir;
+  return uninterrupted;
+}
+
 void expect_close(const Result& got, const Result& want, double tol, int stage) {
   ASSERT_EQ(got.params.size(), want.params.size());
   for (size_t i = 0; i < got.params.size(); ++i)
@@ -343,16 +358,9 @@ TEST_P(ZeroMpi, Bfloat16ParametersKeepFloat32MastersInTheShards) {
     EXPECT_LE(static_cast<double>(got.state_bytes), 1.05 * static_cast<double>(ref.state_bytes) / world)
         << "stage " << stage << ": the masters and state are sharded";
   }
-  Job full = j;
+  Job full = j, resumed;
   full.stage = 2;
-  full.save_after = 10;
-  full.save_dir = ::testing::TempDir() + "zero_bf16_masters_ckpt";
-  const Result uninterrupted = train(full);
-  Job resumed = full;
-  resumed.save_after = -1;
-  resumed.first_step = 10;
-  resumed.steps = 10;
-  resumed.load_dir = full.save_dir;
+  const Result uninterrupted = save_after_ten(full, "zero_bf16_masters_ckpt", resumed);
   expect_close(train(resumed), uninterrupted, 0, 2);
   if (world == 2) {
     resumed.stage = 0;
@@ -484,20 +492,12 @@ TEST(ZeroHybrid, StagesOneAndTwoWithinEachMachineMatchStageZeroAndTheWholeJobsSh
   // and on the whole job's sharding at the same stage (within 1e-6). At stage 1 rank 1 does not see
   // the directory (its shard travels through rank 0); at stage 2 the save is asynchronous.
   for (int stage : {1, 2}) {
-    Job full = adamw;
+    Job full = adamw, resumed;
     full.stage = stage;
     full.via_rank0 = stage == 1;
     full.async_save = stage == 2;
     full.shard_group = "machine";
-    full.steps = 20;
-    full.save_after = 10;
-    full.save_dir = ::testing::TempDir() + "zero_hybrid_ckpt";
-    const Result uninterrupted = train(full);
-    Job resumed = full;
-    resumed.save_after = -1;
-    resumed.first_step = 10;
-    resumed.steps = 10;
-    resumed.load_dir = full.save_dir;
+    const Result uninterrupted = save_after_ten(full, "zero_hybrid_ckpt", resumed);
     expect_close(train(resumed), uninterrupted, 0, stage);
     resumed.shard_group = "world";
     expect_close(train(resumed), uninterrupted, 1e-6, stage);
