@@ -13,6 +13,7 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/optim/adam.h>
@@ -297,6 +298,16 @@ TEST(FusedStep, SixteenBitParametersStepFloat32MastersAsLibTorchStepsFloat32) {
         EXPECT_EQ(free.state, 0) << c.name << " " << c10::toString(type);
       }
     }
+}
+
+// The line rank 0 says names the 16-bit types and the masters' bytes (4 per element).
+TEST(FusedStep, TheMastersAreSummedUpByTypeAndBytes) {
+  at::Tensor a = at::zeros({1000}, at::kBFloat16), b = at::zeros({250}, at::kHalf), c = at::zeros({7});
+  torch::optim::SGD both({a, b, c}, SGDOptions(0.1)), one({a}, SGDOptions(0.1)), none({c}, SGDOptions(0.1));
+  EXPECT_EQ(xlaunch::optim::master_weights_summary(both),
+            "float32 master weights for 2 bfloat16 and float16 parameters (+5.0 kB)");
+  EXPECT_EQ(xlaunch::optim::master_weights_summary(one), "float32 master weights for 1 bfloat16 parameter (+4.0 kB)");
+  EXPECT_EQ(xlaunch::optim::master_weights_summary(none), "");
 }
 
 // Why masters: with bfloat16 state and parameters (LibTorch's own step on a bfloat16 model) an

@@ -178,16 +178,16 @@ std::string fused_refusal(size_t index, const torch::optim::Optimizer& optimizer
 
 std::string master_weights_summary(const torch::optim::Optimizer& optimizer) {
   int64_t count = 0, elements = 0;
-  std::string types;
+  bool bf16 = false, fp16 = false;
   for (const auto& group : optimizer.param_groups())
     for (const at::Tensor& p : group.params()) {
       if (!is_low(p)) continue;
       ++count;
       elements += p.numel();
-      const std::string t = p.scalar_type() == at::kBFloat16 ? "bfloat16" : "float16";
-      if (types.find(t) == std::string::npos) types += (types.empty() ? "" : " and ") + t;
+      (p.scalar_type() == at::kBFloat16 ? bf16 : fp16) = true;
     }
   if (count == 0) return "";
+  const std::string types = bf16 && fp16 ? "bfloat16 and float16" : bf16 ? "bfloat16" : "float16";
   const double bytes = static_cast<double>(elements) * 4;
   char size[32];
   if (bytes < 1e6) std::snprintf(size, sizeof size, "%.1f kB", bytes / 1e3);
