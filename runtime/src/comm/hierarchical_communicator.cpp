@@ -287,7 +287,6 @@ std::shared_ptr<Work> MachineShardGroup::reduce_scatter_async(at::Tensor in, at:
   check_cpu_collective_tensor(out, "reduce_scatter");
   op = reduce_op_for(in.scalar_type(), op, "reduce_scatter");
   const CollectiveInfo info = CollectiveInfo::of("reduce_scatter", in);
-  // The work holds the tensors, so their memory stays put until every rank has read it.
   // The item holds the tensors, whose memory stays put until every rank has read it, and not this
   // group, which may go first; nor a reference to the hierarchical communicator, whose last one
   // must not be dropped on its own thread: its destructor waits for the items queued there.

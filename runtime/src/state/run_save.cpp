@@ -66,11 +66,10 @@ std::vector<std::string> gather_on_rank0(const TrainingRun& run, const std::stri
 
 bool has_hook_state(const Reducer& reducer) { return !reducer.hook_state().empty(); }
 
-// The layout the sharded files follow: cut over the reducers' shard group (Reducer::shard_world: the
-// job, or with ddp.shard_group machine one machine's ranks, whose replicas on the other machines
-// hold the same shards). This rank's place in it, and whether it writes its shards (the first
-// replica's ranks do; the others would write the same bytes).
-int shard_world_of(const TrainingRun& run) { return run.models.empty() ? run.world : run.models.front().reducer->shard_world(); }
+// This rank's place in the layout the sharded files follow (shard_world_of: the job, or with
+// ddp.shard_group machine one machine's ranks, whose replicas on the other machines hold the same
+// shards), and whether it writes its shards (the first replica's ranks do; the others would write
+// the same bytes).
 int shard_rank_of(const TrainingRun& run) { return run.models.empty() ? run.rank : run.models.front().reducer->shard_rank(); }
 bool writes_shards(const TrainingRun& run) { return run.models.empty() || run.models.front().reducer->replica() == 0; }
 

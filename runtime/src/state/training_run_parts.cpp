@@ -37,6 +37,8 @@ checkpoint::Reducers reducers_of(const TrainingRun& run) {
   return out;
 }
 
+int shard_world_of(const TrainingRun& run) { return run.models.empty() ? run.world : run.models.front().reducer->shard_world(); }
+
 std::string registered_text(const TrainingRun& run) {
   std::ostringstream os;
   for (size_t i = 0; i < run.schedulers.size(); ++i) os << "scheduler " << i << " " << run.schedulers[i].inner->name() << "\n";
@@ -110,8 +112,7 @@ std::vector<std::unique_ptr<torch::serialize::InputArchive>> optimizer_archives(
       if (!r.note.empty()) log_main(run.rank, "load_state: " + what + ": " + r.note);
       const int64_t from_world = sharded_saved ? saved.world : saved_world;
       const int64_t from_stage = sharded_saved ? saved.stage : 0;
-      // The ranks the state is cut over here: the job, or with ddp.shard_group machine one machine's.
-      const int64_t here = run.models.empty() ? run.world : run.models.front().reducer->shard_world();
+      const int64_t here = shard_world_of(run);
       if (from_world != here || from_stage != run.ddp.zero_stage) {
         log_main(run.rank, "load_state: optimizer state of " + std::to_string(from_world) + " ranks at stage " +
                         std::to_string(from_stage) + " re-sliced for " + std::to_string(here) + " ranks at stage " +

@@ -39,6 +39,9 @@ std::unique_ptr<torch::serialize::InputArchive> archive_of(const Files& files, c
                                                            const at::Device& device);
 
 Reducers reducers_of(const TrainingRun& run);
+// The ranks ZeRO's shards are cut over (Reducer::shard_world): the job, or with ddp.shard_group
+// machine one machine's ranks.
+int shard_world_of(const TrainingRun& run);
 
 // "scheduler <i> <name>" and "custom <i> <type>" lines: what was prepared and registered.
 std::string registered_text(const TrainingRun& run);
