@@ -308,6 +308,8 @@ TEST(FusedStep, TheMastersAreSummedUpByTypeAndBytes) {
             "float32 master weights for 2 bfloat16 and float16 parameters (+5.0 kB)");
   EXPECT_EQ(xlaunch::optim::master_weights_summary(one), "float32 master weights for 1 bfloat16 parameter (+4.0 kB)");
   EXPECT_EQ(xlaunch::optim::master_weights_summary(none), "");
+  EXPECT_EQ(xlaunch::optim::master_weights_summary(both, /*sharded=*/true),
+            "float32 master weights for this rank's 2 bfloat16 and float16 shard pieces (+5.0 kB)");
 }
 
 // Why masters: with bfloat16 state and parameters (LibTorch's own step on a bfloat16 model) an

@@ -109,7 +109,7 @@ void AcceleratorImpl::step_inner(PreparedOptimizer& opt) {
   const auto which = [&] { return "optimizer " + std::to_string(opt.index_) + " (" + optim::optimizer_kind(inner) + ")"; };
   if (why.empty()) {
     if (opt.fused_said_ != 1) {
-      const std::string masters = optim::master_weights_summary(inner);
+      const std::string masters = optim::master_weights_summary(inner, opt.sharded_ != nullptr);
       log_main(rank_, which() + ": the fused step (optimizer.fused " + options_.optimizer_fused + "; " +
                           optim::kernels::vector_isa() + " loops, intra-op threads: " +
                           std::to_string(at::get_num_threads()) + (masters.empty() ? "" : "; " + masters) + ")");

@@ -176,7 +176,7 @@ std::string fused_refusal(size_t index, const torch::optim::Optimizer& optimizer
          ". Set optimizer.fused: auto to take LibTorch's step where the fused one cannot run, or false";
 }
 
-std::string master_weights_summary(const torch::optim::Optimizer& optimizer) {
+std::string master_weights_summary(const torch::optim::Optimizer& optimizer, bool sharded) {
   int64_t count = 0, elements = 0;
   bool bf16 = false, fp16 = false;
   for (const auto& group : optimizer.param_groups())
@@ -192,8 +192,9 @@ std::string master_weights_summary(const torch::optim::Optimizer& optimizer) {
   char size[32];
   if (bytes < 1e6) std::snprintf(size, sizeof size, "%.1f kB", bytes / 1e3);
   else std::snprintf(size, sizeof size, "%.1f MB", bytes / 1e6);
-  return "float32 master weights for " + std::to_string(count) + " " + types + " parameter" + (count == 1 ? "" : "s") +
-         " (+" + size + ")";
+  const std::string what = sharded ? " shard piece" : " parameter";
+  return "float32 master weights for " + std::string(sharded ? "this rank's " : "") + std::to_string(count) + " " +
+         types + what + (count == 1 ? "" : "s") + " (+" + size + ")";
 }
 
 std::string why_not_fused(const torch::optim::Optimizer& optimizer) {

@@ -43,8 +43,10 @@ std::string why_not_fused(const torch::optim::Optimizer& optimizer);
 void fused_step(torch::optim::Optimizer& optimizer, bool checked = false);
 
 // For the line that says the fused step is taken: "" when every parameter is float32, else e.g.
-// "float32 master weights for 12 bfloat16 parameters (+4.2 MB)" (the masters' bytes).
-std::string master_weights_summary(const torch::optim::Optimizer& optimizer);
+// "float32 master weights for 12 bfloat16 parameters (+4.2 MB)" (the masters' bytes). `sharded`: the
+// optimizer steps this rank's pieces of the model (ZeRO), and the line says "this rank's 12 bfloat16
+// shard pieces".
+std::string master_weights_summary(const torch::optim::Optimizer& optimizer, bool sharded = false);
 
 // The optimizer's kind in messages: "SGD", "Adam", "AdamW", "Lion", or "this optimizer type".
 std::string optimizer_kind(const torch::optim::Optimizer& optimizer);
