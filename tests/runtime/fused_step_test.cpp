@@ -743,3 +743,65 @@ TEST(FusedStep, ABfloat16ModelResumesWithItsMastersAsIfNeverStopped) {
 }
 
 }  // namespace fused_step_test
+
+namespace fused_step_test {
+
+// A float16 model with the GradScaler (mixed_precision fp16), through the Accelerator: the scaler
+// unscales the float16 gradients in place and checks them, and the fused step then steps float32
+// masters from them, as LibTorch's SGD (momentum, weight decay) steps a float32 copy of the model
+// on the same unscaled gradients: the masters bitwise equal to the copy after every step, each
+// parameter its master rounded. A step whose scaled gradients overflow float16 (the first, before
+// any state exists, and a later one) is skipped on every count (parameters, masters, state) and the
+// scale backs off; the next steps go on from there.
+TEST(FusedStep, AFloat16ModelWithTheGradScalerStepsItsMastersAndSkipsOverflows) {
+  xlaunch::AcceleratorOptions o = options("true");
+  o.mixed_precision = "fp16";
+  xlaunch::Accelerator acc(o);
+  ASSERT_NE(acc.scaler(), nullptr);
+  torch::manual_seed(2);
+  torch::nn::Linear net(64, 32);
+  net->to(at::kHalf);
+  const auto sgd = torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.01);
+  std::vector<at::Tensor> copy;  // float32, stepped by LibTorch
+  for (const auto& p : net->parameters()) copy.push_back(p.detach().to(at::kFloat));
+  torch::optim::SGD reference(copy, sgd);
+  auto model = acc.prepare(net);
+  torch::optim::SGD inner(net->parameters(), sgd);
+  auto& opt = acc.prepare(inner);
+  const auto params = net->parameters();
+  for (int step = 0; step < 12; ++step) {
+    torch::manual_seed(100 + step);
+    const at::Tensor x = at::randn({16, 64}).to(at::kHalf);
+    at::Tensor loss = model(x).to(at::kFloat).pow(2).mean();
+    const bool overflow = step == 0 || step == 5;  // the loss scaled past float16's range
+    if (overflow) loss = loss * 1e6;
+    acc.backward(loss);
+    const double scale = acc.scaler()->get_scale();
+    std::vector<at::Tensor> before;
+    for (const auto& p : params) before.push_back(weights_of(inner, p).clone());
+    acc.scaler()->unscale_(inner);  // what opt.step() would do first; the gradients are now true
+    for (size_t i = 0; i < params.size(); ++i) copy[i].mutable_grad() = params[i].grad().to(at::kFloat);
+    opt.step();
+    opt.zero_grad();
+    if (overflow) {
+      EXPECT_TRUE(acc.scaler()->last_step_skipped());
+      EXPECT_EQ(acc.scaler()->get_scale(), scale * 0.5);
+      for (size_t i = 0; i < params.size(); ++i)
+        EXPECT_TRUE(weights_of(inner, params[i]).equal(before[i])) << "parameter " << i << ": stepped on inf";
+      if (step == 0) EXPECT_TRUE(inner.state().empty()) << "state (or masters) made on a skipped first step";
+      continue;
+    }
+    EXPECT_FALSE(acc.scaler()->last_step_skipped()) << "step " << step;
+    reference.step();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor master = weights_of(inner, params[i]);
+      EXPECT_EQ(master.scalar_type(), at::kFloat);
+      EXPECT_TRUE(master.equal(copy[i])) << "step " << step << ", parameter " << i << ": the master is not LibTorch's float32 step";
+      EXPECT_TRUE(params[i].equal(master.to(at::kHalf))) << "step " << step << ", parameter " << i << ": not its master rounded";
+      EXPECT_FALSE(params[i].equal(before[i].to(at::kHalf))) << "step " << step << ", parameter " << i << ": not stepped";
+    }
+  }
+  EXPECT_EQ(acc.scaler()->skipped_steps(), 2);
+}
+
+}  // namespace fused_step_test
