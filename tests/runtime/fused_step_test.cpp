@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "optim/fused_kernels.h"
 #include "optim/fused_step.h"
 #include "optim/master_state.h"
 #include "scratch_dir.h"
@@ -802,6 +803,57 @@ TEST(FusedStep, AFloat16ModelWithTheGradScalerStepsItsMastersAndSkipsOverflows) 
     }
   }
   EXPECT_EQ(acc.scaler()->skipped_steps(), 2);
+}
+
+}  // namespace fused_step_test
+
+namespace fused_step_test {
+
+// The fused optimizer alone, `steps` steps from make_params() in `type`: every parameter, its
+// float32 weights (the master of a 16-bit one) and its state, in order.
+std::vector<at::Tensor> fused_only(const Case& c, int steps, at::ScalarType type) {
+  const auto params = type == at::kFloat ? make_params() : converted(make_params(), type);
+  auto o = c.make(groups_of(c, params));
+  for (int step = 0; step < steps; ++step) {
+    set_grads(params, step, type);
+    set_lr(*o, step);
+    xlaunch::optim::fused_step(*o);
+  }
+  std::vector<at::Tensor> out;
+  for (const auto& g : params)
+    for (const auto& p : g) {
+      out.push_back(p.clone());
+      out.push_back(weights_of(*o, p).clone());
+      for (const at::Tensor& t : state_tensors(*o, p))
+        if (t.defined()) out.push_back(t.clone());
+    }
+  return out;
+}
+
+// Each loop is compiled for AVX-512, AVX2 with FMA and the baseline (a CPU without AVX2 runs the
+// last), with the same operations in the same order, so each set steps to the same bits: every
+// case and parameter type, 200 steps, every parameter, master and state tensor equal under each
+// set this CPU has to those of its best (which the other tests compare with LibTorch's step).
+TEST(FusedStep, EveryInstructionSetTheCpuHasStepsToTheSameBits) {
+  namespace kernels = xlaunch::optim::kernels;
+  const std::string best = kernels::vector_isa();
+  const int best_level = best == "avx512" ? 2 : best == "avx2" ? 1 : 0;
+  for (const at::ScalarType type : {at::kFloat, at::kBFloat16, at::kHalf})
+    for (const Case& c : cases()) {
+      const auto want = fused_only(c, 200, type);
+      for (int level = best_level - 1; level >= 0; --level) {
+        const int before = kernels::cap_vector_isa(level);
+        const std::string isa = kernels::vector_isa();
+        const auto got = fused_only(c, 200, type);
+        kernels::cap_vector_isa(before);
+        EXPECT_EQ(isa, level == 1 ? "avx2" : "baseline");
+        ASSERT_EQ(got.size(), want.size()) << c.name;
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_TRUE(got[i].equal(want[i])) << c.name << " " << c10::toString(type) << " tensor " << i << ": " << isa
+                                             << " against " << best << ", " << max_ulps(got[i].to(at::kFloat), want[i].to(at::kFloat)) << " ulps";
+      }
+    }
+  std::printf("fused_step instruction sets compared with %s: %d\n", best.c_str(), best_level);
 }
 
 }  // namespace fused_step_test

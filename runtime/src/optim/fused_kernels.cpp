@@ -6,6 +6,8 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 
@@ -163,8 +165,13 @@ XLAUNCH_OPTIM_ENTRIES(baseline, )
 XLAUNCH_OPTIM_ENTRIES(avx512, XLAUNCH_OPTIM_AVX512)
 XLAUNCH_OPTIM_ENTRIES(avx2, XLAUNCH_OPTIM_AVX2)
 
-// 2: AVX-512, 1: AVX2 with FMA, 0: the baseline.
+#endif
+
+std::atomic<int> g_cap{2};  // cap_vector_isa's
+
+// 2: AVX-512, 1: AVX2 with FMA, 0: the baseline; at most g_cap.
 int level() {
+#if XLAUNCH_OPTIM_X86
   static const int l = [] {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
@@ -172,9 +179,11 @@ int level() {
       return 2;
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
   }();
-  return l;
-}
+  return std::min(l, g_cap.load(std::memory_order_relaxed));
+#else
+  return 0;
 #endif
+}
 
 }  // namespace
 
@@ -209,11 +218,10 @@ void lion_range(const LionScalars& s, const Arrays& a, int64_t b, float* m, int6
 }
 
 const char* vector_isa() {
-#if XLAUNCH_OPTIM_X86
-  return level() == 2 ? "avx512" : level() == 1 ? "avx2" : "baseline";
-#else
-  return "baseline";
-#endif
+  const int l = level();
+  return l == 2 ? "avx512" : l == 1 ? "avx2" : "baseline";
 }
+
+int cap_vector_isa(int level) { return g_cap.exchange(std::clamp(level, 0, 2)); }
 
 }  // namespace xlaunch::optim::kernels

@@ -60,4 +60,9 @@ void lion_range(const LionScalars& s, const Arrays& a, int64_t b, float* exp_avg
 // The loops this CPU runs: "avx512", "avx2" (with FMA) or "baseline".
 const char* vector_isa();
 
+// Caps the loops' instruction set at `level` (2: AVX-512, 1: AVX2 with FMA, 0: the baseline); the
+// CPU's best is used where it is lower. Returns the previous cap. For tests, which run each set
+// the CPU can against the others; not to be called while a step runs.
+int cap_vector_isa(int level);
+
 }  // namespace xlaunch::optim::kernels
