@@ -12,13 +12,15 @@
 # Then end to end: the GPT of examples/gpt_model.h (bench_fsdp: DIM 256, 4 layers, AdamW) on 2 ranks
 # at ddp.zero_stage 0 and 2, with the fused step and with LibTorch's (XLAUNCH_OPTIMIZER_FUSED),
 # alternating; a batch of 8 x 128 bytes per rank (compute-heavy) and of 2 x 64 (optimizer-heavy):
-#   bench=optim_e2e model=gpt params_m=P world=2 stage=S batch=B seq=Q fused_tokens_per_s=X
+#   bench=optim_e2e model=gpt params_m=P world=2 stage=S batch=B seq=Q dtype=D fused_tokens_per_s=X
 #         libtorch_tokens_per_s=Y ratio_vs_libtorch=R
+# (a bfloat16 model at the two optimizer-heavy settings: its fused step keeps float32 masters).
 # With bfloat16 parameters (DTYPES, default "float32 bfloat16"; bfloat16 at the first size only):
 # xlaunch's fused step keeps float32 master weights and state (30 bytes per parameter moved),
 # LibTorch's AdamW and PyTorch's keep bfloat16 state and no masters (14 bytes); the lines say
 # dtype=bfloat16 and gbps counts each system's own bytes.
-# Usage: scripts/bench/optim.sh [ROUNDS]   (BUILD_DIR, PEERS, PEER_PYTHON, SIZES, THREADS, DTYPES, E2E=0 override)
+# Usage: scripts/bench/optim.sh [ROUNDS]   (BUILD_DIR, PEERS, PEER_PYTHON, SIZES, THREADS, DTYPES override;
+#   STEP=0 runs the end-to-end part only, E2E=0 the step part only)
 set -euo pipefail
 shopt -s inherit_errexit
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -40,7 +42,9 @@ run_system() {  # system params_m threads steps dtype -> the program's line
 }
 
 first_size=${SIZES%% *}
-for dtype in $DTYPES; do
+step_dtypes=$DTYPES
+[ "${STEP:-1}" = 1 ] || step_dtypes=""
+for dtype in $step_dtypes; do
 for size in $SIZES; do
   [ "$dtype" = float32 ] || [ "$size" = "$first_size" ] || continue
   steps=$(( size >= 50 ? 5 : 20 ))
@@ -75,19 +79,20 @@ done
 
 [ "${E2E:-1}" = 1 ] || exit 0
 FSDP_BIN="$BUILD_DIR/scripts/bench/bench_fsdp"
-for cfg in "0 8 128" "0 2 64" "2 2 64"; do
-  read -r stage batch seq <<<"$cfg"
+for cfg in "0 8 128 float32" "0 2 64 float32" "2 2 64 float32" "0 2 64 bfloat16" "2 2 64 bfloat16"; do
+  read -r stage batch seq dtype <<<"$cfg"
+  case " $DTYPES " in *" $dtype "*) ;; *) continue ;; esac
   fused=() libtorch=()
   for ((r = 0; r < ROUNDS; r++)); do
     for mode in true false; do
       out=$("${MPIRUN[@]}" -np 2 -x XLAUNCH_OPTIMIZER_FUSED=$mode "$FSDP_BIN" --cpu_allreduce mpi --stage "$stage" \
-            --dim 256 --layers 4 --heads 8 --seq "$seq" --batch "$batch" --steps 20 2>/dev/null)
+            --dim 256 --layers 4 --heads 8 --seq "$seq" --batch "$batch" --steps 20 --model_dtype "$dtype" 2>/dev/null)
       tps=$(figure tokens_per_s "bench_fsdp (optimizer.fused $mode)" "$out")
       params_m=$(figure params_m "bench_fsdp" "$out")
       if [ "$mode" = true ]; then fused+=("$tps"); else libtorch+=("$tps"); fi
     done
   done
   f=$(median "${fused[@]}") l=$(median "${libtorch[@]}")
-  echo "bench=optim_e2e model=gpt params_m=$params_m world=2 stage=$stage batch=$batch seq=$seq" \
+  echo "bench=optim_e2e model=gpt params_m=$params_m world=2 stage=$stage batch=$batch seq=$seq dtype=$dtype" \
        "fused_tokens_per_s=$f libtorch_tokens_per_s=$l ratio_vs_libtorch=$(ratio "$f" "$l")"
 done

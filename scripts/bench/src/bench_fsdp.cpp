@@ -3,6 +3,7 @@
 //   --stage S  --dim D --layers L --heads H --seq T --batch B --steps N --warmup K
 //   --prefetch P --reshard_after_forward 0|1 --activation_checkpointing 0|1 --cpu_allreduce auto|mpi
 //   --shard_group world|machine (the fsdp section and ddp.shard_group; default: the environment's)
+//   --model_dtype float32|bfloat16 (the model's parameters: net->to(kBFloat16) before prepare)
 //   --count_link DEV: rank 0 also prints link_mb_per_step=, the bytes DEV sent and received
 //   (/sys/class/net/DEV/statistics, in rank 0's network namespace) per timed step, MB = 1e6 bytes
 // Prints on rank 0:
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   int64_t dim = 256, layers = 4, heads = 8, seq = 128, batch = 8;
   int steps = 10, warmup = 2;
   std::string link;  // --count_link
+  std::string model_dtype = "float32";
   xlaunch::AcceleratorOptions options = xlaunch::AcceleratorOptions::from_env();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
@@ -67,6 +69,7 @@ int main(int argc, char** argv) {
     else if (k == "--param_dtype") options.ddp.fsdp_param_dtype = v;
     else if (k == "--shard_group") options.ddp.shard_group = v;
     else if (k == "--count_link") link = v;
+    else if (k == "--model_dtype") model_dtype = v;
     else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
   }
 
@@ -76,6 +79,11 @@ int main(int argc, char** argv) {
   xlaunch::examples::Gpt net(dim, layers, heads, seq);
   int64_t params = 0;
   for (const auto& p : net->parameters()) params += p.numel();
+  if (model_dtype == "bfloat16") net->to(at::kBFloat16);
+  else if (model_dtype != "float32") {
+    std::fprintf(stderr, "--model_dtype %s: use float32 or bfloat16\n", model_dtype.c_str());
+    return 2;
+  }
   auto model = acc.prepare(net);
   torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(1e-3));
   auto& opt = acc.prepare(adamw);
@@ -85,7 +93,7 @@ int main(int argc, char** argv) {
 
   auto step = [&] {
     opt.zero_grad();
-    acc.backward(torch::nn::functional::cross_entropy(model(x).reshape({-1, 256}), y));
+    acc.backward(torch::nn::functional::cross_entropy(model(x).to(at::kFloat).reshape({-1, 256}), y));
     opt.step();
   };
   for (int i = 0; i < warmup; ++i) step();
