@@ -857,3 +857,65 @@ TEST(FusedStep, EveryInstructionSetTheCpuHasStepsToTheSameBits) {
 }
 
 }  // namespace fused_step_test
+
+namespace fused_step_test {
+
+std::string saved_bytes(Optimizer& o) {
+  torch::serialize::OutputArchive out;
+  o.save(out);
+  std::ostringstream os;
+  out.save_to(os);
+  return os.str();
+}
+
+size_t masters_restored(Optimizer& o, const std::string& bytes) {
+  torch::serialize::InputArchive in;
+  std::istringstream is(bytes);
+  in.load_from(is);
+  o.load(in);
+  return xlaunch::optim::restore_masters(o, in);
+}
+
+// A 16-bit parameter made float32 since its master was made (model->to(kFloat) keeps the tensor,
+// which keeps its state) steps as the float32 parameter it now is, and its stale master is
+// released: the next checkpoint carries none, and a checkpoint that has one gives none to a float32
+// parameter.
+TEST(FusedStep, AParameterMadeFloat32DropsItsMaster) {
+  torch::manual_seed(4);
+  at::Tensor p = at::randn({1000}).to(at::kBFloat16);
+  torch::optim::SGD fused({p}, SGDOptions(1e-3).momentum(0.9));
+  for (int step = 0; step < 3; ++step) {
+    p.mutable_grad() = at::randn({1000}).to(at::kBFloat16);
+    xlaunch::optim::fused_step(fused);
+  }
+  const std::string with_master = saved_bytes(fused);
+  ASSERT_NE(xlaunch::optim::master_of(*fused.state().begin()->second), nullptr);
+  ASSERT_TRUE(xlaunch::optim::master_of(*fused.state().begin()->second)->defined());
+  {
+    at::NoGradGuard no_grad;
+    p.set_data(p.to(at::kFloat));  // as Module::to does
+  }
+  const at::Tensor before = p.clone();
+  at::Tensor ref = p.clone();
+  const at::Tensor buf = static_cast<torch::optim::SGDParamState&>(*fused.state().begin()->second).momentum_buffer().clone();
+  p.mutable_grad() = at::randn({1000});
+  xlaunch::optim::fused_step(fused);
+  // LibTorch's momentum step on the float32 parameter, from the same buffer.
+  const at::Tensor b = buf * 0.9 + p.grad();
+  ref.add_(b, -1e-3);
+  EXPECT_TRUE(p.equal(ref)) << (p - ref).abs().max().item<float>();
+  EXPECT_FALSE(p.equal(before));
+  const at::Tensor* master = xlaunch::optim::master_of(*fused.state().begin()->second);
+  EXPECT_TRUE(master == nullptr || !master->defined()) << "the float32 parameter kept its master";
+
+  const std::string without = saved_bytes(fused);
+  at::Tensor q = at::zeros({1000}, at::kBFloat16);
+  torch::optim::SGD sixteen({q}, SGDOptions(1e-3).momentum(0.9));
+  EXPECT_EQ(masters_restored(sixteen, with_master), 1u);
+  EXPECT_EQ(masters_restored(sixteen, without), 0u) << "a released master was saved";
+  at::Tensor r = at::zeros({1000});
+  torch::optim::SGD float32({r}, SGDOptions(1e-3).momentum(0.9));
+  EXPECT_EQ(masters_restored(float32, with_master), 0u) << "a float32 parameter was given a master";
+}
+
+}  // namespace fused_step_test

@@ -300,6 +300,10 @@ void fused_step(torch::optim::Optimizer& optimizer, bool checked) {
         w.w = master->data_ptr<float>();
         w.low = p.data_ptr();
       } else {
+        // A parameter made float32 since it had a master (model->to(kFloat)) is its own weights: the
+        // master is stale, and released (else it would be saved, and held, for nothing).
+        if (it != state.end())
+          if (at::Tensor* stale = master_of(*it->second); stale && stale->defined()) *stale = at::Tensor();
         w.w = p.data_ptr<float>();
       }
       const int64_t n = p.numel();

@@ -63,6 +63,7 @@ size_t restore_masters(torch::optim::Optimizer& optimizer, torch::serialize::Inp
       at::Tensor master;
       if (!states.try_read(key.toStringRef(), one) || !one.try_read("master", master) || !master.defined()) continue;
       const at::Tensor& p = params[static_cast<size_t>(k)];
+      if (p.scalar_type() != at::kBFloat16 && p.scalar_type() != at::kHalf) continue;  // float32 now: no master
       auto it = optimizer.state().find(p.unsafeGetTensorImpl());
       if (it == optimizer.state().end()) continue;
       if (attach_master(it->second, master.to(p.device(), at::kFloat).reshape(p.sizes()).contiguous())) ++restored;

@@ -52,8 +52,8 @@ bool attach_master(std::unique_ptr<torch::optim::OptimizerParamState>& state, at
 
 // After optimizer.load(archive): gives each parameter whose saved state had a master that master
 // again (LibTorch's load reads the states through their own class, which has none). Parameters are
-// matched as LibTorch's load matches them, by position in their group. Returns how many masters
-// it restored.
+// matched as LibTorch's load matches them, by position in their group; a parameter that is not
+// 16-bit (now) gets none. Returns how many masters it restored.
 size_t restore_masters(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& archive);
 
 }  // namespace xlaunch::optim
