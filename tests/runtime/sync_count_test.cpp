@@ -183,3 +183,48 @@ TEST(SyncCounter, ARuntimeScopeIsThisThreadsOnly) {
   EXPECT_EQ(seen, nullptr);
   EXPECT_STREQ(syncs::runtime_sync(), "here");
 }
+
+// The runtime's own threads count too (CountedThread, made first thing on each): their syncs are
+// the step's, and a recorded site names the thread. A thread without one is not counted.
+TEST(SyncCounter, ACountedThreadsSyncsAreTheStepsAndNameTheThread) {
+  SyncStats stats;
+  syncs::SyncCounter counter(&stats, c10::WarningUtils::get_warning_handler(), false);
+  std::thread([&] {
+    const syncs::CountedThread counted("the loader's worker thread", &counter);
+    TORCH_WARN(syncs::kSyncWarningText);
+  }).join();
+  std::thread([&] { TORCH_WARN(syncs::kSyncWarningText, " (a thread that counts nothing: printed by c10)"); }).join();
+  counter.step_done();
+  EXPECT_EQ(stats.per_step[0], 1u);
+  EXPECT_NE(stats.first.text().find("(on the loader's worker thread)"), std::string::npos) << stats.first.text();
+  // Without a counter (counting off) it does nothing: the thread's handler stays.
+  std::thread([&] {
+    c10::WarningHandler* before = c10::WarningUtils::get_warning_handler();
+    { const syncs::CountedThread off("nothing", nullptr); EXPECT_EQ(c10::WarningUtils::get_warning_handler(), before); }
+    { const syncs::CountedThread on("something", &counter); EXPECT_EQ(c10::WarningUtils::get_warning_handler(), &counter); }
+    EXPECT_EQ(c10::WarningUtils::get_warning_handler(), before) << "the thread's handler is given back";
+  }).join();
+}
+
+// Many threads counting at once while the training thread ends steps: every sync counted once,
+// in one step or the next, and the stats' sequence lock even at the end. (Whether two writers ever
+// overlap depends on the scheduling, so this cannot show the lock is needed; it shows that with it
+// nothing is lost.)
+TEST(SyncCounter, ThreadsCountingAtOnceLoseNothing) {
+  SyncStats stats;
+  syncs::SyncCounter counter(&stats, nullptr, /*announce=*/false);
+  constexpr int kThreads = 4, kEach = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&] {
+      const syncs::CountedThread counted("a worker", &counter);
+      for (int i = 0; i < kEach; ++i) counter.process(sync_warning());
+    });
+  for (int s = 0; s < 50; ++s) counter.step_done();
+  for (auto& t : threads) t.join();
+  counter.step_done();
+  EXPECT_EQ(stats.syncs, static_cast<uint64_t>(kThreads * kEach));
+  EXPECT_EQ(stats.version.load() % 2, 0u);
+  EXPECT_GE(stats.first.step, 1u);
+  EXPECT_NE(stats.first.text().find("(on a worker)"), std::string::npos) << stats.first.text();
+}

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "profile/step_clock.h"
+#include "profile/sync_count.h"
 #include "profile/trace.h"
 #include "watch/watchdog.h"
 
@@ -110,6 +111,7 @@ void CommThread::run_local(const std::function<void()>& fn) {
 }
 
 void CommThread::loop() {
+  const profile::syncs::CountedThread counted("the communication thread");  // debug: its syncs are the step's too
   for (;;) {
     std::shared_ptr<Item> item;
     std::function<void(const char*, uint64_t)> observer;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "profile/step_clock.h"
+#include "profile/sync_count.h"
 #include "augment/rows.h"
 #include "profile/trace.h"
 #include "xlaunch/augment/sequential.h"
@@ -130,6 +131,7 @@ EpochRun::Slot EpochRun::produce(int64_t k) const {
 }
 
 void EpochRun::worker_loop() {
+  const profile::syncs::CountedThread counted("the loader's worker thread");  // debug: its syncs are the step's too
   augment::detail::rows_on_this_thread_only = true;  // the workers are the parallelism (rows.h)
   for (;;) {
     int64_t k = 0;

@@ -71,6 +71,7 @@ std::string without_arguments(const std::string& symbol) {
 bool known(const Frame& f) { return !f.symbol.empty() && f.symbol != "<unknown function>"; }
 
 thread_local const char* t_runtime_sync = nullptr;
+thread_local const char* t_thread_role = nullptr;  // CountedThread's
 
 }  // namespace
 
@@ -118,6 +119,7 @@ void SyncCounter::record(SyncSite& site, const c10::Warning& w, uint64_t step) {
     where = std::string(loc.function ? loc.function : "?") + " (" + (loc.file ? base_name(loc.file) : "?") + ":" +
             std::to_string(loc.line) + ")";
   }
+  if (t_thread_role) where += std::string(" (on ") + t_thread_role + ")";
   status::write_seqlocked(*stats_, [&] {
     site.step = step;
     status::copy_text(site.where, sizeof site.where, where);
@@ -147,19 +149,38 @@ void SyncCounter::process(const c10::Warning& w) {
     if (next_) next_->process(w);
     return;
   }
-  if (const char* what = runtime_sync()) {
-    runtime_in_step_.fetch_add(1, std::memory_order_relaxed);
-    note_runtime(what, stats_->steps + 1);
+  const char* what = runtime_sync();
+  (what ? runtime_in_step_ : in_step_).fetch_add(1, std::memory_order_relaxed);
+  // Several threads count (CountedThread), and the stats have one writer at a time: the step's end
+  // and the records take this lock. (Each sync is a host-device wait of microseconds at least: the
+  // lock costs nothing beside it.)
+  const std::lock_guard<std::mutex> lock(record_mu_);
+  const uint64_t step = stats_->steps + 1;  // the step in progress
+  if (what) {
+    note_runtime(what, step);
     return;
   }
-  in_step_.fetch_add(1, std::memory_order_relaxed);
-  const uint64_t step = stats_->steps + 1;  // the step in progress
   if (stats_->first.step == 0) record(stats_->first, w, step);
   if (step > static_cast<uint64_t>(kWarmupSteps) && stats_->first_after_warmup.step == 0)
     record(stats_->first_after_warmup, w, step);
 }
 
+CountedThread::CountedThread(const char* role, SyncCounter* counter) : outer_role_(t_thread_role) {
+  if (!counter) return;
+  previous_ = c10::WarningUtils::get_warning_handler();
+  c10::WarningUtils::set_warning_handler(counter);
+  installed_ = true;
+  t_thread_role = role;
+}
+
+CountedThread::~CountedThread() {
+  if (!installed_) return;
+  c10::WarningUtils::set_warning_handler(previous_);
+  t_thread_role = outer_role_;
+}
+
 void SyncCounter::step_done() {
+  const std::lock_guard<std::mutex> lock(record_mu_);
   const uint64_t n = in_step_.exchange(0, std::memory_order_relaxed);
   const uint64_t rn = runtime_in_step_.exchange(0, std::memory_order_relaxed);
   SyncStats& s = *stats_;

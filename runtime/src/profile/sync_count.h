@@ -20,13 +20,17 @@
 // is done (torch/csrc/autograd/engine.cpp, Engine::execute). They are counted there, in the step of
 // that backward, and their place is the replay's: the engine's frames called from the backward.
 //
-// c10's warning handlers are per thread: the synchronising calls of other threads (loader workers,
-// a communication thread) are not counted, and c10 prints its warning for each of them.
+// c10's warning handlers are per thread: the runtime's own threads that work for the training (the
+// loader's workers, the communication thread) install the counter on themselves (CountedThread),
+// so their syncs are counted in the step in progress too, and a recorded site names the thread. A
+// thread of the program's own is counted once it makes a CountedThread; until then c10 prints its
+// warning for each of its syncs.
 #pragma once
 
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
 
 #include "xlaunch/status/sync_stats.h"
@@ -85,6 +89,7 @@ class SyncCounter final : public c10::WarningHandler {
   void record(SyncSite& site, const c10::Warning& w, uint64_t step);
   void note_runtime(const char* what, uint64_t step);
 
+  std::mutex record_mu_;  // one thread at a time records a site or a runtime kind (several count)
   SyncStats* stats_;
   c10::WarningHandler* next_;
   bool announce_;
@@ -104,5 +109,24 @@ SyncCounter* counter();
 
 // The step clock's end of an optimizer step (step_clock.cpp): the counter's step_done, when counting.
 void step_done();
+
+// While it lives, the syncs of the thread that made it are counted by `counter` (the process's,
+// when start() ran; nothing is done without one): made first thing on each of the runtime's own
+// threads that work for the training. `role` (a literal) names the thread in a recorded site:
+// "at::_ops::item::call called from ... (on the loader's worker thread)". Its other warnings go to
+// the counter's next handler (c10's base handler, which prints them, unless the training thread
+// had installed another before start()).
+class CountedThread {
+ public:
+  explicit CountedThread(const char* role, SyncCounter* counter = syncs::counter());
+  ~CountedThread();
+  CountedThread(const CountedThread&) = delete;
+  CountedThread& operator=(const CountedThread&) = delete;
+
+ private:
+  bool installed_ = false;
+  c10::WarningHandler* previous_ = nullptr;
+  const char* outer_role_;
+};
 
 }  // namespace xlaunch::profile::syncs
