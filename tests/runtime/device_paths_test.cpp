@@ -191,6 +191,38 @@ TEST(PendingCollectives, InFlightUntilTheirEventsCompleteInIssueOrder) {
   EXPECT_EQ(pending.in_flight(), 0u);
 }
 
+// The NCCL communicator's events (EventPool): reused once their holders drop them, never handed
+// out twice while held, and destroyed when dropped after the pool is gone.
+struct CountedEvent {
+  static inline int alive = 0;
+  CountedEvent() { ++alive; }
+  ~CountedEvent() { --alive; }
+};
+
+TEST(EventPool, ReusesEventsOnceDroppedAndNeverTwiceWhileHeld) {
+  auto pool = std::make_shared<xlaunch::EventPool<CountedEvent>>();
+  std::vector<std::shared_ptr<CountedEvent>> held;
+  for (int k = 0; k < 3; ++k) held.push_back(pool->acquire());
+  EXPECT_EQ(pool->made(), 3u);
+  EXPECT_NE(held[0].get(), held[1].get());
+  EXPECT_NE(held[1].get(), held[2].get());
+  CountedEvent* first = held[0].get();
+  held.erase(held.begin());  // the collective finished and its Work handle was dropped
+  EXPECT_EQ(pool->idle(), 1u);
+  const auto again = pool->acquire();
+  EXPECT_EQ(again.get(), first) << "a dropped event is reused";
+  EXPECT_EQ(pool->made(), 3u);
+  const auto fresh = pool->acquire();
+  EXPECT_EQ(pool->made(), 4u) << "none idle: a new one";
+  for (int k = 0; k < 1000; ++k) pool->acquire();  // one collective after another
+  EXPECT_EQ(pool->made(), 5u) << "a thousand collectives in turn use one event";
+  EXPECT_EQ(CountedEvent::alive, 5);
+  pool.reset();  // the communicator is gone; its Work handles outlive it
+  EXPECT_EQ(CountedEvent::alive, 4) << "the idle one went with the pool";
+  held.clear();
+  EXPECT_EQ(CountedEvent::alive, 2);
+}
+
 TEST(BoolReduce, InProcessRanks) {
   xlaunch::test::run_ranks(3, [](std::shared_ptr<xlaunch::InProcessCommunicator> c) {
     xlaunch::test::expect_bools_reduce_as_pytorch(*c);

@@ -187,13 +187,13 @@ class NcclCommunicator final : public Communicator {
     watch::started(seq);
     c10::cuda::CUDAGuard guard(device_);
     at::cuda::CUDAStream compute = at::cuda::getCurrentCUDAStream(device_);
-    at::cuda::CUDAEvent inputs_ready;
-    inputs_ready.record(compute);
-    inputs_ready.block(stream_);
+    const std::shared_ptr<at::cuda::CUDAEvent> inputs_ready = events_->acquire();  // back to the pool at once:
+    inputs_ready->record(compute);                                                  // the wait is queued
+    inputs_ready->block(stream_);
     call();
     for (const auto& t : tensors)
       c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
-    auto done = std::make_shared<at::cuda::CUDAEvent>();
+    std::shared_ptr<at::cuda::CUDAEvent> done = events_->acquire();
     done->record(stream_);
     pending_.add(seq, done);
     return std::make_shared<NcclWork>(std::move(done), device_, block_host);
@@ -232,6 +232,7 @@ class NcclCommunicator final : public Communicator {
   c10::DeviceIndex device_;
   at::cuda::CUDAStream stream_;
   ncclComm_t comm_ = nullptr;
+  std::shared_ptr<EventPool<at::cuda::CUDAEvent>> events_ = std::make_shared<EventPool<at::cuda::CUDAEvent>>();
   PendingCollectives<at::cuda::CUDAEvent> pending_;
   int poller_ = -1;
 };

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "watch/watchdog.h"
 
@@ -48,6 +49,58 @@ class PendingCollectives {
 
   mutable std::mutex mu_;
   std::deque<std::pair<uint64_t, std::shared_ptr<Event>>> pending_;
+};
+
+// The events a device communicator records, reused instead of created and destroyed for every
+// collective (two each: its inputs ready on the compute stream, its end on the communicator's),
+// as PyTorch's ProcessGroupNCCL keeps a cache of them. acquire() gives an event no one else holds:
+// one given back, or a new one. It comes back to the pool when its last holder drops it (the
+// pending list, the Work handle), on whatever thread that is; an event dropped after the pool is
+// gone is destroyed. Re-recording an event is safe for the waits already queued on it: a stream
+// waits for the record that preceded the wait. A template over the event, as PendingCollectives.
+template <typename Event>
+class EventPool : public std::enable_shared_from_this<EventPool<Event>> {
+ public:
+  // The pool keeps at most this many idle events; more given back at once are destroyed.
+  static constexpr size_t kMaxIdle = 256;
+
+  std::shared_ptr<Event> acquire() {
+    std::unique_ptr<Event> event;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!idle_.empty()) {
+        event = std::move(idle_.back());
+        idle_.pop_back();
+      } else {
+        ++made_;
+      }
+    }
+    if (!event) event = std::make_unique<Event>();
+    std::weak_ptr<EventPool> pool = this->weak_from_this();
+    return std::shared_ptr<Event>(event.release(), [pool](Event* e) {
+      if (const auto p = pool.lock()) p->give_back(std::unique_ptr<Event>(e));
+      else delete e;
+    });
+  }
+  // Events made so far, and idle now.
+  size_t made() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return made_;
+  }
+  size_t idle() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return idle_.size();
+  }
+
+ private:
+  void give_back(std::unique_ptr<Event> e) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (idle_.size() < kMaxIdle) idle_.push_back(std::move(e));
+  }
+
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Event>> idle_;
+  size_t made_ = 0;
 };
 
 }  // namespace xlaunch
