@@ -56,9 +56,11 @@ bool is_directory(const std::string& path) {
 
 // What is read whole: rank 0's model files, the sharded models' layouts and shapes, the trainer
 // state (its format version names the shard files), and format 2's pickled shards. The rest is
-// not read (optimizer state), or read in place range by range (the safetensors shards).
+// not read (optimizer state), or read in place range by range (the safetensors shards, checked
+// block by block against the block CRC32s saved beside them, which are read whole).
 bool read_whole(const std::string& path) {
-  static const std::regex whole(R"(rank0/model_[0-9]+\.pt|rank0/trainer_state\.txt|model_[0-9]+/(layout\.txt|tensors\.txt|rank_[0-9]+\.pt))");
+  static const std::regex whole(
+      R"(rank0/model_[0-9]+\.pt|rank0/trainer_state\.txt|model_[0-9]+/(layout\.txt|tensors\.txt|rank_[0-9]+\.pt|rank_[0-9]+\.safetensors\.crc32))");
   return std::regex_match(path, whole);
 }
 

@@ -4,7 +4,9 @@
 // (zero_resume.h); the files a sharded checkpoint holds; the refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -283,6 +285,8 @@ TEST(ZeroCheckpoint, StageThreeSavesEveryRanksShardAndGathersNothing) {
   ScratchDir dir;
   const std::string path = dir.path + "/ckpt";
   std::atomic<int> hook_calls{0}, whole_units{0};
+  // Blocks of 64 bytes for the shards' CRC32s, where 1 MiB would hold each of these tiny files whole.
+  xlaunch::checkpoint::set_crc_block_bytes(64);
   const xlaunch::NamedTensors gathered = train_and_save(
       3, 3, path,
       [&](int rank, xlaunch::Reducer& reducer) {
@@ -295,6 +299,7 @@ TEST(ZeroCheckpoint, StageThreeSavesEveryRanksShardAndGathersNothing) {
       [](int rank) {
         if (rank == 0) xlaunch::checkpoint::set_save_hook({});
       });
+  xlaunch::checkpoint::set_crc_block_bytes(1u << 20);
   EXPECT_GT(hook_calls.load(), 0);
   EXPECT_EQ(whole_units.load(), 0) << "units were gathered to save a stage-3 checkpoint";
 
@@ -330,6 +335,38 @@ TEST(ZeroCheckpoint, StageThreeSavesEveryRanksShardAndGathersNothing) {
       path, nullptr, [](const std::string& p) { return !xlaunch::checkpoint::is_rank_file(p); }, &info);
   EXPECT_FALSE(shared.count("model_0/rank_1.safetensors")) << "a rank file is a rank's own";
   const CheckpointOnDisk disk{info.dir, xlaunch::checkpoint::parse_manifest(info.manifest, "MANIFEST")};
+  // Each shard has its block CRC32s beside it (shared files, read by rank 0 like the layout), so
+  // its ranges are checked as they are read instead of the whole file first: the whole model
+  // assembled reads each file's bytes about once, where checking each file whole first reads them
+  // twice (a checkpoint saved without them, as before, is still read so).
+  uint64_t shard_bytes = 0;
+  for (int r = 0; r < 3; ++r) {
+    const std::string rank_path = "model_0/rank_" + std::to_string(r) + ".safetensors";
+    ASSERT_TRUE(shared.count(rank_path + ".crc32")) << r;
+    const auto blocks = xlaunch::checkpoint::parse_block_crcs(shared.at(rank_path + ".crc32"), rank_path);
+    EXPECT_EQ(blocks.block, 64u);
+    EXPECT_EQ(blocks.size, disk.manifest.at(rank_path).size);
+    shard_bytes += blocks.size;
+  }
+  auto without_crcs = shared;
+  for (int r = 0; r < 3; ++r) without_crcs.erase("model_0/rank_" + std::to_string(r) + ".safetensors.crc32");
+  {
+    xlaunch::checkpoint::SavedModel whole_checked(without_crcs, 0, &disk);
+    for (const auto& [name, t] : gathered) EXPECT_TRUE(whole_checked.entry(name).equal(t)) << name;
+    EXPECT_GE(whole_checked.bytes_read(), shard_bytes + shard_bytes * 9 / 10) << "the file checked whole, then read";
+    xlaunch::checkpoint::SavedModel in_place(shared, 0, &disk);
+    for (const auto& [name, t] : gathered) EXPECT_TRUE(in_place.entry(name).equal(t)) << name;
+    EXPECT_EQ(in_place.bytes_read(), shard_bytes) << "each byte read once";
+    std::printf("zero_checkpoint merge bytes read: %llu with block CRC32s, %llu checking whole files, of %llu\n",
+                static_cast<unsigned long long>(in_place.bytes_read()),
+                static_cast<unsigned long long>(whole_checked.bytes_read()),
+                static_cast<unsigned long long>(shard_bytes));
+    // One parameter: its bytes, the files' headers, and at most a block more at each end of a range.
+    const auto& [name, t] = gathered.front();
+    xlaunch::checkpoint::SavedModel one(shared, 0, &disk);
+    EXPECT_TRUE(one.entry(name).equal(t));
+    EXPECT_LT(one.bytes_read(), shard_bytes / 2) << name << " of " << gathered.size() << " parameters";
+  }
   {
     xlaunch::checkpoint::SavedModel in_place(shared, 0, &disk);
     for (const auto& [name, t] : gathered) EXPECT_TRUE(in_place.entry(name).equal(t)) << name;
@@ -348,13 +385,23 @@ TEST(ZeroCheckpoint, StageThreeSavesEveryRanksShardAndGathersNothing) {
     f.seekp(-1, std::ios::end);
     f.put('\x7f');
   }
-  xlaunch::checkpoint::SavedModel damaged(shared, 0, &disk);
-  try {
-    for (const auto& [name, t] : gathered) damaged.entry(name);
-    ADD_FAILURE() << "a corrupt shard file was read";
-  } catch (const xlaunch::UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("model_0/rank_1.safetensors has"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("its MANIFEST says"), std::string::npos) << e.what();
+  // Damaged: the block that holds the byte is refused when it is read, naming the bytes, the file
+  // and its CRC32s; without them, the whole file is refused when it is opened.
+  for (const bool with_crcs : {true, false}) {
+    xlaunch::checkpoint::SavedModel damaged(with_crcs ? shared : without_crcs, 0, &disk);
+    try {
+      for (const auto& [name, t] : gathered) damaged.entry(name);
+      ADD_FAILURE() << "a corrupt shard file was read";
+    } catch (const xlaunch::UsageError& e) {
+      const std::string what = e.what();
+      if (with_crcs) {
+        EXPECT_NE(what.find("model_0/rank_1.safetensors have CRC32"), std::string::npos) << what;
+        EXPECT_NE(what.find("its model_0/rank_1.safetensors.crc32 says"), std::string::npos) << what;
+      } else {
+        EXPECT_NE(what.find("model_0/rank_1.safetensors has"), std::string::npos) << what;
+        EXPECT_NE(what.find("its MANIFEST says"), std::string::npos) << what;
+      }
+    }
   }
 }
 
@@ -516,9 +563,12 @@ TEST(ZeroCheckpoint, EveryRankWritesItsOwnFilesOrSendsThemToRankZero) {
 }
 
 // Loads `path` on `world` threads at stage 3; returns, per rank, the ranks' own files it read
-// (checkpoint_dir.h is_rank_file), and rank 0's parameters as get_state_dict gathers them.
-std::pair<std::vector<std::set<std::string>>, xlaunch::NamedTensors> load_and_record(int world, const std::string& path) {
+// (checkpoint_dir.h is_rank_file), and rank 0's parameters as get_state_dict gathers them; and
+// into *in_place, per rank, the bytes it read in place (the model shards read by range).
+std::pair<std::vector<std::set<std::string>>, xlaunch::NamedTensors> load_and_record(
+    int world, const std::string& path, std::vector<uint64_t>* in_place = nullptr) {
   std::vector<std::set<std::string>> read(world);
+  if (in_place) in_place->assign(world, 0);
   std::mutex mu;
   xlaunch::NamedTensors gathered;
   xlaunch::checkpoint::set_load_hook([&](const std::string& event) {
@@ -534,7 +584,9 @@ std::pair<std::vector<std::set<std::string>>, xlaunch::NamedTensors> load_and_re
     auto model = acc.prepare(mlp);
     auto inner = make_optimizer(mlp, leg.opt, true, false);
     acc.prepare(*inner);
+    const uint64_t before = xlaunch::checkpoint::bytes_read_in_place_on_this_thread();
     acc.load_state(path);
+    if (in_place) (*in_place)[c->rank()] = xlaunch::checkpoint::bytes_read_in_place_on_this_thread() - before;
     const auto state = acc.get_state_dict(model);
     if (c->rank() == 0) gathered = state;
   });
@@ -547,10 +599,16 @@ std::pair<std::vector<std::set<std::string>>, xlaunch::NamedTensors> load_and_re
 // E = 2058 elements: 4 shards of 515, read back by 2 ranks of 1029 each, [0, 1029) from saved
 // ranks 0 and 1, [1029, 2058) from 1 (whose shard ends at 1030), 2 and 3. Where one rank cannot see
 // the directory, rank 0 reads every rank's files and sends them; the resume is the same.
+// Of the model's shards (saved with block CRC32s, blocks of 64 bytes here) a rank reads only the
+// ranges it holds, checked block by block: its shard's bytes, plus for each file it reads the
+// file's header and at most a block at either end of its range; on the same layout, its own file
+// once. (Whole files, checked first, would be read twice: 2.0x, and rank 1's three files 3.0x.)
 TEST(ZeroCheckpoint, EachRankReadsOnlyTheSavedFilesItsPartOverlaps) {
   ScratchDir dir;
   const std::string path = dir.path + "/ckpt";
+  xlaunch::checkpoint::set_crc_block_bytes(64);
   const xlaunch::NamedTensors saved = train_and_save(4, 3, path);
+  xlaunch::checkpoint::set_crc_block_bytes(1u << 20);
   auto files_of = [](const std::string& what, std::initializer_list<int> ranks) {
     std::set<std::string> out;
     for (int r : ranks) {
@@ -560,11 +618,32 @@ TEST(ZeroCheckpoint, EachRankReadsOnlyTheSavedFilesItsPartOverlaps) {
     out.insert("rng/rank_" + what + ".pt");
     return out;
   };
-  const auto same = load_and_record(4, path);
+  std::vector<uint64_t> same_bytes, half_bytes;
+  const auto same = load_and_record(4, path, &same_bytes);
   for (int r = 0; r < 4; ++r) EXPECT_EQ(same.first[r], files_of(std::to_string(r), {r})) << "rank " << r;
-  const auto half = load_and_record(2, path);
+  const auto half = load_and_record(2, path, &half_bytes);
   EXPECT_EQ(half.first[0], files_of("0", {0, 1}));
   EXPECT_EQ(half.first[1], files_of("1", {1, 2, 3}));
+  const auto files = xlaunch::checkpoint::read_verified(path);
+  uint64_t header = 0;  // the largest safetensors header (its 8-byte length, then the JSON)
+  for (int r = 0; r < 4; ++r) {
+    const std::string& bytes = files.at("model_0/rank_" + std::to_string(r) + ".safetensors");
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    header = std::max(header, 8 + n);
+  }
+  const auto bound = [&](uint64_t shard, int files_read) { return shard + files_read * (header + 2 * 64); };
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(same_bytes[r], files.at("model_0/rank_" + std::to_string(r) + ".safetensors").size())
+        << "rank " << r << " of 4: its own file, once";
+  EXPECT_LE(half_bytes[0], bound(1029 * 4, 2));
+  EXPECT_LE(half_bytes[1], bound(1029 * 4, 3));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_GE(half_bytes[r], 1029u * 4) << "rank " << r << " read less than its shard";
+    std::printf("zero_checkpoint resume 4 -> 2 ranks: rank %d read %llu bytes of model shards for a shard of %d "
+                "(%.2fx; headers of %llu bytes)\n", r, static_cast<unsigned long long>(half_bytes[r]), 1029 * 4,
+                static_cast<double>(half_bytes[r]) / (1029 * 4), static_cast<unsigned long long>(header));
+  }
 
   xlaunch::checkpoint::set_shared_dir_hook([](int rank) { return rank == 1; });
   const auto via_rank0 = load_and_record(2, path);

@@ -223,8 +223,19 @@ try:
                 at += length
         for n, (d, s) in shapes.items():
             assembled[n] = flat[n].view(s)
-        check(len(os.listdir(os.path.join(ckpt3, "model_0"))) == 4, "stage 3: one shard file per rank, a layout and the shapes",
-              str(os.listdir(os.path.join(ckpt3, "model_0"))))
+        listing = sorted(os.listdir(os.path.join(ckpt3, "model_0")))
+        shards = [f for f in listing if f.endswith(".safetensors")]
+        check(len(shards) == 2 and listing == sorted(shards + [f + ".crc32" for f in shards] + ["layout.txt", "tensors.txt"]),
+              "stage 3: one shard file per rank with its block CRC32s, a layout and the shapes", str(listing))
+        for f in shards:  # the block CRC32s, against zlib's own over the file's blocks
+            with open(os.path.join(ckpt3, "model_0", f), "rb") as fh:
+                data = fh.read()
+            with open(os.path.join(ckpt3, "model_0", f + ".crc32")) as fh:
+                words = fh.read().split()
+            magic, block, size, crcs = words[0], int(words[1]), int(words[2]), words[3:]
+            want = [f"{zlib.crc32(data[i:i + block]) & 0xffffffff:08x}" for i in range(0, len(data), block)]
+            check(magic == "xlaunch-block-crc32" and size == len(data) and crcs == want,
+                  f"stage 3: {f}.crc32 holds zlib's CRC32 of each {block}-byte block of {f}", " ".join(words[:3]))
         check(same_tensors(merged, assembled) == "",
               "stage 3: model.safetensors equals the shards assembled from layout.txt bit for bit",
               same_tensors(merged, assembled))

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <filesystem>
 #include <fstream>
@@ -170,11 +171,69 @@ void make_parents(const fs::path& tmp, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+constexpr const char* kBlockCrcMagic = "xlaunch-block-crc32";
+std::atomic<uint64_t> g_block_bytes{1u << 20};
+thread_local uint64_t t_bytes_read = 0;
+
+bool ends_with(const std::string& s, const std::string& end) {
+  return s.size() > end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
+}
+
+}  // namespace
+
+bool reads_by_range(const std::string& path) {
+  return path.rfind("model_", 0) == 0 && path.find("/rank_") != std::string::npos && ends_with(path, ".safetensors");
+}
+
+std::string block_crc_path(const std::string& path) { return path + ".crc32"; }
+
+void set_crc_block_bytes(uint64_t bytes) { g_block_bytes = std::clamp<uint64_t>(bytes, 1, 1u << 30); }
+
+BlockCrcs parse_block_crcs(const std::string& text, const std::string& where) {
+  std::istringstream in(text);
+  std::string magic;
+  BlockCrcs out;
+  in >> magic >> out.block >> out.size;
+  const auto damaged = [&](const std::string& why) {
+    return UsageError("load_state: " + where + " is not a list of block CRC32s (" + why +
+                      "); the checkpoint is damaged: resume from another checkpoint");
+  };
+  if (!in || magic != kBlockCrcMagic || out.block == 0) throw damaged("its first line is not '" + std::string(kBlockCrcMagic) + " <block bytes> <file bytes>'");
+  for (std::string crc; in >> crc;) {
+    if (crc.size() != 8 || crc.find_first_not_of("0123456789abcdef") != std::string::npos) throw damaged("'" + crc + "' is not a CRC32");
+    out.crcs.push_back(static_cast<uint32_t>(std::stoul(crc, nullptr, 16)));
+  }
+  if (out.crcs.size() != (out.size + out.block - 1) / out.block) throw damaged("the count of blocks does not fit the size");
+  return out;
+}
+
 std::string write_part(const std::string& tmp, const std::string& path, const std::string& bytes) {
   make_parents(tmp, path);
   write_file(fs::path(tmp) / path, bytes);
   notify("wrote " + path);
-  return manifest_line(path, bytes);
+  if (!reads_by_range(path)) return manifest_line(path, bytes);
+  // One pass: each block's CRC32, and the whole file's combined from them.
+  const uint64_t block = g_block_bytes.load();
+  std::string crcs = std::string(kBlockCrcMagic) + " " + std::to_string(block) + " " + std::to_string(bytes.size()) + "\n";
+  uLong whole = crc32(0L, Z_NULL, 0);
+  for (uint64_t at = 0; at < bytes.size(); at += block) {
+    const uint64_t n = std::min<uint64_t>(block, bytes.size() - at);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (uint64_t done = 0; done < n;) {  // zlib takes 32-bit lengths
+      const uInt k = static_cast<uInt>(std::min<uint64_t>(n - done, 1u << 30));
+      crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + at + done), k);
+      done += k;
+    }
+    whole = crc32_combine(whole, crc, static_cast<z_off_t>(n));
+    crcs += hex_crc(static_cast<uint32_t>(crc)) + "\n";
+  }
+  const std::string side = block_crc_path(path);
+  write_file(fs::path(tmp) / side, crcs);
+  notify("wrote " + side);
+  return hex_crc(static_cast<uint32_t>(whole)) + " " + std::to_string(bytes.size()) + " " + path + "\n" +
+         manifest_line(side, crcs);
 }
 
 PendingCheckpoint::PendingCheckpoint(const std::string& dir_text) {
@@ -344,8 +403,9 @@ std::string read_part(const std::string& dir, const std::string& path, const Man
   return bytes;
 }
 
-PartReader::PartReader(const std::string& dir, const std::string& path, const ManifestEntry& entry)
-    : file_((fs::path(dir) / path).string()) {
+PartReader::PartReader(const std::string& dir, const std::string& path, const ManifestEntry& entry,
+                       const BlockCrcs* blocks)
+    : dir_(dir), path_(path), file_((fs::path(dir) / path).string()) {
   fd_ = ::open(file_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd_ < 0)
     throw UsageError("load_state: checkpoint " + dir + " is corrupt: cannot open " + file_ + " (" +
@@ -357,11 +417,22 @@ PartReader::PartReader(const std::string& dir, const std::string& path, const Ma
     size_ = static_cast<uint64_t>(st.st_size);
     device_ = static_cast<uint64_t>(st.st_dev);
     inode_ = static_cast<uint64_t>(st.st_ino);
+    if (blocks) {  // checked block by block as read_at reaches them
+      if (size_ != entry.size || blocks->size != entry.size)
+        throw UsageError("load_state: checkpoint " + dir + " is corrupt: " + file_ + " has " + std::to_string(size_) +
+                         " bytes; its MANIFEST says " + std::to_string(entry.size) + " and " + block_crc_path(path) +
+                         " " + std::to_string(blocks->size));
+      block_ = blocks->block;
+      block_crcs_ = blocks->crcs;
+      checked_.assign(block_crcs_.size(), false);
+      notify_read("read " + path);
+      return;
+    }
     std::vector<char> block(4u << 20);
     uLong crc = crc32(0L, Z_NULL, 0);
     for (uint64_t at = 0; at < size_;) {
       const uint64_t n = std::min<uint64_t>(block.size(), size_ - at);
-      read_at(at, n, block.data());
+      read_raw(at, n, block.data());
       crc = crc32(crc, reinterpret_cast<const Bytef*>(block.data()), static_cast<uInt>(n));
       at += n;
     }
@@ -381,7 +452,7 @@ void PartReader::close() {
   fd_ = -1;
 }
 
-void PartReader::read_at(uint64_t offset, uint64_t length, void* dst) {
+void PartReader::read_raw(uint64_t offset, uint64_t length, void* dst) {
   if (fd_ < 0) {
     fd_ = ::open(file_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     struct stat st {};
@@ -395,6 +466,50 @@ void PartReader::read_at(uint64_t offset, uint64_t length, void* dst) {
   if (!durable::read_all_at(fd_, dst, length, offset, file_))
     throw UsageError("load_state: " + file_ + " ended early, before byte " + std::to_string(offset + length) +
                      " (was it truncated while being read?)");
+  bytes_read_ += length;
+  t_bytes_read += length;
+}
+
+uint64_t bytes_read_in_place_on_this_thread() { return t_bytes_read; }
+
+void PartReader::read_at(uint64_t offset, uint64_t length, void* dst) {
+  if (block_ == 0) return read_raw(offset, length, dst);
+  if (offset + length > size_)
+    throw UsageError("load_state: a read of bytes " + std::to_string(offset) + " to " + std::to_string(offset + length) +
+                     " of " + file_ + ", which has " + std::to_string(size_) + " (internal)");
+  char* out = static_cast<char*>(dst);
+  const auto check = [&](uint64_t b, const char* bytes, uint64_t n) {
+    if (checked_[b]) return;
+    const uint32_t crc =
+        static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes), static_cast<uInt>(n)));
+    if (crc != block_crcs_[b])
+      throw UsageError("load_state: checkpoint " + dir_ + " is corrupt: bytes " + std::to_string(b * block_) + " to " +
+                       std::to_string(b * block_ + n) + " of " + file_ + " have CRC32 " + hex_crc(crc) + "; its " +
+                       block_crc_path(path_) + " says " + hex_crc(block_crcs_[b]) + ". Resume from another checkpoint");
+    checked_[b] = true;
+  };
+  for (uint64_t b = offset / block_; length > 0; ++b) {
+    const uint64_t begin = b * block_, end = std::min(size_, begin + block_);
+    const uint64_t n = std::min(end, offset + length) - offset;  // of this block, asked for
+    if (b != cached_ && n == end - begin) {  // the whole block: straight into place
+      read_raw(begin, n, out);
+      check(b, out, n);
+    } else {
+      // Part of it: the block is read whole (and checked), and kept for the next range, which in
+      // a sequential reader (a header, then piece after piece) starts where this one ends.
+      if (b != cached_) {
+        cache_.resize(end - begin);
+        cached_ = -1;
+        read_raw(begin, end - begin, cache_.data());
+        check(b, cache_.data(), end - begin);
+        cached_ = static_cast<int64_t>(b);
+      }
+      std::memcpy(out, cache_.data() + (offset - begin), n);
+    }
+    out += n;
+    offset += n;
+    length -= n;
+  }
 }
 
 Files read_verified(const std::string& dir_text, bool* fell_back, const FileFilter& only, ReadInfo* info) {

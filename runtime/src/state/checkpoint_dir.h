@@ -31,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace xlaunch::checkpoint {
 
@@ -84,9 +85,27 @@ class PendingCheckpoint {
 };
 
 // Writes `bytes` as `path` (relative) under the temporary directory `tmp` of a PendingCheckpoint,
-// making its directories as needed, as a new file, fsynced; returns its MANIFEST line. Any
-// process of the job that sees `tmp` may call it.
+// making its directories as needed, as a new file, fsynced; returns its MANIFEST line. A file read
+// by ranges (reads_by_range) gets its block CRC32s beside it too (block_crc_path), and the two
+// lines. Any process of the job that sees `tmp` may call it.
 std::string write_part(const std::string& tmp, const std::string& path, const std::string& bytes);
+
+// Files read by ranges rather than whole (the stage-3 model shards, model_<i>/rank_<r>.safetensors)
+// are saved with a CRC32 per block beside them, in "<path>.crc32": a line "xlaunch-block-crc32
+// <block bytes> <file bytes>", then one CRC32 (8 hex digits) per block, in order. A reader checks
+// only the blocks it reads (PartReader), where the MANIFEST's CRC32 of the whole file would have it
+// read all of it first. Checkpoints saved without them are read as before.
+bool reads_by_range(const std::string& path);
+std::string block_crc_path(const std::string& path);
+struct BlockCrcs {
+  uint64_t block = 0;  // bytes per block (the last may be shorter)
+  uint64_t size = 0;   // the file's
+  std::vector<uint32_t> crcs;
+};
+// Throws UsageError naming `where` when `text` is not such a file.
+BlockCrcs parse_block_crcs(const std::string& text, const std::string& where);
+// The block size of the files saved from now on (default 1 MiB); for tests, whose shards are small.
+void set_crc_block_bytes(uint64_t bytes);
 
 // Which files to read: all (empty), or those it returns true for.
 using FileFilter = std::function<bool(const std::string& path)>;
@@ -118,12 +137,18 @@ std::string read_part(const std::string& dir, const std::string& path, const Man
 // read_part reads it: opening it checks its size and CRC32 against `entry`, streaming the file in
 // blocks, so that nothing of a corrupt file is used; read_at then reads exactly the bytes asked
 // for. No more than a block is held. Throws UsageError as read_part does.
+// With the file's block CRC32s (`blocks`, from block_crc_path, itself verified), opening reads
+// nothing: read_at reads each block it touches whole the first time and checks it before any of it
+// is used; the last block read in part is kept, so that ranges read in order (a header, then piece
+// after piece) read each byte once. A reader of part of the file reads that part, and at most a
+// block more at either end of each range.
 // close() gives the descriptor back (a reader of many files keeps few open); the next read_at
 // opens the file again, and refuses it, naming it, when it is no longer the file checked (a save
 // replaced the checkpoint meanwhile).
 class PartReader {
  public:
-  PartReader(const std::string& dir, const std::string& path, const ManifestEntry& entry);
+  PartReader(const std::string& dir, const std::string& path, const ManifestEntry& entry,
+             const BlockCrcs* blocks = nullptr);
   ~PartReader();
   PartReader(const PartReader&) = delete;
   PartReader& operator=(const PartReader&) = delete;
@@ -131,13 +156,27 @@ class PartReader {
   void read_at(uint64_t offset, uint64_t length, void* dst);
   bool is_open() const { return fd_ >= 0; }
   void close();
+  // The bytes read from the file so far, the opening's check included.
+  uint64_t bytes_read() const { return bytes_read_; }
 
  private:
-  std::string file_;
+  void read_raw(uint64_t offset, uint64_t length, void* dst);  // reopening a closed descriptor
+
+  std::string dir_, path_, file_;
   int fd_ = -1;
   uint64_t size_ = 0;
   uint64_t device_ = 0, inode_ = 0;  // the file checked
+  uint64_t bytes_read_ = 0;
+  std::vector<uint32_t> block_crcs_;  // with blocks: checked as read
+  std::vector<bool> checked_;
+  uint64_t block_ = 0;
+  std::vector<char> cache_;  // the last block read in part, checked
+  int64_t cached_ = -1;
 };
+
+// The bytes PartReaders have read from files on this thread (a rank reads its own files on its
+// own thread): what a load or a merge costs in reads.
+uint64_t bytes_read_in_place_on_this_thread();
 
 // Whether `path` is one rank's own file (rng/, ddp/, optimizer_<i>/rank_<r>.pt,
 // model_<i>/rank_<r>.safetensors or .pt), which that rank writes and reads itself where it sees the directory.

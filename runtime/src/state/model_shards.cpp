@@ -190,7 +190,17 @@ struct SavedModel::RankFile {
 
 SavedModel::~SavedModel() = default;
 
-void SavedModel::release() { ranks_.clear(); }
+void SavedModel::release() {
+  released_bytes_ = bytes_read();
+  ranks_.clear();
+}
+
+uint64_t SavedModel::bytes_read() const {
+  uint64_t n = released_bytes_;
+  for (const auto& [rank, file] : ranks_)
+    if (file->reader) n += file->reader->bytes_read();
+  return n;
+}
 
 void SavedModel::make_room() {
   for (;;) {
@@ -236,7 +246,11 @@ SavedModel::RankFile& SavedModel::rank_file(int rank) {
       const auto entry = disk_->manifest.find(path);
       if (entry == disk_->manifest.end()) throw damaged("is missing");
       make_room();
-      file->reader = std::make_unique<PartReader>(disk_->dir, path, entry->second);
+      // Checked block by block where the save wrote the blocks' CRC32s (rank 0 read them, verified).
+      std::optional<BlockCrcs> blocks;
+      if (const auto side = files_.find(block_crc_path(path)); side != files_.end())
+        blocks = parse_block_crcs(side->second, block_crc_path(path));
+      file->reader = std::make_unique<PartReader>(disk_->dir, path, entry->second, blocks ? &*blocks : nullptr);
       size = file->reader->size();
     }
     const safetensors::Index index = safetensors::read_index(

@@ -100,6 +100,9 @@ class SavedModel {
   NamedTensors whole_model();
   // Drops the rank files read so far (their memory).
   void release();
+  // The bytes read from the rank files on disk so far (their checks included); files given in
+  // memory read nothing.
+  uint64_t bytes_read() const;
 
  private:
   struct RankFile;
@@ -122,6 +125,7 @@ class SavedModel {
   std::unique_ptr<SavedIndex> index_;
   std::map<std::string, std::pair<at::ScalarType, std::vector<int64_t>>> shapes_;
   std::map<int, std::unique_ptr<RankFile>> ranks_;
+  uint64_t released_bytes_ = 0;  // read by the files release() dropped
 };
 
 // What this rank holds of model i's entries, each with its layout: at stage 3 the sharded

@@ -126,7 +126,9 @@ std::vector<std::pair<at::Tensor, at::Tensor>> model_values(const TrainingRun& r
   return out;
 }
 
-void restore(TrainingRun& run, const Files& files, const std::string& checkpoint) {
+// `disk`: where every rank sees the checkpoint, the model shards saved with block CRC32s are read
+// from it in place, only their ranges this rank holds (fetch_rank_files left them out of `files`).
+void restore(TrainingRun& run, const Files& files, const std::string& checkpoint, const CheckpointOnDisk* disk) {
   const auto state_it = files.find("rank0/trainer_state.txt");
   if (state_it == files.end()) throw UsageError("load_state: the checkpoint has no rank0/trainer_state.txt");
   const KeyValues state = parse_key_values(state_it->second);
@@ -142,7 +144,7 @@ void restore(TrainingRun& run, const Files& files, const std::string& checkpoint
   checkpoint::check_loader_positions(*run.loaders, run.world, state);
   std::vector<std::unique_ptr<SavedModel>> saved_models;
   for (size_t i = 0; i < run.models.size(); ++i) {
-    saved_models.push_back(std::make_unique<SavedModel>(files, i));
+    saved_models.push_back(std::make_unique<SavedModel>(files, i, disk));
     check_same_model(i, model_state(*run.models[i].module), saved_models.back()->described());
   }
   // First among the checks whose outcome may differ by rank (each fills its own part).
@@ -216,8 +218,11 @@ void restore(TrainingRun& run, const Files& files, const std::string& checkpoint
 
 // Adds to `files` the ranks' own files this rank needs (rank_files_needed), read by each rank
 // itself where every rank sees the directory `dir`, else sent by rank 0 one at a time, each rank
-// keeping those it needs. Collective; a failure anywhere throws UsageError everywhere.
-void fetch_rank_files(const TrainingRun& run, const std::string& dir, const std::string& manifest_text, Files& files) {
+// keeping those it needs. Where every rank sees it, the model shards saved with block CRC32s are
+// left out, to be read in place by range (restore), and `disk` is set. Collective; a failure
+// anywhere throws UsageError everywhere.
+void fetch_rank_files(const TrainingRun& run, const std::string& dir, const std::string& manifest_text, Files& files,
+                      std::optional<CheckpointOnDisk>& disk) {
   std::map<std::string, ManifestEntry> manifest;
   std::set<std::string> needed;
   std::string error;
@@ -242,8 +247,11 @@ void fetch_rank_files(const TrainingRun& run, const std::string& dir, const std:
   // Not an error: some rank not seeing it only chooses the way the files go.
   if (!agree_on_error(*run.comm, sees ? "" : "does not see " + dir).failed()) {
     try {
-      for (const std::string& path : needed)
+      for (const std::string& path : needed) {
+        if (reads_by_range(path) && files.count(block_crc_path(path))) continue;  // in place, by range
         if (const auto it = manifest.find(path); it != manifest.end()) files[path] = read_part(dir, path, it->second);
+      }
+      disk = CheckpointOnDisk{dir, manifest};
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -300,8 +308,9 @@ std::string load_run(const std::string& dir, const std::string& project_dir, Tra
                     "interrupted save_state left in place");
   files = broadcast_files(*run.comm, files);
   const std::string where = broadcast_string(*run.comm, read.dir);
-  fetch_rank_files(run, where, broadcast_string(*run.comm, read.manifest), files);
-  restore(run, files, where);
+  std::optional<CheckpointOnDisk> disk;
+  fetch_rank_files(run, where, broadcast_string(*run.comm, read.manifest), files, disk);
+  restore(run, files, where, disk ? &*disk : nullptr);
   if (const std::string changed = changed_settings(files); !changed.empty())
     log_main(run.rank, "load_state: this run's settings differ from those the checkpoint was saved with: " + changed);
   return dir == "latest" ? chosen : dir;
