@@ -143,8 +143,10 @@ try:
                        capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
     check(r.returncode == 0, "fsdp2_no_reshard runs a 2-rank job", r.stdout + r.stderr)
     shards = sorted(os.listdir(os.path.join(save, "model_0"))) if os.path.isdir(os.path.join(save, "model_0")) else []
-    check(shards == ["layout.txt", "rank_0.safetensors", "rank_1.safetensors", "tensors.txt"],
-          "its checkpoint holds both ranks' shards of the parameters (ddp.zero_stage 3)", str(shards))
+    check(shards == ["layout.txt", "rank_0.safetensors", "rank_0.safetensors.crc32", "rank_1.safetensors",
+                     "rank_1.safetensors.crc32", "tensors.txt"],
+          "its checkpoint holds both ranks' shards of the parameters, each with its block CRC32s (ddp.zero_stage 3)",
+          str(shards))
 finally:
     clean_up(work)
 
