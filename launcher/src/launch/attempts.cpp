@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -33,6 +35,29 @@ std::string make_status_dir(const config::LaunchConfig& c, const std::string& ru
 
 // preempt_signal as the config spells it ("SIGTERM", "SIGUSR1": validated) to its number.
 int signal_number(const std::string& name) { return name == "SIGUSR1" ? SIGUSR1 : SIGTERM; }
+
+// A job of several machines failed: each machine is asked to run `true` through the agent Open MPI
+// reaches it with (the elastic probe, bounded by kLinkProbeTimeoutS). One that does not answer
+// (its link is down, or it is gone) joins run.daemon_hosts, the machines the outcome names as
+// unreachable. The ranks' statuses cannot tell it where the status directory outlived the network
+// (a shared file system on another network, or the simulated machines' common disk): a rank there
+// may have ended, and said so, by its own watchdog. Returns whether any was added.
+bool add_unanswering_machines(const config::LaunchConfig& c, const std::vector<std::string>& rank_hosts, JobRun& ran) {
+  std::vector<std::string> machines;
+  for (const auto& h : rank_hosts)
+    if (std::find(machines.begin(), machines.end(), h) == machines.end()) machines.push_back(h);
+  if (machines.size() < 2) return false;
+  const char* env_agent = std::getenv("OMPI_MCA_plm_rsh_agent");
+  bool added = false;
+  for (const HostAnswer& a : probe_hosts(rsh_agent_argv(c.mpi.extra_args, env_agent ? env_agent : ""), machines,
+                                         kLinkProbeTimeoutS)) {
+    if (a.answered || std::find(ran.daemon_hosts.begin(), ran.daemon_hosts.end(), a.host) != ran.daemon_hosts.end())
+      continue;
+    ran.daemon_hosts.push_back(a.host);
+    added = true;
+  }
+  return added;
+}
 
 }  // namespace
 
@@ -91,9 +116,12 @@ int run_attempts(const config::LaunchConfig& job, Environment env, const Attempt
       std::string dir;
       ~RemoveAtEnd() { files::remove_private_dir(dir); }
     } remove_at_end{env.status_dir};
-    const JobRun ran = run_plan(plan, watch, Preemption{signal_number(c.preempt_signal), c.preempt_timeout_s});
+    JobRun ran = run_plan(plan, watch, Preemption{signal_number(c.preempt_signal), c.preempt_timeout_s});
     observer.ended();
-    const JobOutcome outcome = job_outcome(ran, watch);
+    JobOutcome outcome = job_outcome(ran, watch);
+    if (outcome.exit_code != 0 && !ran.stop_signal && !ran.preempt_signal && !outcome.preempted &&
+        add_unanswering_machines(c, watch.rank_hosts, ran))
+      outcome = job_outcome(ran, watch);
     if (outcome.exit_code == 0) return 0;
     // Preempted: restarted only when the preemption came to the ranks alone (a scheduler signalling
     // them): one that came through `xlaunch run` preempts it too.

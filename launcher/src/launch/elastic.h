@@ -21,6 +21,9 @@ namespace xlaunch::launcher {
 
 // Seconds a machine has to run `true` through the rsh agent before it counts as not answering.
 inline constexpr double kHostProbeTimeoutS = 10;
+// The same after a job of several machines failed, to name the machines that no longer answer
+// (attempts.cpp): shorter, since the user waits for the verdict.
+inline constexpr double kLinkProbeTimeoutS = 3;
 
 // The machines of the job in order: mpi.hosts, else the hosts of mpi.hostfile (read here). Throws
 // LaunchError when the hostfile cannot be read or lists no host.

@@ -88,7 +88,9 @@ struct JobRun {
   int wait_status = 0;                    // waitpid's, for mpirun
   bool ended_by_launcher = false;         // mpirun did not finish within the grace and was ended
   int64_t failed_ns = 0;                  // when the launcher first saw the job failed (0: never)
-  std::vector<std::string> daemon_hosts;  // machines whose agent mpirun still waited for when ended
+  // Machines whose agent mpirun still waited for when ended, and (a job of several machines that
+  // failed) those that did not answer the agent's `true` afterwards: named as unreachable.
+  std::vector<std::string> daemon_hosts;
   int stop_signal = 0;     // the last signal that stopped the job (last_forwarded_signal()); 0: none
   int preempt_signal = 0;  // the preempt signal, when `xlaunch run` received it; 0: not
   std::vector<int> started;     // the ranks that showed a first sign of life (startup.h), ascending
