@@ -41,16 +41,20 @@ int signal_number(const std::string& name) { return name == "SIGUSR1" ? SIGUSR1 
 // (its link is down, or it is gone) joins run.daemon_hosts, the machines the outcome names as
 // unreachable. The ranks' statuses cannot tell it where the status directory outlived the network
 // (a shared file system on another network, or the simulated machines' common disk): a rank there
-// may have ended, and said so, by its own watchdog. Returns whether any was added.
+// may have ended, and said so, by its own watchdog. Only while another machine answers: where
+// none does, the probe itself may be what fails (an agent that needs a terminal, say), and naming
+// every machine would mislead. Returns whether any was added.
 bool add_unanswering_machines(const config::LaunchConfig& c, const std::vector<std::string>& rank_hosts, JobRun& ran) {
   std::vector<std::string> machines;
   for (const auto& h : rank_hosts)
     if (std::find(machines.begin(), machines.end(), h) == machines.end()) machines.push_back(h);
   if (machines.size() < 2) return false;
   const char* env_agent = std::getenv("OMPI_MCA_plm_rsh_agent");
+  const std::vector<HostAnswer> answers =
+      probe_hosts(rsh_agent_argv(c.mpi.extra_args, env_agent ? env_agent : ""), machines, kLinkProbeTimeoutS);
+  if (std::none_of(answers.begin(), answers.end(), [](const HostAnswer& a) { return a.answered; })) return false;
   bool added = false;
-  for (const HostAnswer& a : probe_hosts(rsh_agent_argv(c.mpi.extra_args, env_agent ? env_agent : ""), machines,
-                                         kLinkProbeTimeoutS)) {
+  for (const HostAnswer& a : answers) {
     if (a.answered || std::find(ran.daemon_hosts.begin(), ran.daemon_hosts.end(), a.host) != ran.daemon_hosts.end())
       continue;
     ran.daemon_hosts.push_back(a.host);
