@@ -45,9 +45,7 @@ int signal_number(const std::string& name) { return name == "SIGUSR1" ? SIGUSR1 
 // none does, the probe itself may be what fails (an agent that needs a terminal, say), and naming
 // every machine would mislead. Returns whether any was added.
 bool add_unanswering_machines(const config::LaunchConfig& c, const std::vector<std::string>& rank_hosts, JobRun& ran) {
-  std::vector<std::string> machines;
-  for (const auto& h : rank_hosts)
-    if (std::find(machines.begin(), machines.end(), h) == machines.end()) machines.push_back(h);
+  const std::vector<std::string> machines = machines_of(rank_hosts);
   if (machines.size() < 2) return false;
   const char* env_agent = std::getenv("OMPI_MCA_plm_rsh_agent");
   const std::vector<HostAnswer> answers =

@@ -182,12 +182,17 @@ std::vector<pid_t> rank_wrappers_under(pid_t root) {
   return out;
 }
 
+std::vector<std::string> machines_of(const std::vector<std::string>& rank_hosts) {
+  std::vector<std::string> machines;
+  for (const auto& h : rank_hosts)
+    if (std::find(machines.begin(), machines.end(), h) == machines.end()) machines.push_back(h);
+  return machines;
+}
+
 std::vector<Unreachable> unreachable_machines(const std::vector<std::string>& rank_hosts,
                                               const std::vector<RankStatus>& statuses,
                                               const std::vector<std::string>& daemon_hosts, bool statuses_shared) {
-  std::vector<std::string> machines;  // in rank order
-  for (const auto& h : rank_hosts)
-    if (std::find(machines.begin(), machines.end(), h) == machines.end()) machines.push_back(h);
+  const std::vector<std::string> machines = machines_of(rank_hosts);
   std::set<std::string> reported;
   for (const auto& s : statuses)
     if (s.rank >= 0 && static_cast<size_t>(s.rank) < rank_hosts.size()) reported.insert(rank_hosts[s.rank]);

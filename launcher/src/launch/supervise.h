@@ -103,6 +103,9 @@ struct Unreachable {
   int64_t since_ns = 0;  // the last sign of life the launcher knows of (a step's end), else 0
 };
 
+// Pure: the machines of rank_hosts, each once, in rank order.
+std::vector<std::string> machines_of(const std::vector<std::string>& rank_hosts);
+
 // Pure: the machines that did not report: every machine in daemon_hosts, and, when statuses_shared
 // (the job failed, and the status directory is seen from the other machines: a rank on a machine
 // other than the launcher's left a status), every machine none of whose ranks did. Needs rank_hosts.

@@ -167,17 +167,11 @@ void SyncCounter::process(const c10::Warning& w) {
 
 CountedThread::CountedThread(const char* role, SyncCounter* counter) : outer_role_(t_thread_role) {
   if (!counter) return;
-  previous_ = c10::WarningUtils::get_warning_handler();
-  c10::WarningUtils::set_warning_handler(counter);
-  installed_ = true;
+  guard_.emplace(counter);
   t_thread_role = role;
 }
 
-CountedThread::~CountedThread() {
-  if (!installed_) return;
-  c10::WarningUtils::set_warning_handler(previous_);
-  t_thread_role = outer_role_;
-}
+CountedThread::~CountedThread() { t_thread_role = outer_role_; }
 
 void SyncCounter::step_done() {
   const std::lock_guard<std::mutex> lock(record_mu_);

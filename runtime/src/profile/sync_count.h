@@ -31,6 +31,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "xlaunch/status/sync_stats.h"
@@ -124,8 +125,7 @@ class CountedThread {
   CountedThread& operator=(const CountedThread&) = delete;
 
  private:
-  bool installed_ = false;
-  c10::WarningHandler* previous_ = nullptr;
+  std::optional<c10::WarningUtils::WarningHandlerGuard> guard_;  // the thread's handler given back at the end
   const char* outer_role_;
 };
 
